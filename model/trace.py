@@ -1,0 +1,39 @@
+"""Results of a forward pass: the whole-model trace and one layer's recomputed detail."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class ForwardTrace:
+    """What one run of the decoder on a text recorded."""
+
+    text: str
+    token_ids: list[int]
+    tokens: list[str]               # readable labels, one per token
+    attention: np.ndarray           # [n_layers, n_heads, T, T] float16, post-softmax
+    next_token_logits: np.ndarray   # [vocab_size] float32, logits after the last token
+    truncated: bool                 # the text had more than max_tokens tokens and was cut
+    n_tokens_total: int             # tokens in the full text before truncation
+    residual: np.ndarray = field(repr=False)  # [n_layers, T, d_model] float32, input of each layer
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+@dataclass(frozen=True, eq=False)
+class LayerDetail:
+    """One attention layer's intermediates, recomputed exactly as the forward pass did them."""
+
+    layer: int
+    q: np.ndarray       # [n_heads, T, head_dim] before RoPE
+    q_rot: np.ndarray   # [n_heads, T, head_dim] after RoPE
+    k: np.ndarray       # [n_kv_heads, T, head_dim] before RoPE
+    k_rot: np.ndarray   # [n_kv_heads, T, head_dim] after RoPE
+    v: np.ndarray       # [n_kv_heads, T, head_dim]
+    scores: np.ndarray  # [n_heads, T, T] q_rot.k_rot / sqrt(head_dim), before the mask
+    mask: np.ndarray    # [T, T] bool, True where attention is allowed (j <= i)
+    pattern: np.ndarray  # [n_heads, T, T] float32 softmax of the masked scores

@@ -1,0 +1,1 @@
+"""Pure figure functions: arrays + labels -> plotly figures. Never imports streamlit or torch."""

@@ -1,0 +1,37 @@
+"""One shared look for every figure: projector-readable fonts, margins and colour scales."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+FONT_SIZE = 16          # base text size; readable from the back of a classroom
+TICK_FONT_SIZE = 14
+TITLE_FONT_SIZE = 20
+ATTENTION_SCALE = "Viridis"   # sequential, perceptually uniform, colour-blind safe, dark = 0
+DIVERGING_SCALE = "RdBu_r"    # signed values (scores, PE, dot products), white = 0
+MASKED_COLOR = "#d9d9d9"      # cells the causal mask forbids: light grey, never a colour of the scale
+ACCENT = "#d62728"            # marks the current choice (temperature, query token, head)
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf"]
+
+
+def apply_theme(fig: go.Figure, title: str | None = None, height: int | None = None) -> go.Figure:
+    """Set fonts, margins, white background and an optional title/height on fig, and return it."""
+    fig.update_layout(
+        template="plotly_white",
+        font=dict(size=FONT_SIZE),
+        title=dict(text=title, font=dict(size=TITLE_FONT_SIZE)) if title else None,
+        margin=dict(l=10, r=10, t=60 if title else 20, b=10),
+        hoverlabel=dict(font_size=FONT_SIZE),
+    )
+    fig.update_xaxes(tickfont=dict(size=TICK_FONT_SIZE), automargin=True)
+    fig.update_yaxes(tickfont=dict(size=TICK_FONT_SIZE), automargin=True)
+    if height is not None:
+        fig.update_layout(height=height)
+    return fig
+
+
+def token_tick_labels(tokens: list[str], max_labels: int = 64) -> tuple[list[int], list[str]]:
+    """Tick positions and texts for a token axis: unique by position, thinned to at most max_labels."""
+    step = max(1, -(-len(tokens) // max_labels))
+    positions = list(range(0, len(tokens), step))
+    return positions, [f"{tokens[i]}" for i in positions]
