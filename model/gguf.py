@@ -151,7 +151,7 @@ def _dequantize_all(reader, config: ModelConfig) -> dict[str, np.ndarray]:
     from gguf.quants import dequantize
 
     def one(tensor) -> tuple[str, np.ndarray]:
-        weight = np.ascontiguousarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
+        weight = np.require(dequantize(tensor.data, tensor.tensor_type), np.float32, ("C", "W", "O"))
         if tensor.name.endswith("attn_q.weight"):
             weight = unpermute_qk(weight, config.n_heads)
         elif tensor.name.endswith("attn_k.weight"):
