@@ -1,0 +1,183 @@
+"""Softmax with temperature, entropy, top-k / top-p filtering and seeded sampling, in pure numpy (float64).
+
+Everything here is stable at both ends of the temperature range: the maximum is subtracted before dividing by the
+temperature, so exp never overflows; -inf entries (masked keys) get probability exactly 0; 0 log 0 counts as 0.
+The order of operations is the usual one in language-model decoding (as in Hugging Face's logits processors):
+temperature first, then top-k, then top-p on the top-k survivors, then renormalize and sample.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+T_MIN = 0.05
+T_MAX = 10.0
+
+
+def _check_temperature(temperature: float) -> float:
+    t = float(temperature)
+    if not np.isfinite(t) or t <= 0:
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    return t
+
+
+def _shifted(logits, temperature: float, axis: int) -> np.ndarray:
+    """(logits - max) / T in float64: the largest entry becomes 0, masked (-inf) entries stay -inf."""
+    x = np.asarray(logits, dtype=np.float64)
+    if x.size == 0:
+        raise ValueError("softmax needs at least one logit")
+    if np.isnan(x).any():
+        raise ValueError("logits contain NaN")
+    t = _check_temperature(temperature)
+    top = np.max(x, axis=axis, keepdims=True)
+    if np.isneginf(top).any():
+        raise ValueError("every logit is -inf (everything is masked): there is nothing to normalize")
+    pos_inf = np.isposinf(top)
+    with np.errstate(over="ignore", invalid="ignore"):
+        z = (x - top) / t          # <= 0 everywhere; a difference that overflows becomes -inf, i.e. weight 0
+    if pos_inf.any():              # +inf logits share all the mass equally
+        z = np.where(pos_inf, np.where(np.isposinf(x), 0.0, -np.inf), z)
+    return z
+
+
+def softmax(logits, temperature: float = 1.0, axis: int = -1) -> np.ndarray:
+    """exp(x_i / T) / sum_j exp(x_j / T) along axis, float64; -inf logits get probability 0."""
+    z = _shifted(logits, temperature, axis)
+    e = np.exp(z)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def log_softmax(logits, temperature: float = 1.0, axis: int = -1) -> np.ndarray:
+    """log of softmax(logits / T), float64 (-inf where the probability is exactly 0)."""
+    z = _shifted(logits, temperature, axis)
+    return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
+
+
+def entropy_bits(probs, axis: int = -1) -> np.ndarray | float:
+    """Shannon entropy -sum p log2 p in bits, with 0 log 0 = 0. Uniform over n choices gives log2(n)."""
+    p = np.asarray(probs, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, p * np.log2(np.where(p > 0, p, 1.0)), 0.0)
+    h = np.maximum(-terms.sum(axis=axis), 0.0)   # tiny negative rounding -> 0
+    return float(h) if np.ndim(h) == 0 else h
+
+
+def effective_choices(probs, axis: int = -1) -> np.ndarray | float:
+    """2 ** entropy (the perplexity): how many equally likely choices the distribution is worth."""
+    return np.exp2(entropy_bits(probs, axis=axis))
+
+
+def temperature_grid(t_min: float = T_MIN, t_max: float = T_MAX, per_decade: int = 20) -> list[float]:
+    """Log-spaced temperatures from t_min to t_max, rounded to 2 significant digits, 1.0 included exactly.
+
+    Steps are 10^(1/per_decade) apart (about 12% for 20 per decade), so the slider moves evenly on a log scale.
+    """
+    if not 0 < t_min < t_max:
+        raise ValueError(f"need 0 < t_min < t_max, got {t_min!r}, {t_max!r}")
+    lo = int(np.floor(np.log10(t_min) * per_decade + 1e-9))
+    hi = int(np.ceil(np.log10(t_max) * per_decade - 1e-9))
+    values = []
+    for k in range(lo, hi + 1):
+        v = float(f"{10 ** (k / per_decade):.2g}")
+        v = min(max(v, t_min), t_max)
+        if not values or v > values[-1]:
+            values.append(v)
+    return values
+
+
+def nearest_temperature(values: list[float], t: float) -> float:
+    """The value of a log-spaced grid closest to t on a log scale (t clamped to the grid's range)."""
+    if not values:
+        raise ValueError("empty temperature grid")
+    try:
+        t = float(t)
+    except (TypeError, ValueError):
+        return 1.0 if 1.0 in values else values[len(values) // 2]
+    if not np.isfinite(t) or t <= 0:
+        t = values[0] if t <= 0 else values[-1]
+    grid = np.log(np.asarray(values, dtype=np.float64))
+    return values[int(np.argmin(np.abs(grid - np.log(t))))]
+
+
+def temperature_sweep(logits, temperatures) -> dict[str, np.ndarray]:
+    """Entropy (bits), top-1 probability and effective number of choices of softmax(logits / T) for each T.
+
+    logits: 1-D. Returns arrays aligned with `temperatures`: "temperature", "entropy_bits", "top1", "effective".
+    """
+    x = np.asarray(logits, dtype=np.float64).reshape(-1)
+    temps = np.asarray(temperatures, dtype=np.float64).reshape(-1)
+    ent = np.empty(len(temps))
+    top1 = np.empty(len(temps))
+    for i, t in enumerate(temps):   # one row at a time: vocab-sized rows stay small in memory
+        p = softmax(x, t)
+        ent[i] = entropy_bits(p)
+        top1[i] = p.max()
+    return {"temperature": temps, "entropy_bits": ent, "top1": top1, "effective": np.exp2(ent)}
+
+
+def _order(p: np.ndarray) -> np.ndarray:
+    """Indices by decreasing probability; ties keep the lower index first (deterministic)."""
+    return np.argsort(-p, kind="stable")
+
+
+def top_k_keep(probs, k: int | None) -> np.ndarray:
+    """Bool mask of the k most probable entries (ties: lower index first). k None or <= 0: keep every p > 0."""
+    p = np.asarray(probs, dtype=np.float64).reshape(-1)
+    support = p > 0
+    if k is None or int(k) <= 0 or int(k) >= int(support.sum()):
+        return support
+    keep = np.zeros(p.shape, dtype=bool)
+    keep[_order(p)[: int(k)]] = True
+    return keep & support
+
+
+def top_p_keep(probs, top_p: float | None) -> np.ndarray:
+    """Bool mask of the smallest set of most probable entries whose total mass is >= top_p (nucleus sampling).
+
+    The most probable entry is always kept; top_p None or >= 1 keeps every entry with p > 0.
+    """
+    p = np.asarray(probs, dtype=np.float64).reshape(-1)
+    support = p > 0
+    if top_p is None or float(top_p) >= 1.0:
+        return support
+    if not float(top_p) > 0:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+    order = _order(p)
+    mass = np.cumsum(p[order]) / p.sum()
+    n_keep = int(np.searchsorted(mass, float(top_p) - 1e-12, side="left")) + 1   # first prefix reaching top_p
+    keep = np.zeros(p.shape, dtype=bool)
+    keep[order[: min(n_keep, len(p))]] = True
+    return keep & support
+
+
+def filter_probs(probs, top_k: int | None = None, top_p: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Apply top-k, then top-p on the renormalized survivors. Returns (keep mask, renormalized kept distribution)."""
+    p = np.asarray(probs, dtype=np.float64).reshape(-1)
+    keep = top_k_keep(p, top_k)
+    after_k = np.where(keep, p, 0.0)
+    keep = keep & top_p_keep(after_k / after_k.sum(), top_p)
+    kept = np.where(keep, p, 0.0)
+    return keep, kept / kept.sum()
+
+
+def sample(probs, n: int, seed: int) -> np.ndarray:
+    """n draws (indices) from the distribution probs with a seeded generator: same seed, same draws.
+
+    Inverse-CDF sampling over the entries with p > 0, so an entry with probability 0 is never drawn.
+    """
+    p = np.asarray(probs, dtype=np.float64).reshape(-1)
+    if int(n) < 0:
+        raise ValueError(f"n must be >= 0, got {n!r}")
+    if np.isnan(p).any() or (p < 0).any() or not p.sum() > 0:
+        raise ValueError("probs must be non-negative with a positive sum")
+    support = np.flatnonzero(p > 0)
+    cdf = np.cumsum(p[support])
+    cdf /= cdf[-1]
+    cdf[-1] = 1.0
+    u = np.random.default_rng(int(seed)).random(int(n))      # in [0, 1)
+    return support[np.searchsorted(cdf, u, side="right")]
+
+
+def sample_counts(probs, n: int, seed: int) -> np.ndarray:
+    """How many of n seeded draws fell on each entry: int array shaped like probs."""
+    p = np.asarray(probs, dtype=np.float64).reshape(-1)
+    return np.bincount(sample(p, n, seed), minlength=len(p))
