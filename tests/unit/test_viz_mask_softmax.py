@@ -1,0 +1,124 @@
+"""viz/mask.py and viz/softmax.py: trace types, shapes, tick labels, masked cells; no streamlit / torch imports."""
+import subprocess
+import sys
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from viz import mask as VM
+from viz import softmax as VS
+from viz.theme import MASKED_COLOR
+
+TOKENS = ["The", "␣cat", "␣sat", "␣the"]   # "the" twice in spirit: labels need not be unique
+
+
+def _tri(T):
+    return np.tri(T, dtype=bool)
+
+
+def test_viz_modules_import_no_streamlit_or_torch():
+    code = ("import sys, viz.mask, viz.softmax; bad = [m for m in ('streamlit', 'torch') if m in sys.modules]; "
+            "print(','.join(bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_masked_scores_heatmap_grey_minus_inf_cells():
+    scores = np.arange(16, dtype=float).reshape(4, 4) - 8
+    m = _tri(4)
+    fig = VM.matrix_heatmap(np.where(m, scores, -np.inf), TOKENS, allowed=m, show_values=True)
+    assert isinstance(fig, go.Figure)
+    assert [type(t).__name__ for t in fig.data] == ["Heatmap", "Heatmap"]
+    values, masked = fig.data
+    z = np.array(values.z, dtype=float)
+    assert z.shape == (4, 4)
+    assert np.isnan(z[~m]).all() and np.array_equal(z[m], scores[m])       # -inf is not a colour of the scale
+    assert values.zmin == -values.zmax == -8                              # symmetric, white = 0
+    mz = np.array(masked.z, dtype=float)
+    assert np.array_equal(~np.isnan(mz), ~m)                              # grey layer exactly on masked cells
+    assert masked.colorscale[0][1] == MASKED_COLOR and masked.showscale is False
+    assert np.array(masked.text)[0, 1] == VM.MINUS_INF and np.array(masked.text)[1, 0] == ""
+    assert "−∞" in masked.hovertemplate
+    assert np.array(values.text)[1, 0] == "−4.00"                        # numbers written in the cells
+    assert list(fig.layout.xaxis.tickvals) == [0, 1, 2, 3]
+    assert list(fig.layout.xaxis.ticktext) == TOKENS and list(fig.layout.yaxis.ticktext) == TOKENS
+    assert fig.layout.yaxis.range == (3.5, -0.5)                          # query 0 on top
+
+
+def test_probs_heatmap_scale_and_outline():
+    p = np.full((4, 4), 0.25)
+    fig = VM.matrix_heatmap(p, TOKENS, kind="probs", future_outline=True, zmax=1.0)
+    assert [type(t).__name__ for t in fig.data] == ["Heatmap", "Scatter"]
+    assert fig.data[0].zmin == 0 and fig.data[0].zmax == 1.0
+    assert np.array(fig.data[0].text)[0, 0] == "0.25"                     # tiny matrix: numbers shown by default
+    fig = VM.matrix_heatmap(p, TOKENS, kind="probs", show_values=False)
+    assert fig.data[0].texttemplate is None
+
+
+def test_matrix_heatmap_auto_values_and_thinned_ticks():
+    T = 100
+    toks = [f"t{i}" for i in range(T)]
+    fig = VM.matrix_heatmap(np.zeros((T, T)), toks, allowed=_tri(T), max_labels=20)
+    assert fig.data[0].texttemplate is None and fig.data[1].texttemplate is None   # too big for cell text
+    assert len(fig.layout.xaxis.tickvals) <= 20
+    assert fig.layout.xaxis.ticktext[1] == toks[fig.layout.xaxis.tickvals[1]]
+
+
+def test_matrix_heatmap_rejects_bad_shapes():
+    with pytest.raises(ValueError):
+        VM.matrix_heatmap(np.zeros((3, 4)), TOKENS)
+    with pytest.raises(ValueError):
+        VM.matrix_heatmap(np.zeros((4, 4)), TOKENS, kind="nope")
+    with pytest.raises(ValueError):
+        VM.mask_heatmap(np.ones((3, 3), bool), TOKENS)
+
+
+def test_mask_heatmap_zero_and_minus_inf():
+    m = _tri(4)
+    fig = VM.mask_heatmap(m, TOKENS)
+    allowed, blocked = fig.data
+    assert np.array(allowed.text)[2, 1] == "0" and np.array(blocked.text)[1, 2] == VM.MINUS_INF
+    assert np.array_equal(np.isnan(np.array(allowed.z, dtype=float)), ~m)
+
+
+def test_leak_bars():
+    fig = VM.leak_bars([0.5, 0.2, 0.1, 0.0], TOKENS)
+    assert type(fig.data[0]).__name__ == "Bar" and list(fig.data[0].y) == [0.5, 0.2, 0.1, 0.0]
+    assert list(fig.layout.xaxis.ticktext) == TOKENS
+
+
+def test_probability_bars_kept_highlight():
+    labels = ["␣the", "␣a", "␣the"]
+    fig = VS.probability_bars(labels, [0.5, 0.3, 0.2], keep=[True, True, False], renormalized=[0.625, 0.375, 0])
+    bars = fig.data[0]
+    assert type(bars).__name__ == "Bar" and bars.orientation == "h"
+    assert list(bars.y) == [0, 1, 2]                                       # numeric rows: duplicates allowed
+    assert list(fig.layout.yaxis.ticktext) == labels
+    assert list(bars.marker.color) == [VS.KEPT_COLOR, VS.KEPT_COLOR, MASKED_COLOR]
+    marks = fig.data[1]
+    assert type(marks).__name__ == "Scatter" and np.isnan(marks.x[2]) and marks.x[0] == 0.625
+    only = VS.probability_bars(labels, [0.5, 0.3, 0.2])
+    assert len(only.data) == 1 and list(only.data[0].marker.color) == [VS.KEPT_COLOR] * 3
+
+
+def test_temperature_curves_log_axis_and_marker():
+    t = np.geomspace(0.05, 10, 30)
+    fig = VS.temperature_curves(t, np.linspace(0, 3, 30), np.linspace(1, 0.2, 30), np.exp2(np.linspace(0, 3, 30)),
+                                current=1.0)
+    assert len(fig.data) == 6 and all(type(d).__name__ == "Scatter" for d in fig.data)
+    assert fig.layout.xaxis.type == "log" and fig.layout.xaxis3.type == "log"
+    markers = [d for d in fig.data if d.mode == "markers"]
+    assert len(markers) == 3 and all(d.x[0] == 1.0 for d in markers)
+    assert len(fig.layout.shapes) == 3                                     # one dashed line per panel
+    with pytest.raises(ValueError):
+        VS.temperature_curves(t, [0, 1], t, t, current=1.0)
+
+
+def test_sample_histogram():
+    fig = VS.sample_histogram(["a", "b", "other"], [0.6, 0.4, 0.0], [0.58, 0.42, 0.0], 100)
+    assert [type(d).__name__ for d in fig.data] == ["Bar", "Bar"]
+    assert fig.layout.barmode == "group"
+    assert list(fig.layout.yaxis.ticktext) == ["a", "b", "other"]
+    assert "100" in fig.data[1].name
+    assert list(fig.data[1].customdata[:, 1]) == [58, 42, 0]

@@ -1,0 +1,122 @@
+"""Figures for the softmax & temperature page: probability bars, curves over temperature, sampling histogram.
+
+Rows are numeric positions with the labels as tick text (token strings are not unique). Pure plotly: no streamlit,
+no torch.
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from viz.theme import ACCENT, MASKED_COLOR, PALETTE, apply_theme
+
+KEPT_COLOR = PALETTE[0]
+SAMPLED_COLOR = PALETTE[1]
+
+
+def _rows(labels: list[str], values, name: str) -> tuple[list[str], np.ndarray]:
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    if len(labels) != len(v):
+        raise ValueError(f"{name}: {len(labels)} labels for {len(v)} values")
+    return list(labels), v
+
+
+def _label_axis(fig: go.Figure, labels: list[str], **kw) -> None:
+    fig.update_yaxes(tickmode="array", tickvals=list(range(len(labels))), ticktext=labels,
+                     range=[len(labels) - 0.5, -0.5], **kw)
+
+
+def probability_bars(labels: list[str], probs, *, keep=None, renormalized=None, title: str | None = None,
+                     height: int | None = None) -> go.Figure:
+    """Horizontal bars of probabilities, in the given order (top row first).
+
+    keep: bool per row; kept rows are blue, the rest grey (dropped by top-k / top-p).
+    renormalized: per row, the probability after dropping the others and renormalizing (shown in the hover and as
+    a marker outline on kept rows).
+    """
+    labels, p = _rows(labels, probs, "probs")
+    n = len(labels)
+    keep = np.ones(n, dtype=bool) if keep is None else np.asarray(keep, dtype=bool).reshape(-1)
+    if keep.shape != (n,):
+        raise ValueError(f"keep must have {n} entries, got {keep.shape}")
+    renorm = p if renormalized is None else np.asarray(renormalized, dtype=np.float64).reshape(-1)
+    status = np.where(keep, "kept", "dropped by top-k / top-p")
+    fig = go.Figure()
+    fig.add_trace(go.Bar(
+        x=p, y=np.arange(n), orientation="h", name="probability",
+        marker=dict(color=np.where(keep, KEPT_COLOR, MASKED_COLOR).tolist(), line=dict(width=0)),
+        text=[f"{v:.1%}" if v >= 0.0005 else f"{v:.1e}" for v in p], textposition="outside", cliponaxis=False,
+        customdata=np.stack([np.asarray(labels, dtype=object), status, renorm], axis=-1),
+        hovertemplate="%{customdata[0]}<br>p = %{x:.4f}<br>%{customdata[1]}<br>after renormalizing: "
+                      "%{customdata[2]:.4f}<extra></extra>"))
+    if renormalized is not None and (~keep).any():
+        fig.add_trace(go.Scatter(
+            x=np.where(keep, renorm, np.nan), y=np.arange(n), mode="markers", name="kept, renormalized",
+            marker=dict(symbol="line-ns", size=18, line=dict(width=3, color=ACCENT)),
+            hovertemplate="renormalized: %{x:.4f}<extra></extra>"))
+        fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0))
+    _label_axis(fig, labels, title_text=None)
+    top = float(np.nanmax(np.concatenate([p, renorm]))) if n else 1.0
+    fig.update_xaxes(title_text="probability", range=[0, min(1.0, top) * 1.18 or 1.0], tickformat=".0%")
+    apply_theme(fig, title=title, height=height or int(min(720, 120 + 26 * max(n, 4))))
+    fig.update_layout(showlegend=renormalized is not None and bool((~keep).any()), bargap=0.25)
+    return fig
+
+
+def temperature_curves(temperatures, entropy_bits, top1, effective, current: float, *,
+                       current_values: tuple[float, float, float] | None = None, title: str | None = None,
+                       height: int = 340) -> go.Figure:
+    """Three panels over a log temperature axis: entropy (bits), top-1 probability, effective number of choices
+    (2^entropy), with the current temperature marked by a vertical line and a dot on each curve."""
+    t = np.asarray(temperatures, dtype=np.float64).reshape(-1)
+    series = [np.asarray(s, dtype=np.float64).reshape(-1) for s in (entropy_bits, top1, effective)]
+    if any(s.shape != t.shape for s in series):
+        raise ValueError("every curve needs one value per temperature")
+    names = ["entropy (bits)", "top-1 probability", "effective choices (2^H)"]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=names, horizontal_spacing=0.09)
+    if current_values is None:
+        current_values = tuple(float(np.interp(np.log(current), np.log(t), s)) for s in series)
+    fmts = [".2f", ".1%", ".1f"]
+    for c, (s, name, cur, fmt) in enumerate(zip(series, names, current_values, fmts), start=1):
+        fig.add_trace(go.Scatter(x=t, y=s, mode="lines", line=dict(color=PALETTE[0], width=3), name=name,
+                                 hovertemplate=f"T = %{{x:.3g}}<br>{name}: %{{y:{fmt}}}<extra></extra>"),
+                      row=1, col=c)
+        fig.add_trace(go.Scatter(x=[current], y=[cur], mode="markers", marker=dict(color=ACCENT, size=12),
+                                 name=f"T = {current:g}",
+                                 hovertemplate=f"current T = %{{x:.3g}}<br>{name}: %{{y:{fmt}}}<extra></extra>"),
+                      row=1, col=c)
+        fig.add_vline(x=current, line=dict(color=ACCENT, width=2, dash="dash"), row=1, col=c)
+        fig.update_xaxes(type="log", title_text="temperature T", row=1, col=c)
+    fig.update_yaxes(rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=1, col=2)
+    fig.update_yaxes(type="log", row=1, col=3)
+    apply_theme(fig, title=title, height=height)
+    fig.update_layout(showlegend=False)
+    fig.update_annotations(font_size=16)
+    return fig
+
+
+def sample_histogram(labels: list[str], expected, observed, n_samples: int, *, title: str | None = None,
+                     height: int | None = None) -> go.Figure:
+    """Grouped horizontal bars per row: the expected probability and the share of n_samples draws that hit it."""
+    labels, e = _rows(labels, expected, "expected")
+    _, o = _rows(labels, observed, "observed")
+    n = len(labels)
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=e, y=np.arange(n), orientation="h", name="expected probability",
+                         marker_color=KEPT_COLOR, customdata=labels,
+                         hovertemplate="%{customdata}<br>expected: %{x:.4f}<extra></extra>"))
+    counts = np.rint(o * n_samples).astype(int)
+    fig.add_trace(go.Bar(x=o, y=np.arange(n), orientation="h", name=f"share of {n_samples:,} samples",
+                         marker_color=SAMPLED_COLOR, customdata=np.stack([np.asarray(labels, dtype=object),
+                                                                          counts], axis=-1),
+                         hovertemplate="%{customdata[0]}<br>sampled %{customdata[1]} times: %{x:.4f}"
+                                       "<extra></extra>"))
+    _label_axis(fig, labels)
+    top = float(max(e.max(initial=0), o.max(initial=0)))
+    fig.update_xaxes(title_text="probability / frequency", range=[0, min(1.0, top * 1.1) or 1.0], tickformat=".0%")
+    apply_theme(fig, title=title, height=height or int(min(760, 140 + 34 * max(n, 3))))
+    fig.update_layout(barmode="group", bargap=0.2, bargroupgap=0.05,
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0))
+    return fig
