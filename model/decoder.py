@@ -20,6 +20,7 @@ from model.tokenizer import Tokenizer
 from model.trace import ForwardTrace, LayerDetail
 
 DEFAULT_MAX_TOKENS = 512
+FLOAT32_ATTENTION_BYTES = 64 * 2**20  # keep attention in float32 up to this size (T <= 249 here), float16 above
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -165,7 +166,9 @@ class LanguageModel:
         T = len(ids)
         if not 1 <= T <= cfg.max_positions:
             raise ValueError(f"Need 1 to {cfg.max_positions} tokens, got {T}")
-        attention = np.empty((cfg.n_layers, cfg.n_heads, T, T), dtype=np.float16)  # [L, H, T, T]
+        n_values = cfg.n_layers * cfg.n_heads * T * T
+        dtype = np.float32 if 4 * n_values <= FLOAT32_ATTENTION_BYTES else np.float16
+        attention = np.empty((cfg.n_layers, cfg.n_heads, T, T), dtype=dtype)       # [L, H, T, T]
         residual = np.empty((cfg.n_layers, T, cfg.d_model), dtype=np.float32)     # [L, T, D]
         with torch.inference_mode():
             cos, sin = rope_cos_sin(range(T), cfg.head_dim, cfg.rope_theta)         # [T, hd/2] each

@@ -75,3 +75,118 @@ def half_to_adjacent(x):
     d = x.shape[-1]
     order = np.arange(d).reshape(2, d // 2).T.reshape(-1)  # [0, d/2, 1, d/2+1, ...]
     return x[..., order]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Helpers for the "Positional encodings" page: small pure functions on numpy arrays (float64 unless stated).
+# ---------------------------------------------------------------------------------------------------------------
+
+def pe_offset_dots(d_model: int, base: float, starts, max_offset: int) -> np.ndarray:
+    """PE(p) . PE(p + k) for each start p and k = 0..max_offset: [len(starts), max_offset + 1].
+
+    Each pair contributes sin(p w) sin((p+k) w) + cos(p w) cos((p+k) w) = cos(k w), so every row is the same
+    function of k alone: sum_i cos(k w_i). Computed here from the PE vectors themselves, not from that identity.
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    pe = sinusoidal_pe(int(starts.max()) + max_offset + 1, d_model, base)              # [P, d]
+    offsets = np.arange(max_offset + 1)
+    return np.stack([pe[p + offsets] @ pe[p] for p in starts])                        # [S, K+1]
+
+
+def pe_similarity(pe: np.ndarray, positions=None) -> np.ndarray:
+    """Dot products PE(p) . PE(q) for every pair of the given positions (default: all rows): [N, N]."""
+    rows = pe if positions is None else pe[np.asarray(positions)]
+    return rows @ rows.T
+
+
+def rotation_path(theta: float, n_positions: int, start=(1.0, 0.0)) -> np.ndarray:
+    """Where a 2-D vector lands after RoPE at positions 0..n_positions-1 (angle m*theta): [n_positions, 2]."""
+    angles = np.arange(n_positions, dtype=np.float64) * theta
+    c, s = np.cos(angles), np.sin(angles)
+    x, y = start
+    return np.stack((x * c - y * s, x * s + y * c), axis=-1)
+
+
+def pair_indices(head_dim: int, convention: str = "half") -> np.ndarray:
+    """The two dimensions that rotate together, for each pair i: [head_dim/2, 2] int."""
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention must be one of {CONVENTIONS}, got {convention!r}")
+    i = np.arange(head_dim // 2)
+    if convention == "half":
+        return np.stack((i, i + head_dim // 2), axis=-1)
+    return np.stack((2 * i, 2 * i + 1), axis=-1)
+
+
+def split_pairs(x, convention: str = "half") -> np.ndarray:
+    """The 2-D pairs of the last axis of x [..., d] as [..., d/2, 2] (first, second coordinate)."""
+    x = np.asarray(x)
+    idx = pair_indices(x.shape[-1], convention)
+    return np.stack((x[..., idx[:, 0]], x[..., idx[:, 1]]), axis=-1)
+
+
+def pair_contributions(q_rot, k_rot, convention: str = "half") -> np.ndarray:
+    """Each pair's share of the dot product q_rot . k_rot: [d/2] float64, summing to the full dot product."""
+    qp = split_pairs(np.asarray(q_rot, dtype=np.float64), convention)                 # [d/2, 2]
+    kp = split_pairs(np.asarray(k_rot, dtype=np.float64), convention)                 # [d/2, 2]
+    return (qp * kp).sum(-1)
+
+
+def rope_scores_at(q, k, q_positions, k_positions, base: float) -> np.ndarray:
+    """q placed at each q_position and k at the matching k_position, rotated as the decoder does (float32,
+    rope_cos_sin + apply_rope, half-split pairs), scored q_rot . k_rot / sqrt(d): [N] float64.
+
+    q, k: [d] pre-RoPE vectors (the content). Positions may exceed the sequence the vectors came from.
+    """
+    q = np.asarray(q, dtype=np.float32)
+    k = np.asarray(k, dtype=np.float32)
+    d = q.shape[-1]
+    q_positions = np.asarray(q_positions)
+    k_positions = np.asarray(k_positions)
+    cq, sq = rope_cos_sin(q_positions, d, base)                                       # [N, d/2]
+    ck, sk = rope_cos_sin(k_positions, d, base)                                       # [N, d/2]
+    q_rot = apply_rope(np.broadcast_to(q, (len(q_positions), d)).copy(), cq, sq)      # [N, d]
+    k_rot = apply_rope(np.broadcast_to(k, (len(k_positions), d)).copy(), ck, sk)      # [N, d]
+    return (q_rot * k_rot).sum(-1, dtype=np.float32).astype(np.float64) / np.sqrt(d)
+
+
+def shifted_scores(q, k, m: int, n: int, shifts, base: float) -> np.ndarray:
+    """Score of the same q/k content placed at positions (m + s, n + s) for each shift s: [S]."""
+    shifts = np.asarray(shifts, dtype=np.int64)
+    return rope_scores_at(q, k, m + shifts, n + shifts, base)
+
+
+def scores_by_distance(q, k, distances, base: float) -> np.ndarray:
+    """Score of the same q/k content with the key at 0 and the query at distance Δ: [D] (only Δ matters)."""
+    distances = np.asarray(distances, dtype=np.int64)
+    return rope_scores_at(q, k, distances, np.zeros_like(distances), base)
+
+
+def aligned_envelope(q, k, distances, base: float) -> np.ndarray:
+    """sum_i |q_i| |k_i| cos(Δ theta_i) / sqrt(d): the score if every pair of q and k started aligned.
+
+    This is the long-range decay of the RoPE paper (section 3.4.3): pairs at different speeds drift out of phase.
+    """
+    q = np.asarray(q, dtype=np.float64)
+    k = np.asarray(k, dtype=np.float64)
+    d = q.shape[-1]
+    weight = np.linalg.norm(split_pairs(q), axis=-1) * np.linalg.norm(split_pairs(k), axis=-1)  # [d/2]
+    angles = np.asarray(distances, dtype=np.float64)[:, None] * rope_frequencies(d, base)[None, :]  # [D, d/2]
+    return np.cos(angles) @ weight / np.sqrt(d)
+
+
+def masked_softmax(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis where mask is True (0 elsewhere), in float64."""
+    s = np.where(mask, np.asarray(scores, dtype=np.float64), -np.inf)
+    s = s - s.max(-1, keepdims=True)
+    e = np.exp(s)
+    return e / e.sum(-1, keepdims=True)
+
+
+def attention_without_rope(q: np.ndarray, k: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """One head's pattern with RoPE switched off: softmax of masked q.k / sqrt(d) on the pre-RoPE vectors.
+
+    q: [T, d] the head's queries, k: [T, d] its KV head's keys, mask [T, T] bool -> [T, T].
+    """
+    q = np.asarray(q, dtype=np.float64)
+    k = np.asarray(k, dtype=np.float64)
+    return masked_softmax(q @ k.T / np.sqrt(q.shape[-1]), mask)

@@ -13,7 +13,7 @@ class ForwardTrace:
     text: str
     token_ids: list[int]
     tokens: list[str]               # readable labels, one per token
-    attention: np.ndarray           # [n_layers, n_heads, T, T] float16, post-softmax
+    attention: np.ndarray           # [n_layers, n_heads, T, T] post-softmax; float32, float16 for long texts
     next_token_logits: np.ndarray   # [vocab_size] float32, logits after the last token
     truncated: bool                 # the text had more than max_tokens tokens and was cut
     n_tokens_total: int             # tokens in the full text before truncation
