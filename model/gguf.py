@@ -142,7 +142,7 @@ def _config(reader, path: Path) -> ModelConfig:
         norm_eps=float(need("attention.layer_norm_rms_epsilon")),
         max_positions=int(need("context_length")),
         tied_embeddings="output.weight" not in names,
-        name=str(_field(reader, "general.name") or path.stem),
+        name=path.stem.replace(".", " · "),
     )
 
 

@@ -1,0 +1,64 @@
+"""python -m model "some text": tokens, top-10 next tokens, and the heads that attend most to the previous token."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from model import load_model
+from model.decoder import DEFAULT_MAX_TOKENS
+from model.gguf import ModelLoadError
+
+
+def previous_token_scores(attention: np.ndarray) -> np.ndarray:
+    """Mean attention from token i to token i-1, per head: [L, H, T, T] -> [L, H] (NaN for one token)."""
+    T = attention.shape[-1]
+    if T < 2:
+        return np.full(attention.shape[:2], np.nan)
+    rows = np.arange(1, T)
+    return attention[..., rows, rows - 1].astype(np.float64).mean(-1)
+
+
+def top_predictions(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k most likely next-token ids and their softmax probabilities (float64)."""
+    z = logits.astype(np.float64)
+    probs = np.exp(z - z.max())
+    probs /= probs.sum()
+    top = np.argsort(-probs)[:k]
+    return top, probs[top]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m model", description=__doc__)
+    parser.add_argument("text", help="the text to run the model on")
+    parser.add_argument("--model", metavar="PATH", help="a llama-architecture .gguf file (default: SmolLM2-135M)")
+    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="cut the text to this many tokens")
+    args = parser.parse_args(argv)
+    try:
+        lm = load_model(args.model)
+        trace = lm.run(args.text, max_tokens=args.max_tokens)
+    except (ModelLoadError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"model: {lm.name} ({lm.config.describe()})")
+    note = f" (truncated from {trace.n_tokens_total})" if trace.truncated else ""
+    print(f"\n{trace.n_tokens} tokens{note}:")
+    print(" ".join(f"[{i}]{label}" for i, label in enumerate(trace.tokens)))
+    print("\ntop-10 next tokens:")
+    ids, probs = top_predictions(trace.next_token_logits, 10)
+    for rank, (token_id, p) in enumerate(zip(ids, probs), 1):
+        print(f"{rank:>3}. {lm.token_strings([int(token_id)])[0]!s:<20} {p:8.2%}   (id {token_id})")
+    scores = previous_token_scores(trace.attention)
+    print("\nheads that attend most to the previous token:")
+    if np.isnan(scores).all():
+        print("  (needs at least two tokens)")
+    else:
+        for flat in np.argsort(-scores, axis=None)[:3]:
+            layer, head = np.unravel_index(flat, scores.shape)
+            print(f"  layer {layer:>2} head {head}: {scores[layer, head]:.1%} of attention on token i-1")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

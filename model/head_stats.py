@@ -1,0 +1,153 @@
+"""Per-head statistics of attention patterns, and the attention-sink switch. Pure numpy, no torch, no UI.
+
+Every function takes post-softmax patterns shaped [..., T, T] (query rows i, key columns j, zero or NaN where the
+causal mask forbids j > i) and works on all leading axes at once, so one call scores a head, a layer [H, T, T] or
+the whole model [L, H, T, T]. Row 0 can only attend to itself, so the per-row means below skip it.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+# name -> (label, what it measures): the order is the order of the chooser in the app
+STATISTICS: dict[str, tuple[str, str]] = {
+    "prev_token": ("previous-token score",
+                   "mean attention from each token to the token right before it (1 = a pure previous-token head)"),
+    "induction": ("induction score",
+                  "mean attention from a repeated token to the token that followed its earlier occurrence "
+                  "(needs repeats in the text)"),
+    "sink": ("first-token (sink) score",
+             "mean attention on position 0; always measured on the raw pattern"),
+    "self": ("self (diagonal) score", "mean attention of each token to itself"),
+    "entropy": ("entropy (bits)",
+                "how spread out each row is: 0 bits = all weight on one key, log2(i+1) = uniform over the row"),
+}
+
+
+def apply_sink(pattern: np.ndarray, hide_sink: bool = True) -> np.ndarray:
+    """Zero key column 0 and renormalize every row i >= 1 to sum to 1 (float32 copy). Row 0 stays as is.
+
+    NaN cells (a masked view) stay NaN and do not count in the row sums; a row with no weight left stays zero.
+    With hide_sink=False the pattern comes back as float32, unchanged.
+    """
+    out = np.array(pattern, dtype=np.float32, copy=True)
+    if not hide_sink or out.shape[-1] < 2:
+        return out
+    rows = out[..., 1:, :]                                   # [..., T-1, T] view: every row but row 0
+    rows[..., 0] = 0.0
+    total = np.nansum(rows, axis=-1, keepdims=True)          # [..., T-1, 1]
+    np.divide(rows, total, out=rows, where=total > 0)
+    return out
+
+
+def _finite(pattern: np.ndarray) -> np.ndarray:
+    """float32 copy-or-view with NaN (masked) cells read as 0."""
+    p = np.asarray(pattern, dtype=np.float32)
+    return np.nan_to_num(p, nan=0.0) if np.isnan(p).any() else p
+
+
+def _rows_mean(values: np.ndarray) -> np.ndarray:
+    """Mean over the last axis of per-row values for rows 1..T-1 (NaN when T == 1)."""
+    if values.shape[-1] < 2:
+        return np.full(values.shape[:-1], np.nan, dtype=np.float64)
+    return values[..., 1:].astype(np.float64).mean(axis=-1)
+
+
+def entropy_bits(pattern: np.ndarray) -> np.ndarray:
+    """Mean row entropy in bits over query rows 1..T-1: [..., T, T] -> [...]."""
+    p = _finite(pattern)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, p * np.log2(np.where(p > 0, p, 1.0)), 0.0)   # [..., T, T]
+    return _rows_mean(-terms.sum(axis=-1))                                 # [...]
+
+
+def prev_token_score(pattern: np.ndarray) -> np.ndarray:
+    """Mean attention on the previous token, p[i, i-1] over i >= 1: [..., T, T] -> [...]."""
+    p = _finite(pattern)
+    if p.shape[-1] < 2:
+        return np.full(p.shape[:-2], np.nan)
+    return np.diagonal(p, offset=-1, axis1=-2, axis2=-1).astype(np.float64).mean(axis=-1)
+
+
+def sink_score(pattern: np.ndarray) -> np.ndarray:
+    """Mean attention on key 0 (the first token), p[i, 0] over i >= 1: [..., T, T] -> [...]."""
+    return _rows_mean(_finite(pattern)[..., :, 0])
+
+
+def self_score(pattern: np.ndarray) -> np.ndarray:
+    """Mean attention of a token to itself, p[i, i] over i >= 1: [..., T, T] -> [...]."""
+    return _rows_mean(np.diagonal(_finite(pattern), axis1=-2, axis2=-1))
+
+
+def induction_targets(token_ids: Sequence[int]) -> np.ndarray:
+    """[T, T] bool: True at (i, j+1) when token j is an earlier occurrence of token i and j+1 < i.
+
+    This is where an induction head looks: "last time this token appeared, what came next?" Rows without an
+    earlier occurrence are all False.
+    """
+    ids = np.asarray(token_ids)
+    T = len(ids)
+    same = (ids[:, None] == ids[None, :]) & np.tri(T, T, -2, dtype=bool)  # [T, T]: j <= i-2 and ids[j] == ids[i]
+    targets = np.zeros((T, T), dtype=bool)
+    targets[:, 1:] = same[:, :-1]                                          # shift: mark j+1 instead of j
+    return targets
+
+
+def induction_score(pattern: np.ndarray, token_ids: Sequence[int]) -> np.ndarray:
+    """Mean (over rows with a repeat) attention mass on the tokens after earlier occurrences: [..., T, T] -> [...].
+
+    NaN when the text has no repeated token (nothing to measure). On a random sequence repeated twice this is the
+    usual induction score: attention from position i in the second copy to position i - n + 1.
+    """
+    targets = induction_targets(token_ids)                  # [T, T]
+    n_rows = int(targets.any(axis=-1).sum())
+    p = _finite(pattern)
+    if n_rows == 0:
+        return np.full(p.shape[:-2], np.nan)
+    return (p * targets).sum(axis=(-2, -1), dtype=np.float64) / n_rows
+
+
+def has_repeats(token_ids: Sequence[int]) -> bool:
+    """True when some token occurs again at least two positions later (the induction score is defined)."""
+    return bool(induction_targets(token_ids).any())
+
+
+def head_stats(attention: np.ndarray, token_ids: Sequence[int], hide_sink: bool = False) -> dict[str, np.ndarray]:
+    """Every statistic of STATISTICS for every head: attention [L, H, T, T] -> {name: [L, H] float64}.
+
+    hide_sink renormalizes without position 0 first (apply_sink); the sink score always uses the raw pattern.
+    Layers are processed one at a time to keep memory at one layer's float32 copy.
+    """
+    if attention.ndim != 4:
+        raise ValueError(f"attention must be [layers, heads, T, T], got shape {attention.shape}")
+    L, H, T, _ = attention.shape
+    if len(token_ids) != T:
+        raise ValueError(f"{len(token_ids)} token ids for {T} attention positions")
+    out = {name: np.empty((L, H), dtype=np.float64) for name in STATISTICS}
+    for layer in range(L):
+        raw = attention[layer]                                # [H, T, T]
+        p = apply_sink(raw, hide_sink)                        # [H, T, T] float32
+        out["prev_token"][layer] = prev_token_score(p)
+        out["induction"][layer] = induction_score(p, token_ids)
+        out["sink"][layer] = sink_score(raw)
+        out["self"][layer] = self_score(p)
+        out["entropy"][layer] = entropy_bits(p)
+    return out
+
+
+def softmax64(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """Softmax in float64 (stable: max subtracted) of logits / temperature."""
+    z = np.asarray(logits, dtype=np.float64) / float(temperature)
+    z = z - z.max()
+    e = np.exp(z)
+    return e / e.sum()
+
+
+def top_predictions(logits: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """The k most likely next tokens: (ids [k], probabilities [k]), highest first."""
+    probs = softmax64(logits)
+    k = max(1, min(int(k), probs.size))
+    ids = np.argpartition(-probs, k - 1)[:k]
+    ids = ids[np.argsort(-probs[ids], kind="stable")]
+    return ids, probs[ids]
