@@ -33,7 +33,7 @@ from model.head_stats import apply_sink, head_stats
 __all__ = [
     "DEFAULT_MAX_TOKENS", "Selection", "apply_sink", "current_trace", "get_head_stats", "get_layer_detail",
     "get_model", "get_trace", "head_picker", "layer_head_controls", "query_token_strip", "selection",
-    "set_layer_head", "temperature_control",
+    "set_layer_head", "temperature_control", "view_tabs",
 ]
 
 DEFAULT_MAX_TOKENS = 512
@@ -44,7 +44,8 @@ EXAMPLES_FILE = Path(__file__).resolve().parent.parent / "assets" / "examples.js
 
 # canonical session-state keys; they double as the query-param names
 K_TEXT, K_LAYER, K_HEAD, K_QUERY, K_TEMP, K_SINK = "text", "layer", "head", "q", "temp", "sink"
-URL_KEYS = (K_TEXT, K_LAYER, K_HEAD, K_QUERY, K_TEMP, K_SINK)
+K_VIEW = "view"     # the open tab of a page that uses view_tabs()
+URL_KEYS = (K_TEXT, K_LAYER, K_HEAD, K_QUERY, K_TEMP, K_SINK, K_VIEW)
 _NOTES = "_url_notes"
 
 
@@ -222,6 +223,40 @@ def temperature_control(where=None, label: str = "Temperature", step: float = 0.
     return sel.temperature
 
 
+def _view_changed(widget_key: str, labels: dict[str, str]) -> None:
+    label = st.session_state.get(widget_key)
+    slug = next((s for s, lab in labels.items() if lab == label), None)
+    if slug is not None:
+        st.session_state[K_VIEW] = slug
+
+
+def view_tabs(labels: dict[str, str], key: str = "w_view") -> tuple[str, list]:
+    """st.tabs that remembers the open tab in the state and the URL (?view=<slug>); only the open tab runs.
+
+    labels: {slug: tab label}. Returns (open slug, tab containers in the order of labels).
+    """
+    ss = st.session_state
+    slug = ss.get(K_VIEW)
+    if slug not in labels:
+        if slug is not None and ss.pop("_view_from_url", False):
+            st.warning(f"view={_shown(slug)} is not a view of this page: showing {list(labels.values())[0]}.",
+                       icon=":material/link_off:")
+        slug = next(iter(labels))
+    ss.pop("_view_from_url", None)
+    tabs = st.tabs(list(labels.values()), key=key, default=labels[slug], on_change=_view_changed,
+                   args=(key, labels))
+    open_slug = next((s for s, tab in zip(labels, tabs) if tab.open), slug)
+    ss[K_VIEW] = open_slug
+    return open_slug, list(tabs)
+
+
+def open_view(slug: str, key: str = "w_view", labels: dict[str, str] | None = None) -> None:
+    """Switch a page's tabs to slug (call from a callback, e.g. 'open this head')."""
+    st.session_state[K_VIEW] = slug
+    if labels is not None and slug in labels:
+        st.session_state[key] = labels[slug]
+
+
 # ----------------------------------------------------------------------------------------------------- the shell
 def _load_example() -> None:
     choice = st.session_state.get("w_example")
@@ -332,6 +367,11 @@ def read_url_params(params: dict[str, str], n_layers: int, n_heads: int) -> tupl
             values[K_TEMP] = value
         if note:
             notes.append(note)
+    if K_VIEW in params:
+        if re.fullmatch(r"[a-z0-9_-]{1,32}", params[K_VIEW]):
+            values[K_VIEW] = params[K_VIEW]
+        else:
+            notes.append(f"view={_shown(params[K_VIEW])} is not a view name: ignored.")
     if K_SINK in params:
         value, note = parse_bool_param(K_SINK, params[K_SINK])
         if value is not None:
@@ -353,6 +393,8 @@ def init_from_url(pages=(), current=None) -> None:
     ss.update(values)
     if K_QUERY in values:
         ss["_q_from_url"] = True
+    if K_VIEW in values:
+        ss["_view_from_url"] = True
     ss[_NOTES] = notes
     wanted = params.get("page")
     if wanted is not None:
@@ -388,6 +430,8 @@ def url_params() -> dict[str, str]:
             out[key] = str(int(ss[key]))
     if ss.get(K_TEMP) is not None:
         out[K_TEMP] = f"{float(ss[K_TEMP]):g}"
+    if ss.get(K_VIEW):
+        out[K_VIEW] = str(ss[K_VIEW])
     out[K_SINK] = "1" if ss.get(K_SINK) else "0"
     return out
 

@@ -1,13 +1,197 @@
-"""Attention: one head, one layer, the whole model (work in progress)."""
+"""Attention: one head, all heads of a layer, the whole model, one query token, and the next-token prediction."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
 import streamlit as st
 
 from app_pages import _state as state
+from app_pages._widgets import escape_markdown, show_figure, token_label
+from model.head_stats import STATISTICS, apply_sink, has_repeats, top_predictions
+from viz import attention as va
+
+VIEWS = {"head": "One head", "layer": "All heads of a layer", "model": "Whole model",
+         "query": "Query token", "next": "Next token"}
+OVERVIEWS = {"thumbs": "pattern thumbnails", **{k: v[0] for k, v in STATISTICS.items()}}
+SINK_HINT_AT = 0.5      # suggest the switch when a head puts more than this share on position 0
 
 st.title("Attention")
+st.caption("Every head decides how much each token (a query, one row) looks at each earlier token (the keys, "
+           "the columns). Each row sums to 1. Grey cells are future tokens: the causal mask forbids them.")
+
 trace = state.current_trace()
 if trace is None:
     st.stop()
+lm = state.get_model()
+cfg = lm.config
 state.layer_head_controls()
 state.query_token_strip(trace)
 sel = state.selection(trace)
-st.write(sel)
+tokens = trace.tokens
+text = trace.text
+stats = state.get_head_stats(text, state.DEFAULT_MAX_TOKENS, sel.hide_sink)
+sink_note = " (sink hidden, rows renormalized)" if sel.hide_sink else ""
+st.caption(f"Query token **{escape_markdown(token_label(tokens, sel.query, 24))}** · layer {sel.layer} · "
+           f"head {sel.head}{sink_note}")
+
+
+def _pattern(layer: int, head: int | slice = slice(None)) -> np.ndarray:
+    """float32 pattern(s) of a layer with the sink switch applied."""
+    return state.apply_sink(trace.attention[layer, head], sel.hide_sink)
+
+
+def _sink_hint(share: float) -> None:
+    if not sel.hide_sink and share > SINK_HINT_AT:
+        st.info(f"This head puts {share:.0%} of its attention on the first token (the attention sink), so the "
+                "rest looks dark. Turn on **Hide attention sink** in the sidebar to see where the remaining "
+                "attention goes.", icon=":material/visibility_off:")
+
+
+def _open_head() -> None:
+    state.open_view("head", labels=VIEWS)
+
+
+def _picked_on_overview() -> None:
+    try:
+        points = st.session_state["w_overview"]["selection"]["points"]
+    except (KeyError, TypeError):
+        return
+    for point in points:
+        data = point.get("customdata")
+        if data is not None and len(data) >= 2:
+            state.set_layer_head(int(data[0]), int(data[1]))
+            return
+
+
+def _picked_in_table() -> None:
+    try:
+        rows = st.session_state["w_stats_table"]["selection"]["rows"]
+    except (KeyError, TypeError):
+        return
+    table = st.session_state.get("_stats_table_order")
+    if rows and table is not None and rows[0] < len(table):
+        layer, head = table[rows[0]]
+        state.set_layer_head(layer, head)
+
+
+view, tabs = state.view_tabs(VIEWS, key="w_attention_view")
+tab = dict(zip(VIEWS, tabs))
+
+if view == "head":
+    with tab["head"]:
+        p = _pattern(sel.layer, sel.head)
+        left, right = st.columns([3, 1], gap="medium")
+        with left:
+            fig = va.head_heatmap(p, tokens, query=sel.query,
+                                  title=f"Layer {sel.layer}, head {sel.head}{sink_note}")
+            show_figure(fig, key="fig_head", filename=f"attention_L{sel.layer}_H{sel.head}")
+            st.caption("Rows: query tokens (the ones looking); columns: key tokens (looked at). Dark = weight 0, "
+                       "light grey = masked future token. The red outline is the query token's row.")
+        with right:
+            st.metric("previous-token score", f"{stats['prev_token'][sel.layer, sel.head]:.2f}",
+                      help=STATISTICS["prev_token"][1])
+            st.metric("first-token (sink) score", f"{stats['sink'][sel.layer, sel.head]:.2f}",
+                      help=STATISTICS["sink"][1])
+            st.metric("entropy", f"{stats['entropy'][sel.layer, sel.head]:.2f} bits",
+                      help=STATISTICS["entropy"][1])
+            ind = stats["induction"][sel.layer, sel.head]
+            st.metric("induction score", "n/a" if np.isnan(ind) else f"{ind:.2f}", help=STATISTICS["induction"][1])
+            st.download_button(
+                "Download matrix (CSV)", data=lambda p=p: va.matrix_csv(p, tokens), mime="text/csv",
+                file_name=f"attention_L{sel.layer}_H{sel.head}{'_nosink' if sel.hide_sink else ''}.csv",
+                key="w_download_csv", on_click="ignore", icon=":material/download:",
+                help="The matrix shown, rows = queries, columns = keys, labelled '<position> <token>'; "
+                     "masked cells are empty. The camera icon on the figure saves a PNG.")
+        _sink_hint(float(stats["sink"][sel.layer, sel.head]))
+
+if view == "layer":
+    with tab["layer"]:
+        patterns = _pattern(sel.layer)
+        fig = va.layer_grid(patterns, selected=sel.head, title=f"Layer {sel.layer}: all {cfg.n_heads} heads"
+                            f"{sink_note}")
+        show_figure(fig, key="fig_layer", filename=f"attention_L{sel.layer}_all_heads")
+        pooled = trace.n_tokens > va.GRID_MAX_CELLS
+        st.caption("One colour scale for all heads. " + (
+            f"Long text: each cell is the mean of a block of {-(-trace.n_tokens // va.GRID_MAX_CELLS)} x "
+            f"{-(-trace.n_tokens // va.GRID_MAX_CELLS)} tokens. " if pooled else "") +
+            f"Heads {', '.join(str(h) for h in range(cfg.n_heads))} share "
+            f"{cfg.n_kv_heads} key/value heads: head h reads KV head h // {cfg.group_size}.")
+        state.head_picker(label="Open a head", key="w_head_pick")
+        st.button("Show this head large", key="w_open_head", on_click=_open_head, icon=":material/zoom_in:")
+
+if view == "model":
+    with tab["model"]:
+        st.session_state.setdefault("w_overview_kind", "prev_token")
+        kind = st.segmented_control("Colour each head by", options=list(OVERVIEWS), format_func=OVERVIEWS.get,
+                                    key="w_overview_kind", required=True) or "prev_token"
+        left, right = st.columns([3, 2], gap="medium")
+        with left:
+            if kind == "thumbs":
+                fig = va.thumbnail_overview(trace.attention, per_layer=lambda a: apply_sink(a, sel.hide_sink),
+                                            selected=(sel.layer, sel.head),
+                                            title=f"Every head's pattern ({cfg.n_layers} layers x {cfg.n_heads} "
+                                                  f"heads){sink_note}")
+            else:
+                label, what = STATISTICS[kind]
+                values = stats[kind]
+                fig = va.stat_overview(values, label=label.split(" (")[0], selected=(sel.layer, sel.head),
+                                       zmin=0.0, zmax=None if kind == "entropy" else 1.0,
+                                       title=f"{label[0].upper() + label[1:]}, every head{sink_note}")
+            show_figure(fig, key="w_overview", filename=f"attention_overview_{kind}", on_select=_picked_on_overview,
+                        selection_mode="points")
+            if kind == "thumbs":
+                st.caption("Each thumbnail is one head (rows = queries, columns = keys), averaged over blocks of "
+                           "tokens and scaled to its own maximum. Click a head to select it.")
+            else:
+                st.caption(f"{STATISTICS[kind][1][0].upper() + STATISTICS[kind][1][1:]}. Click a cell to select "
+                           "that head.")
+            if kind == "induction" and not has_repeats(trace.token_ids):
+                st.info("This text repeats no token, so there is nothing for an induction head to do: the scores "
+                        "are blank. Load the example **Induction heads (repeated random words)**.",
+                        icon=":material/repeat:")
+        with right:
+            p = _pattern(sel.layer, sel.head)
+            fig = va.head_heatmap(p, tokens, query=sel.query, max_labels=20, height=420,
+                                  title=f"Selected: layer {sel.layer}, head {sel.head}")
+            show_figure(fig, key="fig_model_preview", filename=f"attention_L{sel.layer}_H{sel.head}")
+            st.button("Show this head large", key="w_open_head_model", on_click=_open_head,
+                      icon=":material/zoom_in:")
+        st.subheader("Which heads do what?")
+        order = np.argsort(-np.nan_to_num(stats["prev_token"], nan=-1).ravel(), kind="stable")
+        layer_idx, head_idx = np.divmod(order, cfg.n_heads)
+        table = pd.DataFrame({"layer": layer_idx, "head": head_idx,
+                              **{STATISTICS[k][0]: stats[k].ravel()[order] for k in STATISTICS}})
+        st.session_state["_stats_table_order"] = list(zip(layer_idx.tolist(), head_idx.tolist()))
+        st.caption("Sorted by previous-token score: the top rows are the previous-token heads. Click a column "
+                   "header to sort by another score; select a row to open that head." +
+                   (" Scores use the renormalized patterns (sink hidden), except the sink score."
+                    if sel.hide_sink else ""))
+        st.dataframe(table, key="w_stats_table", hide_index=True, height=360, on_select=_picked_in_table,
+                     selection_mode="single-row",
+                     column_config={STATISTICS[k][0]: st.column_config.NumberColumn(format="%.3f")
+                                    for k in STATISTICS})
+
+if view == "query":
+    with tab["query"]:
+        rows = _pattern(sel.layer)[:, sel.query, :]                       # [H, T]
+        fig = va.query_heads_heatmap(rows, tokens, sel.query, selected=sel.head,
+                                     title=f"Where '{tokens[sel.query]}' (#{sel.query}) looks, layer {sel.layer}, "
+                                           f"every head{sink_note}")
+        show_figure(fig, key="fig_query", filename=f"attention_L{sel.layer}_query{sel.query}")
+        top = np.argsort(-rows[sel.head])[:5]
+        st.caption(f"Each row is one head's attention from the query token over the tokens before it (it cannot "
+                   f"see later ones). Head {sel.head} looks most at: " +
+                   ", ".join(f"{escape_markdown(token_label(tokens, int(j)))} ({rows[sel.head, j]:.0%})"
+                             for j in top if rows[sel.head, j] > 0) + ".")
+
+if view == "next":
+    with tab["next"]:
+        ids, probs = top_predictions(trace.next_token_logits, k=10)
+        labels = lm.token_strings([int(i) for i in ids])
+        fig = va.next_token_bars(labels, probs, title=f"What comes after '{tokens[-1]}'? Top 10 next tokens")
+        show_figure(fig, key="fig_next", filename="next_token_top10")
+        cut = (f" The text was cut to its first {trace.n_tokens} tokens, so this predicts the token after "
+               f"#{trace.n_tokens - 1}, not after the end of your text." if trace.truncated else "")
+        st.caption("Softmax of the model's output logits after the last token (temperature 1). The whole "
+                   f"vocabulary has {cfg.vocab_size:,} tokens; these 10 hold {probs.sum():.0%} of the "
+                   f"probability.{cut}")

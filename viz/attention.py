@@ -1,0 +1,330 @@
+"""Figures for the Attention page: one head, one layer, the whole model, one query token, next-token predictions.
+
+Pure functions: numpy arrays + token labels in, plotly figures out (no streamlit, no torch).
+Conventions: query tokens run down (y), key tokens across (x). Token axes are categorical with position-prefixed
+labels ("12 ␣fox"), so repeated tokens never merge and the hover names both tokens without a T x T customdata
+array; tick texts are thinned for long texts. Cells the causal mask forbids (j > i) are NaN, drawn in MASKED_COLOR
+(light grey) — never a colour of the scale — while a weight of 0 is the dark end of the scale.
+"""
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from viz.theme import ACCENT, ATTENTION_SCALE, MASKED_COLOR, PALETTE, apply_theme
+
+MAX_TICK_CHARS = 10      # token tick labels are cut to this many characters
+GRID_MAX_CELLS = 128     # small multiples are mean-pooled to at most this many rows/columns per head
+THUMB_CELLS = 20         # whole-model thumbnails: each head pooled to at most this many rows/columns
+
+
+# ---------------------------------------------------------------------------------------------------- helpers
+def position_labels(tokens: list[str]) -> list[str]:
+    """Unique category labels for a token axis: '0 The', '1 ␣cat', ... (also used in hovers and CSV headers)."""
+    return [f"{i} {t}" for i, t in enumerate(tokens)]
+
+
+def _short(token: str, n: int = MAX_TICK_CHARS) -> str:
+    return token if len(token) <= n else token[: n - 1] + "…"
+
+
+def category_ticks(tokens: list[str], max_labels: int = 40) -> tuple[list[str], list[str]]:
+    """(tickvals, ticktext) for a categorical token axis: every token when short, else every k-th with its
+    position (so a thinned axis still says where it is)."""
+    T = len(tokens)
+    step = max(1, math.ceil(T / max(1, max_labels)))
+    cats = position_labels(tokens)
+    idx = range(0, T, step)
+    if step == 1:
+        return [cats[i] for i in idx], [_short(tokens[i]) for i in idx]
+    return [cats[i] for i in idx], [f"{i}:{_short(tokens[i], 8)}" for i in idx]
+
+
+def causal_nan(pattern: np.ndarray) -> np.ndarray:
+    """float32 copy of [..., T, T] with the masked cells (j > i) set to NaN."""
+    p = np.array(pattern, dtype=np.float32, copy=True)
+    T = p.shape[-1]
+    p[..., np.triu(np.ones((T, T), dtype=bool), k=1)] = np.nan
+    return p
+
+
+def pool_square(matrix: np.ndarray, max_cells: int) -> tuple[np.ndarray, int]:
+    """Mean-pool the last two axes in f x f blocks so both are <= max_cells (NaN-aware); returns (pooled, f)."""
+    T = matrix.shape[-1]
+    f = max(1, math.ceil(T / max_cells))
+    if f == 1:
+        return matrix, 1
+    n = math.ceil(T / f)
+    pad = n * f - T
+    m = np.pad(matrix.astype(np.float32), [(0, 0)] * (matrix.ndim - 2) + [(0, pad), (0, pad)],
+               constant_values=np.nan)
+    blocks = m.reshape(*matrix.shape[:-2], n, f, n, f)
+    with np.errstate(invalid="ignore"):
+        finite = np.isfinite(blocks)
+        total = np.where(finite, blocks, 0.0).sum(axis=(-3, -1))
+        count = finite.sum(axis=(-3, -1))
+        pooled = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    return pooled.astype(np.float32), f
+
+
+def _zmax(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    top = float(finite.max()) if finite.size else 1.0
+    return top if top > 0 else 1.0
+
+
+def _masked_grey(z: np.ndarray, x=None, y=None, xaxis: str = "x", yaxis: str = "y") -> go.Heatmap:
+    """A flat grey layer under the masked (NaN) cells of z, so they read as 'not allowed' rather than empty."""
+    return go.Heatmap(z=np.where(np.isnan(z), 1.0, np.nan), x=x, y=y, colorscale=[[0, MASKED_COLOR],
+                      [1, MASKED_COLOR]], zmin=0, zmax=1, showscale=False, hoverinfo="skip", xaxis=xaxis,
+                      yaxis=yaxis, name="masked")
+
+
+# --------------------------------------------------------------------------------------------------- one head
+def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = None, query: int | None = None,
+                 zmax: float | None = None, max_labels: int = 40, height: int | None = None) -> go.Figure:
+    """One head's [T, T] attention: query i down, key j across; masked cells grey, weight 0 = dark.
+
+    query marks one query row with an accent outline. zmax defaults to the largest weight shown.
+    """
+    p = np.asarray(pattern)
+    T = len(tokens)
+    if p.shape != (T, T):
+        raise ValueError(f"pattern must be [T, T] = [{T}, {T}], got {p.shape}")
+    z = causal_nan(p)
+    cats = position_labels(tokens)
+    fig = go.Figure(go.Heatmap(
+        z=z, x=cats, y=cats, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=zmax or _zmax(z), hoverongaps=False,
+        xgap=1 if T <= 48 else 0, ygap=1 if T <= 48 else 0, name="attention",
+        colorbar=dict(title=dict(text="weight"), thickness=14),
+        hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"))
+    if query is not None and 0 <= query < T:
+        fig.add_shape(type="rect", x0=-0.5, x1=query + 0.5, y0=query - 0.5, y1=query + 0.5,
+                      line=dict(color=ACCENT, width=2), fillcolor="rgba(0,0,0,0)")
+    vals, text = category_ticks(tokens, max_labels)
+    fig.update_xaxes(title_text="key j (attended to)", tickmode="array", tickvals=vals, ticktext=text,
+                     tickangle=-60, showgrid=False, zeroline=False, constrain="domain")
+    fig.update_yaxes(title_text="query i (attending)", tickmode="array", tickvals=vals, ticktext=text,
+                     autorange="reversed", showgrid=False, zeroline=False, scaleanchor="x", constrain="domain")
+    apply_theme(fig, title=title, height=height or int(min(760, max(380, 200 + 17 * T))))
+    fig.update_layout(plot_bgcolor=MASKED_COLOR)
+    return fig
+
+
+# -------------------------------------------------------------------------------------------------- one layer
+def layer_grid(patterns: np.ndarray, *, selected: int | None = None, title: str | None = None,
+               ncols: int | None = None, max_cells: int = GRID_MAX_CELLS, height: int | None = None) -> go.Figure:
+    """All heads of one layer as small multiples [H, T, T], one colour scale; long texts are mean-pooled.
+
+    selected outlines that head in the accent colour. Rows are queries, columns keys (no token ticks: too small).
+    """
+    p = np.asarray(patterns)
+    if p.ndim != 3 or p.shape[1] != p.shape[2]:
+        raise ValueError(f"patterns must be [heads, T, T], got shape {p.shape}")
+    H, T = p.shape[0], p.shape[-1]
+    pooled, f = pool_square(causal_nan(p), max_cells)
+    n = pooled.shape[-1]
+    ncols = ncols or min(H, math.ceil(H / math.ceil(H / 5)))
+    nrows = math.ceil(H / ncols)
+    titles = [f"head {h}" for h in range(H)]
+    fig = make_subplots(rows=nrows, cols=ncols, subplot_titles=titles, horizontal_spacing=0.02,
+                        vertical_spacing=0.08 if nrows > 1 else 0.0)
+    pos = (np.arange(n) * f + (f - 1) / 2).astype(np.float32)      # pooled cell centres, in token positions
+    zmax = _zmax(pooled)
+    for h in range(H):
+        r, c = h // ncols + 1, h % ncols + 1
+        fig.add_trace(go.Heatmap(
+            z=pooled[h], x=pos, y=pos, coloraxis="coloraxis", hoverongaps=False, name=f"head {h}",
+            hovertemplate=f"head {h}<br>query %{{y:.0f}}<br>key %{{x:.0f}}<br>weight %{{z:.3f}}<extra></extra>"),
+            row=r, col=c)
+    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, range=[-0.5, T - 0.5])
+    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, range=[T - 0.5, -0.5])
+    for h in range(H):                                    # square cells: each y axis follows its x axis
+        suffix = "" if h == 0 else str(h + 1)
+        fig.update_layout({f"yaxis{suffix}": dict(scaleanchor=f"x{suffix}", constrain="domain"),
+                           f"xaxis{suffix}": dict(constrain="domain")})
+    for h in range(H):
+        suffix = "" if h == 0 else str(h + 1)
+        bg = dict(type="rect", xref=f"x{suffix}", yref=f"y{suffix}", x0=-0.5, x1=T - 0.5, y0=-0.5, y1=T - 0.5,
+                  line=dict(width=0), fillcolor=MASKED_COLOR, layer="below")
+        fig.add_shape(**bg)
+        if h == selected:
+            fig.add_shape(type="rect", xref=f"x{suffix}", yref=f"y{suffix}", x0=-0.5, x1=T - 0.5, y0=-0.5,
+                          y1=T - 0.5, line=dict(color=ACCENT, width=4), fillcolor="rgba(0,0,0,0)")
+    if selected is not None and 0 <= selected < H:
+        fig.layout.annotations[selected].update(text=f"<b>head {selected}</b>", font=dict(color=ACCENT))
+    fig.update_layout(coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0.0, cmax=zmax,
+                                     colorbar=dict(title=dict(text="weight"), thickness=14)))
+    apply_theme(fig, title=title, height=height or 260 * nrows + (70 if title else 40))
+    fig.update_layout(plot_bgcolor="white")
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------- whole model
+def _overview_axes(fig: go.Figure, L: int, H: int) -> None:
+    fig.update_xaxes(title_text="head", tickmode="array", tickvals=list(range(H)), ticktext=[str(h) for h in range(H)],
+                     side="top", showgrid=False, zeroline=False, range=[-0.5, H - 0.5])
+    step = 1 if L <= 32 else math.ceil(L / 32)
+    fig.update_yaxes(title_text="layer", tickmode="array", tickvals=list(range(0, L, step)),
+                     ticktext=[str(i) for i in range(0, L, step)], showgrid=False, zeroline=False,
+                     range=[L - 0.5, -0.5])
+
+
+def _click_layer(L: int, H: int, size: float) -> go.Scatter:
+    """Invisible square markers on every (head, layer) cell: what a click selects (heatmaps can't be selected)."""
+    layer, head = np.divmod(np.arange(L * H), H)
+    return go.Scatter(
+        x=head, y=layer, mode="markers", customdata=np.stack([layer, head], axis=-1), name="pick a head",
+        marker=dict(symbol="square", size=size, color="rgba(0,0,0,0)", line=dict(width=0)),
+        selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)),
+        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra>click to open</extra>",
+        showlegend=False)
+
+
+def _selected_box(layer: int, head: int) -> dict:
+    return dict(type="rect", x0=head - 0.5, x1=head + 0.5, y0=layer - 0.5, y1=layer + 0.5,
+                line=dict(color=ACCENT, width=4), fillcolor="rgba(0,0,0,0)")
+
+
+def stat_overview(values: np.ndarray, *, label: str, selected: tuple[int, int] | None = None,
+                  zmin: float | None = 0.0, zmax: float | None = None, show_values: bool = True,
+                  title: str | None = None, height: int | None = None) -> go.Figure:
+    """A [layers, heads] statistic as one heatmap (layer 0 on top), values written in the cells, NaN grey.
+
+    A transparent marker sits on every cell so st.plotly_chart(on_select=...) can report a click as
+    customdata [layer, head]. selected outlines the current head.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 2:
+        raise ValueError(f"values must be [layers, heads], got shape {v.shape}")
+    L, H = v.shape
+    height = height or int(min(900, max(360, 26 * L + 120)))
+    text = np.where(np.isfinite(v), np.char.mod("%.2f", np.nan_to_num(v)), "")
+    fig = go.Figure(go.Heatmap(
+        z=v, x=list(range(H)), y=list(range(L)), colorscale=ATTENTION_SCALE, zmin=zmin,
+        zmax=zmax if zmax is not None else (_zmax(v) if zmin is not None else None), hoverongaps=False,
+        text=text, texttemplate="%{text}" if show_values else None, textfont=dict(size=12), xgap=2, ygap=2,
+        colorbar=dict(title=dict(text=label), thickness=14), name=label,
+        hovertemplate=f"layer %{{y}}, head %{{x}}<br>{label}: %{{z:.3f}}<extra></extra>"))
+    fig.add_trace(_click_layer(L, H, size=max(8.0, (height - 120) / L * 0.9)))
+    if selected is not None:
+        fig.add_shape(**_selected_box(*selected))
+    _overview_axes(fig, L, H)
+    apply_theme(fig, title=title, height=height)
+    fig.update_layout(plot_bgcolor=MASKED_COLOR, clickmode="event+select", dragmode=False)
+    return fig
+
+
+def thumbnail_overview(attention: np.ndarray, *, per_layer=None, selected: tuple[int, int] | None = None,
+                       cells: int = THUMB_CELLS, title: str | None = None, height: int | None = None) -> go.Figure:
+    """Every head's pattern as a small thumbnail, [L, H, T, T] -> one heatmap of L x H tiles (layer 0 on top).
+
+    Each thumbnail is mean-pooled to at most cells x cells and scaled to its own maximum, so the shape of the
+    pattern (diagonal, vertical stripe, blur) shows even where weights are small. Masked cells are grey.
+    per_layer, if given, maps one layer's [H, T, T] before pooling (e.g. hiding the attention sink).
+    """
+    a = np.asarray(attention)
+    if a.ndim != 4 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"attention must be [layers, heads, T, T], got shape {a.shape}")
+    L, H, T = a.shape[0], a.shape[1], a.shape[-1]
+    tiles = np.empty((L, H, min(T, cells), min(T, cells)), dtype=np.float32)
+    for layer in range(L):                               # one layer at a time: bounded memory at T = 512
+        heads = a[layer] if per_layer is None else per_layer(a[layer])
+        pooled, _ = pool_square(causal_nan(heads), cells)
+        with np.errstate(invalid="ignore"):
+            top = np.nanmax(np.where(np.isfinite(pooled), pooled, -np.inf), axis=(-2, -1), keepdims=True)
+            tiles[layer] = pooled / np.where(top > 0, top, 1.0)
+    n = tiles.shape[-1]
+    gap = max(1, n // 6)
+    size = n + gap
+    big = np.full((L * size, H * size), np.nan, dtype=np.float32)
+    for layer in range(L):
+        for head in range(H):
+            big[layer * size: layer * size + n, head * size: head * size + n] = tiles[layer, head]
+    coords = (np.arange(L * size) - (n - 1) / 2) / size, (np.arange(H * size) - (n - 1) / 2) / size
+    y, x = coords[0].astype(np.float32), coords[1].astype(np.float32)   # tile centres land on integers
+    half = n / 2 / size
+    tri_x, tri_y = [], []                                # grey triangles (j > i) under every tile, one trace
+    for layer in range(L):
+        for head in range(H):
+            tri_x += [head - half, head + half, head + half, head - half, None]
+            tri_y += [layer - half, layer - half, layer + half, layer - half, None]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=tri_x, y=tri_y, mode="lines", fill="toself", fillcolor=MASKED_COLOR,
+                             line=dict(width=0), hoverinfo="skip", showlegend=False, name="masked"))
+    fig.add_trace(go.Heatmap(z=big, x=x, y=y, colorscale=ATTENTION_SCALE, zmin=0, zmax=1, hoverinfo="skip",
+                             colorbar=dict(title=dict(text="weight / head max"), thickness=14), name="pattern"))
+    height = height or int(min(1100, max(420, 30 * L + 120)))
+    fig.add_trace(_click_layer(L, H, size=max(8.0, (height - 120) / L * 0.9)))
+    if selected is not None:
+        fig.add_shape(**_selected_box(*selected))
+    _overview_axes(fig, L, H)
+    apply_theme(fig, title=title, height=height)
+    fig.update_layout(plot_bgcolor="white", clickmode="event+select", dragmode=False)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------- one query row
+def query_heads_heatmap(rows: np.ndarray, tokens: list[str], query: int, *, selected: int | None = None,
+                        title: str | None = None, max_labels: int = 40, height: int | None = None) -> go.Figure:
+    """Attention of one query token over keys 0..query for every head of a layer: rows [H, T] -> heads x keys."""
+    r = np.asarray(rows, dtype=np.float32)
+    T = len(tokens)
+    if r.ndim != 2 or r.shape[1] != T or not 0 <= query < T:
+        raise ValueError(f"rows must be [heads, {T}] and 0 <= query < {T}, got {r.shape} and {query}")
+    H = r.shape[0]
+    z = r[:, : query + 1]
+    cats = position_labels(tokens)[: query + 1]
+    heads = [f"head {h}" for h in range(H)]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=cats, y=heads, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=_zmax(z), xgap=1 if query < 48 else 0,
+        ygap=1, colorbar=dict(title=dict(text="weight"), thickness=14), name="attention",
+        hovertemplate=f"{_short(tokens[query], 24)} (#{query}) → key %{{x}}<br>%{{y}}: weight %{{z:.4f}}"
+                      "<extra></extra>"))
+    if selected is not None and 0 <= selected < H:
+        fig.add_shape(type="rect", x0=-0.5, x1=query + 0.5, y0=selected - 0.5, y1=selected + 0.5,
+                      line=dict(color=ACCENT, width=3), fillcolor="rgba(0,0,0,0)")
+    vals, text = category_ticks(tokens[: query + 1], max_labels)
+    fig.update_xaxes(title_text="key j (earlier tokens)", tickmode="array", tickvals=vals, ticktext=text,
+                     tickangle=-60, showgrid=False)
+    fig.update_yaxes(autorange="reversed", showgrid=False)
+    apply_theme(fig, title=title, height=height or 150 + 34 * H)
+    return fig
+
+
+# ------------------------------------------------------------------------------------------ next-token panel
+def next_token_bars(labels: list[str], probs: np.ndarray, *, title: str | None = None,
+                    height: int | None = None) -> go.Figure:
+    """Top-k next-token predictions as horizontal bars, most likely on top, with the probability written."""
+    p = np.asarray(probs, dtype=np.float64)
+    if len(labels) != p.size:
+        raise ValueError(f"{len(labels)} labels for {p.size} probabilities")
+    names = [f"{k + 1}. {_short(t, 18)}" for k, t in enumerate(labels)]
+    fig = go.Figure(go.Bar(
+        x=p, y=names, orientation="h", marker_color=[ACCENT] + [PALETTE[0]] * (p.size - 1),
+        text=[f"{v:.1%}" for v in p], textposition="outside", cliponaxis=False, name="probability",
+        hovertemplate="%{y}: %{x:.4f}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", showgrid=False)
+    fig.update_xaxes(title_text="probability", tickformat=".0%", range=[0, min(1.0, float(p.max(initial=0)) * 1.25
+                                                                              + 0.02)])
+    apply_theme(fig, title=title, height=height or 90 + 34 * p.size)
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------------- export
+def matrix_csv(pattern: np.ndarray, tokens: list[str]) -> str:
+    """One head's [T, T] matrix as CSV: header and first column are position-prefixed token labels (the same
+    labels as the axes); masked cells (j > i) are left empty."""
+    p = causal_nan(np.asarray(pattern))
+    labels = position_labels(tokens)
+    out = io.StringIO()
+    quote = lambda s: '"' + s.replace('"', '""') + '"'  # noqa: E731
+    out.write(",".join([quote("query \\ key")] + [quote(s) for s in labels]) + "\n")
+    for i, row in enumerate(p):
+        cells = ["" if not np.isfinite(v) else f"{v:.6g}" for v in row]
+        out.write(quote(labels[i]) + "," + ",".join(cells) + "\n")
+    return out.getvalue()
