@@ -14,7 +14,13 @@ from viz.theme import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, MASKED_COLOR, PA
 MINUS_INF = "−∞"          # U+2212 minus: reads as a real minus sign in every font
 ALLOWED_COLOR = "#cfe2f3"  # pale blue for "allowed" cells of the mask itself
 AUTO_VALUES_MAX_T = 8      # show numbers in the cells automatically up to this many tokens
-AUTO_MARK_MAX_T = 32       # show "−∞" marks in masked cells automatically up to this many tokens
+AUTO_MARK_MAX_T = 24       # show "−∞" marks in masked cells automatically up to this many tokens
+HIDDEN_COLOR = "#f4f4f4"   # cells left out of the view (the attention sink when it is hidden)
+
+
+def _text_size(T: int) -> int:
+    """Cell text size: large for the worked example, smaller as cells shrink."""
+    return 16 if T <= 6 else 13 if T <= 12 else 10
 
 
 def _cell_labels(tokens: list[str]) -> np.ndarray:
@@ -52,7 +58,7 @@ def _masked_layer(blocked: np.ndarray, customdata: np.ndarray, text: str, show_m
     return go.Heatmap(
         z=z, colorscale=[[0, MASKED_COLOR], [1, MASKED_COLOR]], showscale=False, zmin=0, zmax=1,
         customdata=customdata, text=marks, texttemplate="%{text}" if show_marks else None,
-        textfont=dict(color="#555555"), hoverongaps=False, xgap=gap, ygap=gap, name="masked",
+        textfont=dict(color="#555555", size=_text_size(len(blocked))), hoverongaps=False, xgap=gap, ygap=gap, name="masked",
         hovertemplate=f"query %{{customdata[0]}}<br>key %{{customdata[1]}}<br>{what}: {text} "
                       f"(masked: a future token)<extra></extra>")
 
@@ -60,13 +66,14 @@ def _masked_layer(blocked: np.ndarray, customdata: np.ndarray, text: str, show_m
 def matrix_heatmap(values, tokens: list[str], *, allowed=None, kind: str = "scores", title: str | None = None,
                    show_values: bool | None = None, decimals: int = 2, zmax: float | None = None,
                    masked_text: str | None = None, future_outline: bool = False, height: int | None = None,
-                   colorbar_title: str | None = None, max_labels: int = 40) -> go.Figure:
+                   colorbar_title: str | None = None, max_labels: int = 40, hidden=None) -> go.Figure:
     """A [T, T] query x key matrix as a heatmap.
 
     kind "scores": signed values on the diverging scale, white = 0, symmetric range.
     kind "probs": probabilities on the sequential attention scale from 0 to zmax (default: the largest value).
     allowed: [T, T] bool; False cells are drawn grey with masked_text ("−∞" for scores, "0" for probs) instead of
-    a colour of the scale. future_outline draws the boundary between past (j <= i) and future (j > i) keys.
+    a colour of the scale. hidden: [T, T] bool, cells left out of the view (e.g. the attention sink when it is
+    hidden), drawn in a very light grey with their own hover text. future_outline draws the boundary between past (j <= i) and future (j > i) keys.
     show_values writes each number in its cell (default: only for tiny matrices).
     """
     v = np.asarray(values, dtype=np.float64)
@@ -78,7 +85,10 @@ def matrix_heatmap(values, tokens: list[str], *, allowed=None, kind: str = "scor
     ok = np.ones((T, T), dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
     if ok.shape != (T, T):
         raise ValueError(f"allowed must be [T, T] = [{T}, {T}], got {ok.shape}")
-    shown = np.where(ok & np.isfinite(v), v, np.nan)
+    hide = np.zeros((T, T), dtype=bool) if hidden is None else np.asarray(hidden, dtype=bool) & ok
+    if hide.shape != (T, T):
+        raise ValueError(f"hidden must be [T, T] = [{T}, {T}], got {hide.shape}")
+    shown = np.where(ok & ~hide & np.isfinite(v), v, np.nan)
     finite = shown[np.isfinite(shown)]
     if show_values is None:
         show_values = T <= AUTO_VALUES_MAX_T
@@ -100,10 +110,17 @@ def matrix_heatmap(values, tokens: list[str], *, allowed=None, kind: str = "scor
     fig.add_trace(go.Heatmap(
         z=shown, colorscale=scale, zmin=zmin, zmax=top, customdata=customdata, hoverongaps=False,
         text=_format(shown, decimals) if show_values else None, texttemplate="%{text}" if show_values else None,
+        textfont=dict(size=_text_size(T)),
         xgap=gap, ygap=gap, name=what,
         colorbar=dict(title=dict(text=colorbar_title or what), thickness=14),
         hovertemplate=f"query %{{customdata[0]}}<br>key %{{customdata[1]}}<br>{what}: %{{z:{value_fmt}}}"
                       f"<extra></extra>"))
+    if hide.any():
+        fig.add_trace(go.Heatmap(
+            z=np.where(hide, 0.0, np.nan), colorscale=[[0, HIDDEN_COLOR], [1, HIDDEN_COLOR]], showscale=False,
+            zmin=0, zmax=1, customdata=customdata, hoverongaps=False, xgap=gap, ygap=gap, name="hidden",
+            hovertemplate="query %{customdata[0]}<br>key %{customdata[1]}<br>hidden (attention sink); the row is "
+                          "renormalized without it<extra></extra>"))
     blocked = ~ok
     if blocked.any():
         fig.add_trace(_masked_layer(blocked, customdata, masked_text, show_values or T <= AUTO_MARK_MAX_T, what,
@@ -143,7 +160,7 @@ def mask_heatmap(mask, tokens: list[str], *, title: str | None = None, show_valu
     fig.add_trace(go.Heatmap(
         z=np.where(m, 0.0, np.nan), colorscale=[[0, ALLOWED_COLOR], [1, ALLOWED_COLOR]], zmin=0, zmax=1,
         showscale=False, customdata=customdata, text=np.where(m, "0", ""), texttemplate="%{text}" if show else None,
-        textfont=dict(color=PALETTE[0]), hoverongaps=False, xgap=gap, ygap=gap, name="allowed",
+        textfont=dict(color=PALETTE[0], size=_text_size(T)), hoverongaps=False, xgap=gap, ygap=gap, name="allowed",
         hovertemplate="query %{customdata[0]}<br>key %{customdata[1]}<br>mask: 0 (allowed: j ≤ i)<extra></extra>"))
     if (~m).any():
         fig.add_trace(_masked_layer(~m, customdata, MINUS_INF, show, "mask", gap))

@@ -122,3 +122,15 @@ def test_sample_histogram():
     assert list(fig.layout.yaxis.ticktext) == ["a", "b", "other"]
     assert "100" in fig.data[1].name
     assert list(fig.data[1].customdata[:, 1]) == [58, 42, 0]
+
+
+def test_hidden_sink_cells_get_their_own_layer():
+    m = _tri(4)
+    hidden = np.zeros((4, 4), bool)
+    hidden[1:, 0] = True
+    fig = VM.matrix_heatmap(np.where(m, 0.25, 0.0), TOKENS, kind="probs", allowed=m, hidden=hidden)
+    assert [t.name for t in fig.data] == ["probability", "hidden", "masked"]
+    z = np.array(fig.data[0].z, dtype=float)
+    assert np.isnan(z[1:, 0]).all() and z[0, 0] == 0.25                   # row 0 keeps its only key
+    assert np.array_equal(~np.isnan(np.array(fig.data[1].z, dtype=float)), hidden)
+    assert "sink" in fig.data[1].hovertemplate
