@@ -24,6 +24,15 @@ def sinusoidal_pe(n_positions: int, d_model: int, base: float = 10000.0) -> np.n
     return pe
 
 
+def sinusoidal_pe_dims(n_positions: int, d_model: int, base: float, dims) -> np.ndarray:
+    """Only the chosen columns of sinusoidal_pe, as rows: [len(dims), n_positions] (cheap for big d_model)."""
+    dims = np.asarray(dims, dtype=np.int64)
+    if dims.size and (dims.min() < 0 or dims.max() >= d_model):
+        raise ValueError(f"dims must be in 0..{d_model - 1}")
+    angles = sinusoidal_frequencies(d_model, base)[dims // 2][:, None] * np.arange(n_positions)[None, :]  # [D, P]
+    return np.where((dims % 2 == 0)[:, None], np.sin(angles), np.cos(angles))
+
+
 def sinusoidal_frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
     """Angular frequency w_i = base^(-2i/d) of each sin/cos pair i: [d_model/2] float64."""
     return base ** (-np.arange(0, d_model, 2, dtype=np.float64) / d_model)

@@ -44,6 +44,15 @@ def test_sinusoidal_pe_hand_worked_other_base():
                                        np.cos(3 / 16)], rtol=1e-14)
 
 
+def test_sinusoidal_pe_dims_are_columns_of_the_full_pe():
+    pe = pos.sinusoidal_pe(50, 32, 500.0)
+    dims = [0, 1, 7, 30, 31]
+    np.testing.assert_array_equal(pos.sinusoidal_pe_dims(50, 32, 500.0, dims), pe[:, dims].T)
+    assert pos.sinusoidal_pe_dims(50, 32, 500.0, []).shape == (0, 50)
+    with pytest.raises(ValueError):
+        pos.sinusoidal_pe_dims(50, 32, 500.0, [32])
+
+
 @pytest.mark.parametrize("bad", [0, 1, 3, 17])
 def test_sinusoidal_pe_rejects_odd_d(bad):
     with pytest.raises(ValueError, match="even"):

@@ -1,0 +1,344 @@
+"""Figures for the positional-encodings page: sinusoidal PE and RoPE. Pure: numpy arrays + labels -> go.Figure."""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.theme import (ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, MASKED_COLOR, PALETTE, TICK_FONT_SIZE,
+                       apply_theme)
+
+Q_COLOR, K_COLOR = PALETTE[0], PALETTE[1]          # query blue, key orange, everywhere on the page
+Q_LIGHT, K_LIGHT = "#9ecae1", "#fdd0a2"            # the same vectors before rotation
+
+
+def thin(n: int, max_n: int) -> np.ndarray:
+    """Indices 0..n-1 with a constant stride so that at most max_n remain (a figure never needs more cells)."""
+    return np.arange(0, n, max(1, -(-n // max_n)))
+
+
+def thin_pairs(d: int, max_d: int) -> np.ndarray:
+    """Dimension indices 0..d-1 thinned by whole sin/cos pairs (2i, 2i+1), so both members of a pair stay."""
+    pairs = thin(d // 2, max(1, max_d // 2))
+    return np.stack((2 * pairs, 2 * pairs + 1), axis=-1).reshape(-1)
+
+
+def _fmt_tokens(x: float) -> str:
+    """A token count or wavelength readable at a glance: 6.28, 62.8, 628, 6.3k, 1.2M."""
+    if x >= 1e6:
+        return f"{x / 1e6:.3g}M"
+    if x >= 1e4:
+        return f"{x / 1e3:.3g}k"
+    if x >= 1e3:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+# --------------------------------------------------------------------------------------------- sinusoidal PE
+
+def pe_heatmap(pe: np.ndarray, positions: np.ndarray, dims: np.ndarray, base: float, height: int = 460) -> go.Figure:
+    """PE values [len(positions), len(dims)] as a heatmap: position down, dimension across, diverging colours."""
+    fig = go.Figure(go.Heatmap(
+        z=pe.astype(np.float32), x=dims, y=positions, colorscale=DIVERGING_SCALE, zmin=-1, zmax=1,
+        colorbar=dict(title="PE", thickness=14),
+        hovertemplate="position %{y}<br>dimension %{x}<br>PE = %{z:.3f}<extra></extra>"))
+    fig.update_yaxes(title="position p", autorange="reversed")
+    fig.update_xaxes(title="dimension (even: sin, odd: cos)")
+    shown = f"{len(positions)} positions × {len(dims)} dims"
+    return apply_theme(fig, f"Sinusoidal PE, base {base:g} ({shown})", height)
+
+
+def pe_waves(positions: np.ndarray, pe_columns: np.ndarray, dims, d_model: int, base: float,
+             height: int | None = None) -> go.Figure:
+    """Chosen dimensions of PE as curves over position, stacked, each labelled with its wavelength.
+
+    pe_columns: [len(dims), len(positions)]. Dimension j uses pair i = j // 2, wavelength 2*pi*base^(2i/d).
+    """
+    dims = list(dims)
+    fig = go.Figure()
+    tickvals, ticktext = [], []
+    offsets = -2.6 * np.arange(len(dims))
+    base_x = np.tile([positions[0], positions[-1], np.nan], len(dims))
+    base_y = np.repeat(offsets, 3)
+    fig.add_trace(go.Scatter(x=base_x, y=base_y, mode="lines", line=dict(color="#bbbbbb", width=1),
+                             hoverinfo="skip", showlegend=False))
+    for row, j in enumerate(dims):
+        offset = offsets[row]
+        i = j // 2
+        lam = 2 * np.pi * base ** (2 * i / d_model)
+        kind = "sin" if j % 2 == 0 else "cos"
+        fig.add_trace(go.Scatter(
+            x=positions, y=pe_columns[row] + offset, mode="lines", name=f"dim {j}",
+            line=dict(color=PALETTE[row % len(PALETTE)], width=2.5), customdata=pe_columns[row],
+            hovertemplate=f"dim {j} ({kind})<br>position %{{x}}<br>PE = %{{customdata:.3f}}<extra></extra>"))
+        tickvals.append(offset)
+        ticktext.append(f"dim {j}: {kind}, pair {i}<br>λ = {_fmt_tokens(lam)} tokens")
+    fig.update_yaxes(tickvals=tickvals, ticktext=ticktext, zeroline=False, showgrid=False)
+    fig.update_xaxes(title="position p")
+    fig.update_layout(showlegend=False)
+    return apply_theme(fig, "Waves: each dimension is a sine or cosine of the position",
+                       height or 130 + 95 * len(dims))
+
+
+def pe_offset_dot_figure(offsets: np.ndarray, dots: np.ndarray, starts, height: int = 380) -> go.Figure:
+    """PE(p)·PE(p+k) over k, one curve per start p (they lie on top of each other: only k matters)."""
+    fig = go.Figure()
+    styles = [("#9ecae1", 9), (PALETTE[1], 4.5), ("#222222", 1.5)]   # wide to thin: all three stay visible
+    for row, p in enumerate(starts):
+        color, width = styles[row % len(styles)]
+        fig.add_trace(go.Scatter(
+            x=offsets, y=dots[row], mode="lines", name=f"p = {p}", line=dict(color=color, width=width),
+            hovertemplate=f"p = {p}<br>k = %{{x}}<br>PE(p)·PE(p+k) = %{{y:.3f}}<extra></extra>"))
+    fig.update_xaxes(title="offset k")
+    fig.update_yaxes(title="PE(p) · PE(p+k)")
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    return apply_theme(fig, "Dot product depends only on the offset k", height)
+
+
+def pe_similarity_figure(sim: np.ndarray, positions: np.ndarray, height: int = 460) -> go.Figure:
+    """PE(p)·PE(q) for all shown position pairs: a Toeplitz matrix (constant along each diagonal)."""
+    vmax = float(np.abs(sim).max()) or 1.0
+    fig = go.Figure(go.Heatmap(
+        z=sim.astype(np.float32), x=positions, y=positions, colorscale=DIVERGING_SCALE, zmin=-vmax, zmax=vmax,
+        colorbar=dict(title="dot", thickness=14),
+        hovertemplate="p = %{y}<br>q = %{x}<br>PE(p)·PE(q) = %{z:.2f}<extra></extra>"))
+    fig.update_yaxes(title="position p", autorange="reversed", scaleanchor="x")
+    fig.update_xaxes(title="position q", constrain="domain")
+    return apply_theme(fig, "Similarity of every pair of positions", height)
+
+
+# --------------------------------------------------------------------------------------------- RoPE theory
+
+def rope_frequency_figure(frequencies: dict[str, np.ndarray], context_length: int | None = None,
+                          highlight: str | None = None, height: int = 420) -> go.Figure:
+    """theta_i over pair index i (log) and the wavelength 2*pi/theta_i in tokens (log), one line per base."""
+    traces = []
+    for row, (label, freqs) in enumerate(frequencies.items()):
+        i = np.arange(len(freqs))
+        is_hi = label == highlight
+        style = dict(color=PALETTE[row % len(PALETTE)], width=4 if is_hi else 2, dash="solid" if is_hi else "dash")
+        traces.append(go.Scatter(x=i, y=freqs, mode="lines", name=label, line=style, legendgroup=label,
+                                 hovertemplate="pair %{x}<br>θ = %{y:.3g} rad/token<extra>" + label + "</extra>"))
+        traces.append(go.Scatter(x=i, y=2 * np.pi / freqs, mode="lines", name=label, line=style, legendgroup=label,
+                                 showlegend=False, xaxis="x2", yaxis="y2",
+                                 hovertemplate="pair %{x}<br>λ = %{y:,.0f} tokens<extra>" + label + "</extra>"))
+    small = dict(size=TICK_FONT_SIZE + 1)
+    annotations = [dict(text="θᵢ = base^(−2i/d), radians per token", x=0.22, y=1.0, xref="paper", yref="paper",
+                        yanchor="bottom", showarrow=False, font=small),
+                   dict(text="wavelength 2π/θᵢ, tokens per full turn", x=0.78, y=1.0, xref="paper", yref="paper",
+                        yanchor="bottom", showarrow=False, font=small)]
+    shapes = []
+    if context_length:
+        shapes.append(dict(type="line", xref="x2 domain", x0=0, x1=1, yref="y2", y0=context_length,
+                           y1=context_length, line=dict(color=ACCENT, dash="dot")))
+        annotations.append(dict(x=0, y=np.log10(context_length), xref="x2", yref="y2", yanchor="bottom",
+                                xanchor="left", text=f"context {context_length:,} tokens", showarrow=False,
+                                font=dict(color=ACCENT)))
+    axis = dict(type="log", exponentformat="power")
+    fig = go.Figure(traces, layout=dict(
+        xaxis=dict(domain=[0, 0.44], title="pair index i"), yaxis=axis,
+        xaxis2=dict(domain=[0.56, 1], title="pair index i", anchor="y2"), yaxis2=dict(axis, anchor="x2"),
+        annotations=annotations, shapes=shapes, legend=dict(orientation="h", yanchor="bottom", y=1.12, x=0)))
+    return apply_theme(fig, None, height)
+
+
+def rotation_figure(path: np.ndarray, pair: int, theta: float, height: int = 460) -> go.Figure:
+    """One 2-D vector after RoPE at positions 0..n-1 (path [n, 2]): dots coloured by position."""
+    n = len(path)
+    circle = np.linspace(0, 2 * np.pi, 181)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=np.cos(circle), y=np.sin(circle), mode="lines", hoverinfo="skip",
+                             line=dict(color="#cccccc", width=1), showlegend=False))
+    fig.add_trace(go.Scatter(
+        x=path[:, 0], y=path[:, 1], mode="markers", showlegend=False,
+        marker=dict(size=9, color=np.arange(n), colorscale=ATTENTION_SCALE,
+                    colorbar=dict(title="position", thickness=14)),
+        hovertemplate="position %{marker.color}<br>angle = %{text}<extra></extra>",
+        text=[f"{(m * theta) % (2 * np.pi):.3f} rad" for m in range(n)]))
+    for m, color, label in ((0, Q_LIGHT, "position 0"), (n - 1, ACCENT, f"position {n - 1}")):
+        fig.add_trace(go.Scatter(x=[0, path[m, 0]], y=[0, path[m, 1]], mode="lines+markers", name=label,
+                                 showlegend=False, hovertemplate=label + "<extra></extra>",
+                                 line=dict(color=color, width=4),
+                                 marker=dict(symbol="arrow", angleref="previous", size=[0, 18], color=color)))
+    turns = (n - 1) * theta / (2 * np.pi)
+    fig.update_xaxes(range=[-1.25, 1.25], zeroline=True, showgrid=False, title="first coordinate")
+    fig.update_yaxes(range=[-1.25, 1.25], scaleanchor="x", zeroline=True, showgrid=False, title="second coordinate")
+    lam = 2 * np.pi / theta
+    apply_theme(fig, f"Pair {pair}: θ = {theta:.3g} rad/token<br><sup>λ = {_fmt_tokens(lam)} tokens · "
+                     f"{turns:,.2f} turns by position {n - 1}</sup>", height)
+    fig.update_layout(margin=dict(t=90))
+    return fig
+
+
+def pairing_diagram(d: int = 8, height: int = 300) -> go.Figure:
+    """Which dimensions rotate together, for d dims: adjacent pairs (2i, 2i+1) vs half-split pairs (i, i+d/2)."""
+    fig = go.Figure()
+    rows = (("adjacent (2i, 2i+1): RoPE paper, GGUF file on disk", 1.0,
+             [(2 * i, 2 * i + 1) for i in range(d // 2)]),
+            ("half-split (i, i+d/2): rotate_half in PyTorch code, this app's decoder", 0.0,
+             [(i, i + d // 2) for i in range(d // 2)]))
+    for title, y, pairs in rows:
+        colors = {}
+        for i, (a, b) in enumerate(pairs):
+            colors[a] = colors[b] = PALETTE[i % len(PALETTE)]
+            t = np.linspace(0, np.pi, 40)
+            mid, half = (a + b) / 2, (b - a) / 2
+            fig.add_trace(go.Scatter(x=mid - half * np.cos(t), y=y + 0.14 + 0.09 * (1 + half) * np.sin(t) / 2,
+                                     mode="lines", line=dict(color=PALETTE[i % len(PALETTE)], width=3),
+                                     showlegend=False, hoverinfo="skip"))
+        fig.add_trace(go.Scatter(
+            x=np.arange(d), y=np.full(d, y), mode="markers+text", showlegend=False,
+            marker=dict(symbol="square", size=34, color=[colors[j] for j in range(d)], line=dict(color="white")),
+            text=[f"x{j}" for j in range(d)], textfont=dict(color="white", size=14),
+            hovertext=[f"dim {j} pairs with dim {next(b if a == j else a for a, b in pairs if j in (a, b))}"
+                       for j in range(d)], hoverinfo="text"))
+        fig.add_annotation(x=-0.6, y=y - 0.22, text=title, showarrow=False, xanchor="left",
+                           font=dict(size=TICK_FONT_SIZE + 1))
+    fig.update_xaxes(visible=False, range=[-0.7, d - 0.3])
+    fig.update_yaxes(visible=False, range=[-0.35, 1.3])
+    return apply_theme(fig, f"Two ways to pair {d} dimensions (same colour = rotated together)", height)
+
+
+# --------------------------------------------------------------------------------------------- RoPE on the model
+
+def rope_pairs_figure(q_pairs: np.ndarray, q_rot_pairs: np.ndarray, k_pairs: np.ndarray, k_rot_pairs: np.ndarray,
+                      pair_ids, thetas: np.ndarray, m: int, n: int, n_cols: int = 8,
+                      height: int | None = None) -> go.Figure:
+    """Small multiples, one cell per pair: q and k as arrows before (pale, dashed) and after RoPE (solid).
+
+    *_pairs: [P, 2] (first, second coordinate) for the pairs in pair_ids; thetas: [P] rad/token. Each cell is
+    scaled to its longest arrow so slow and fast pairs are equally visible (hover gives the true lengths).
+    """
+    pair_ids = list(pair_ids)
+    n_rows = -(-len(pair_ids) // n_cols)
+    scale = np.maximum(np.linalg.norm(np.concatenate([q_pairs, k_pairs], axis=-1).reshape(-1, 2, 2), axis=-1)
+                       .max(-1), 1e-12)                                                      # [P]
+    centers = np.array([(c % n_cols * 2.4, -(c // n_cols) * 3.0) for c in range(len(pair_ids))])  # [P, 2]
+    circle = np.linspace(0, 2 * np.pi, 49)
+    ring_x, ring_y, label_x, label_y, labels = [], [], [], [], []
+    for (cx, cy), i, th in zip(centers, pair_ids, thetas):
+        ring_x += list(cx + np.cos(circle)) + [None]
+        ring_y += list(cy + np.sin(circle)) + [None]
+        label_x.append(cx)
+        label_y.append(cy + 1.32)
+        labels.append(f"<b>{i}</b> λ {_fmt_tokens(2 * np.pi / th)}")
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=ring_x, y=ring_y, mode="lines", line=dict(color="#dddddd", width=1),
+                             hoverinfo="skip", showlegend=False))
+    vectors = ((q_pairs, Q_LIGHT, "dash", "q before RoPE"), (k_pairs, K_LIGHT, "dash", "k before RoPE"),
+               (q_rot_pairs, Q_COLOR, "solid", f"q rotated to position {m}"),
+               (k_rot_pairs, K_COLOR, "solid", f"k rotated to position {n}"))
+    for vec, color, dash, name in vectors:
+        tips = centers + vec / scale[:, None] * 0.95                                          # [P, 2]
+        xs = np.stack([centers[:, 0], tips[:, 0], np.full(len(tips), np.nan)], -1).reshape(-1)
+        ys = np.stack([centers[:, 1], tips[:, 1], np.full(len(tips), np.nan)], -1).reshape(-1)
+        sizes = np.tile([0, 13, 0], len(tips))
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", line=dict(color=color, width=3, dash=dash),
+                                 marker=dict(symbol="arrow", angleref="previous", size=sizes, color=color),
+                                 name=name, legendgroup=name, hoverinfo="skip"))
+        norms = np.linalg.norm(vec, axis=-1)
+        angles = np.degrees(np.arctan2(vec[:, 1], vec[:, 0]))
+        fig.add_trace(go.Scatter(
+            x=tips[:, 0], y=tips[:, 1], mode="markers", legendgroup=name, showlegend=False,
+            marker=dict(size=14, color=color, opacity=0),
+            customdata=np.stack([pair_ids, norms, angles], -1),
+            hovertemplate=f"{name}<br>pair %{{customdata[0]:.0f}}<br>length %{{customdata[1]:.3f}}<br>"
+                          f"angle %{{customdata[2]:.1f}}°<extra></extra>"))
+    fig.add_trace(go.Scatter(x=label_x, y=label_y, mode="text", text=labels, hoverinfo="skip", showlegend=False,
+                             textfont=dict(size=TICK_FONT_SIZE - 1)))
+    fig.update_xaxes(visible=False, range=[-1.3, (n_cols - 1) * 2.4 + 1.3])
+    fig.update_yaxes(visible=False, scaleanchor="x", range=[-(n_rows - 1) * 3.0 - 1.1, 1.6])
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    return apply_theme(fig, None, height or 80 + 110 * n_rows)
+
+
+def pair_contribution_figure(contrib_rot: np.ndarray, contrib_plain: np.ndarray, thetas: np.ndarray,
+                             score: float, head_dim: int, height: int = 400) -> go.Figure:
+    """Each pair's share of q_rot·k_rot (bars) and, for contrast, of q·k without rotation (outlined bars)."""
+    i = np.arange(len(contrib_rot))
+    lam = [_fmt_tokens(2 * np.pi / t) for t in thetas]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=i, y=contrib_plain, name=f"without RoPE (sum {contrib_plain.sum():.3f})",
+                         marker=dict(color="rgba(0,0,0,0)", line=dict(color="#555555", width=1.5)),
+                         customdata=lam,
+                         hovertemplate="pair %{x} (λ %{customdata})<br>q·k share %{y:.4f}<extra></extra>"))
+    fig.add_trace(go.Bar(x=i, y=contrib_rot, name=f"with RoPE (sum {contrib_rot.sum():.4f})",
+                         marker=dict(color=np.where(contrib_rot >= 0, Q_COLOR, ACCENT)), customdata=lam,
+                         hovertemplate="pair %{x} (λ %{customdata})<br>q_rot·k_rot share %{y:.4f}"
+                                       "<extra></extra>"))
+    fig.update_layout(barmode="overlay", legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    fig.update_xaxes(title="pair index i (fast → slow)")
+    fig.update_yaxes(title="contribution to q·k")
+    title = (f"Per-pair contributions: sum {contrib_rot.sum():.4f} = score × √{head_dim} "
+             f"= {score:.4f} × {np.sqrt(head_dim):g}")
+    return apply_theme(fig, title, height)
+
+
+def shift_figure(shifts: np.ndarray, curves: dict[str, np.ndarray], height: int = 380) -> go.Figure:
+    """Score of the same q/k content shifted together by s, one line per distance m−n: flat lines."""
+    fig = go.Figure()
+    for row, (label, y) in enumerate(curves.items()):
+        fig.add_trace(go.Scatter(x=shifts, y=y, mode="lines", name=label,
+                                 line=dict(color=PALETTE[row % len(PALETTE)], width=3),
+                                 hovertemplate="shift %{x}<br>score %{y:.6f}<extra>" + label + "</extra>"))
+    fig.update_xaxes(title="shift s (q at m+s, k at n+s)")
+    fig.update_yaxes(title="score q_rot·k_rot/√d")
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    return apply_theme(fig, None, height)
+
+
+def distance_figure(distances: np.ndarray, scores: np.ndarray, envelope: np.ndarray, current: int | None = None,
+                    height: int = 400) -> go.Figure:
+    """Score of one real q/k pair as the distance m−n grows, and the all-pairs-aligned decay curve."""
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=distances, y=envelope, mode="lines", name="if every pair started aligned",
+                             line=dict(color="#999999", width=2, dash="dot"),
+                             hovertemplate="Δ %{x}<br>%{y:.3f}<extra>aligned</extra>"))
+    fig.add_trace(go.Scatter(x=distances, y=scores, mode="lines", name="this q and k",
+                             line=dict(color=Q_COLOR, width=1.5),
+                             hovertemplate="Δ = m−n = %{x}<br>score %{y:.4f}<extra></extra>"))
+    if current is not None and 0 <= current <= distances[-1]:
+        fig.update_layout(
+            shapes=[dict(type="line", x0=current, x1=current, yref="paper", y0=0, y1=1,
+                         line=dict(color=ACCENT, dash="dash"))],
+            annotations=[dict(x=current, y=1, yref="paper", text=f" actual m−n = {current}", showarrow=False,
+                              xanchor="left", yanchor="top", font=dict(color=ACCENT))])
+    fig.update_xaxes(title="distance m − n (tokens)")
+    fig.update_yaxes(title="score q_rot·k_rot/√d")
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    return apply_theme(fig, None, height)
+
+
+def pattern_pair_figure(with_rope: np.ndarray, without_rope: np.ndarray, mask: np.ndarray, key_positions: np.ndarray,
+                        query_ticks: tuple[list, list], key_ticks: tuple[list, list], query: int | None = None,
+                        height: int = 540) -> go.Figure:
+    """One head's attention pattern with RoPE and with RoPE switched off, side by side, one colour scale.
+
+    Patterns and mask are [T, K] (K = T, or T-1 when key 0 is hidden; key_positions gives their positions).
+    Masked cells (future keys) are left empty over a grey background (MASKED_COLOR).
+    """
+    allowed = mask.any()
+    zmax = max(float(with_rope[mask].max()), float(without_rope[mask].max())) if allowed else 1.0
+    rows = np.arange(mask.shape[0])
+    hover = "query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"
+    traces = [go.Heatmap(z=np.where(mask, pat, np.nan).astype(np.float32), x=key_positions, y=rows,
+                         coloraxis="coloraxis", hoverongaps=False, hovertemplate=hover, xaxis=xa, yaxis=ya)
+              for pat, xa, ya in ((with_rope, "x", "y"), (without_rope, "x2", "y2"))]
+    xaxis = dict(tickvals=key_ticks[0], ticktext=key_ticks[1], tickangle=-60, title="key", showgrid=False,
+                 zeroline=False)
+    yaxis = dict(tickvals=query_ticks[0], ticktext=query_ticks[1], autorange="reversed", showgrid=False,
+                 zeroline=False)
+    shapes = [] if query is None else [
+        dict(type="line", xref=f"{xa} domain", x0=0, x1=1, yref=ya, y0=query, y1=query,
+             line=dict(color=ACCENT, width=1.5, dash="dot")) for xa, ya in (("x", "y"), ("x2", "y2"))]
+    small = dict(size=TICK_FONT_SIZE + 1)
+    fig = go.Figure(traces, layout=dict(
+        xaxis=dict(xaxis, domain=[0, 0.475]), xaxis2=dict(xaxis, domain=[0.525, 1], anchor="y2"),
+        yaxis=dict(yaxis, title="query"), yaxis2=dict(yaxis, anchor="x2", matches="y", showticklabels=False),
+        shapes=shapes, plot_bgcolor=MASKED_COLOR,
+        coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, cmax=zmax or 1.0,
+                       colorbar=dict(title="weight", thickness=14)),
+        annotations=[dict(text="with RoPE (what the model computes)", x=0.2375, y=1.0, xref="paper", yref="paper",
+                          yanchor="bottom", showarrow=False, font=small),
+                     dict(text="RoPE switched off", x=0.7625, y=1.0, xref="paper", yref="paper",
+                          yanchor="bottom", showarrow=False, font=small)]))
+    return apply_theme(fig, None, height)
