@@ -80,35 +80,32 @@ tab = dict(zip(VIEWS, tabs))
 if view == "head":
     with tab["head"]:
         p = _pattern(sel.layer, sel.head)
-        left, right = st.columns([3, 1], gap="medium")
-        with left:
-            fig = va.head_heatmap(p, tokens, query=sel.query,
-                                  title=f"Layer {sel.layer}, head {sel.head}{sink_note}")
-            show_figure(fig, key="fig_head", filename=f"attention_L{sel.layer}_H{sel.head}")
-            st.caption("Rows: query tokens (the ones looking); columns: key tokens (looked at). Dark = weight 0, "
-                       "light grey = masked future token. The red outline is the query token's row.")
-        with right:
-            st.metric("previous-token score", f"{stats['prev_token'][sel.layer, sel.head]:.2f}",
-                      help=STATISTICS["prev_token"][1])
-            st.metric("first-token (sink) score", f"{stats['sink'][sel.layer, sel.head]:.2f}",
-                      help=STATISTICS["sink"][1])
-            st.metric("entropy", f"{stats['entropy'][sel.layer, sel.head]:.2f} bits",
-                      help=STATISTICS["entropy"][1])
-            ind = stats["induction"][sel.layer, sel.head]
-            st.metric("induction score", "n/a" if np.isnan(ind) else f"{ind:.2f}", help=STATISTICS["induction"][1])
-            st.download_button(
-                "Download matrix (CSV)", data=lambda p=p: va.matrix_csv(p, tokens), mime="text/csv",
-                file_name=f"attention_L{sel.layer}_H{sel.head}{'_nosink' if sel.hide_sink else ''}.csv",
-                key="w_download_csv", on_click="ignore", icon=":material/download:",
-                help="The matrix shown, rows = queries, columns = keys, labelled '<position> <token>'; "
-                     "masked cells are empty. The camera icon on the figure saves a PNG.")
+        ind = stats["induction"][sel.layer, sel.head]
+        cols = st.columns(4)
+        cols[0].metric("prev-token score", f"{stats['prev_token'][sel.layer, sel.head]:.2f}",
+                       help=STATISTICS["prev_token"][1])
+        cols[1].metric("sink score", f"{stats['sink'][sel.layer, sel.head]:.2f}", help=STATISTICS["sink"][1])
+        cols[2].metric("entropy (bits)", f"{stats['entropy'][sel.layer, sel.head]:.2f}",
+                       help=STATISTICS["entropy"][1])
+        cols[3].metric("induction score", "n/a" if np.isnan(ind) else f"{ind:.2f}",
+                       help=STATISTICS["induction"][1] + ("" if not np.isnan(ind) else ": this text has no repeats"))
         _sink_hint(float(stats["sink"][sel.layer, sel.head]))
+        fig = va.head_heatmap(p, tokens, query=sel.query, title=f"Layer {sel.layer}, head {sel.head}")
+        show_figure(fig, key="fig_head", filename=f"attention_L{sel.layer}_H{sel.head}")
+        st.caption("Rows: query tokens (the ones looking); columns: key tokens (looked at). Dark = weight 0, "
+                   "light grey = masked future token. The red outline is the query token's row. The camera icon "
+                   "above the figure saves it as a PNG.")
+        st.download_button(
+            "Download this matrix (CSV)", data=lambda p=p: va.matrix_csv(p, tokens), mime="text/csv",
+            file_name=f"attention_L{sel.layer}_H{sel.head}{'_nosink' if sel.hide_sink else ''}.csv",
+            key="w_download_csv", on_click="ignore", icon=":material/download:",
+            help="The matrix shown: rows = queries, columns = keys, labelled '<position> <token>'; masked cells "
+                 "are empty.")
 
 if view == "layer":
     with tab["layer"]:
         patterns = _pattern(sel.layer)
-        fig = va.layer_grid(patterns, selected=sel.head, title=f"Layer {sel.layer}: all {cfg.n_heads} heads"
-                            f"{sink_note}")
+        fig = va.layer_grid(patterns, selected=sel.head, title=f"Layer {sel.layer}: all {cfg.n_heads} heads")
         show_figure(fig, key="fig_layer", filename=f"attention_L{sel.layer}_all_heads")
         pooled = trace.n_tokens > va.GRID_MAX_CELLS
         st.caption("One colour scale for all heads. " + (
@@ -124,19 +121,18 @@ if view == "model":
         st.session_state.setdefault("w_overview_kind", "prev_token")
         kind = st.segmented_control("Colour each head by", options=list(OVERVIEWS), format_func=OVERVIEWS.get,
                                     key="w_overview_kind", required=True) or "prev_token"
-        left, right = st.columns([3, 2], gap="medium")
+        left, right = st.columns([1, 1], gap="medium")
         with left:
             if kind == "thumbs":
                 fig = va.thumbnail_overview(trace.attention, per_layer=lambda a: apply_sink(a, sel.hide_sink),
                                             selected=(sel.layer, sel.head),
-                                            title=f"Every head's pattern ({cfg.n_layers} layers x {cfg.n_heads} "
-                                                  f"heads){sink_note}")
+                                            title="Every head's pattern")
             else:
                 label, what = STATISTICS[kind]
                 values = stats[kind]
                 fig = va.stat_overview(values, label=label.split(" (")[0], selected=(sel.layer, sel.head),
                                        zmin=0.0, zmax=None if kind == "entropy" else 1.0,
-                                       title=f"{label[0].upper() + label[1:]}, every head{sink_note}")
+                                       title=f"{label[0].upper() + label[1:]}")
             show_figure(fig, key="w_overview", filename=f"attention_overview_{kind}", on_select=_picked_on_overview,
                         selection_mode="points")
             if kind == "thumbs":
@@ -151,7 +147,7 @@ if view == "model":
                         icon=":material/repeat:")
         with right:
             p = _pattern(sel.layer, sel.head)
-            fig = va.head_heatmap(p, tokens, query=sel.query, max_labels=20, height=420,
+            fig = va.head_heatmap(p, tokens, query=sel.query, max_labels=16, height=520,
                                   title=f"Selected: layer {sel.layer}, head {sel.head}")
             show_figure(fig, key="fig_model_preview", filename=f"attention_L{sel.layer}_H{sel.head}")
             st.button("Show this head large", key="w_open_head_model", on_click=_open_head,
@@ -159,24 +155,25 @@ if view == "model":
         st.subheader("Which heads do what?")
         order = np.argsort(-np.nan_to_num(stats["prev_token"], nan=-1).ravel(), kind="stable")
         layer_idx, head_idx = np.divmod(order, cfg.n_heads)
+        shown = [k for k in STATISTICS if k != "induction" or has_repeats(trace.token_ids)]
         table = pd.DataFrame({"layer": layer_idx, "head": head_idx,
-                              **{STATISTICS[k][0]: stats[k].ravel()[order] for k in STATISTICS}})
+                              **{STATISTICS[k][0]: stats[k].ravel()[order] for k in shown}})
         st.session_state["_stats_table_order"] = list(zip(layer_idx.tolist(), head_idx.tolist()))
         st.caption("Sorted by previous-token score: the top rows are the previous-token heads. Click a column "
                    "header to sort by another score; select a row to open that head." +
                    (" Scores use the renormalized patterns (sink hidden), except the sink score."
-                    if sel.hide_sink else ""))
+                    if sel.hide_sink else "") +
+                   ("" if "induction" in shown else " No induction score: this text repeats no token."))
         st.dataframe(table, key="w_stats_table", hide_index=True, height=360, on_select=_picked_in_table,
                      selection_mode="single-row",
                      column_config={STATISTICS[k][0]: st.column_config.NumberColumn(format="%.3f")
-                                    for k in STATISTICS})
+                                    for k in shown})
 
 if view == "query":
     with tab["query"]:
         rows = _pattern(sel.layer)[:, sel.query, :]                       # [H, T]
         fig = va.query_heads_heatmap(rows, tokens, sel.query, selected=sel.head,
-                                     title=f"Where '{tokens[sel.query]}' (#{sel.query}) looks, layer {sel.layer}, "
-                                           f"every head{sink_note}")
+                                     title=f"Query #{sel.query} '{va.plotly_text(tokens[sel.query])}', layer {sel.layer}")
         show_figure(fig, key="fig_query", filename=f"attention_L{sel.layer}_query{sel.query}")
         top = np.argsort(-rows[sel.head])[:5]
         st.caption(f"Each row is one head's attention from the query token over the tokens before it (it cannot "
@@ -188,7 +185,7 @@ if view == "next":
     with tab["next"]:
         ids, probs = top_predictions(trace.next_token_logits, k=10)
         labels = lm.token_strings([int(i) for i in ids])
-        fig = va.next_token_bars(labels, probs, title=f"What comes after '{tokens[-1]}'? Top 10 next tokens")
+        fig = va.next_token_bars(labels, probs, title=f"After '{va.plotly_text(tokens[-1])}': top 10 next tokens")
         show_figure(fig, key="fig_next", filename="next_token_top10")
         cut = (f" The text was cut to its first {trace.n_tokens} tokens, so this predicts the token after "
                f"#{trace.n_tokens - 1}, not after the end of your text." if trace.truncated else "")

@@ -23,13 +23,25 @@ THUMB_CELLS = 20         # whole-model thumbnails: each head pooled to at most t
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
+def plotly_text(text: str) -> str:
+    """Text shown literally by plotly, which reads a few HTML tags (<b>, <br>, <a>) in titles, ticks and hovers:
+    a token like '<0xF0>' or '<br>' must not be interpreted."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def position_labels(tokens: list[str]) -> list[str]:
-    """Unique category labels for a token axis: '0 The', '1 ␣cat', ... (also used in hovers and CSV headers)."""
+    """Unique labels for a token axis: '0 The', '1 ␣cat', ... (raw text: the CSV header uses them as they are)."""
     return [f"{i} {t}" for i, t in enumerate(tokens)]
 
 
+def _categories(tokens: list[str]) -> list[str]:
+    """position_labels made safe for plotly: the category names of a token axis (and what hovers show)."""
+    return [plotly_text(label) for label in position_labels(tokens)]
+
+
 def _short(token: str, n: int = MAX_TICK_CHARS) -> str:
-    return token if len(token) <= n else token[: n - 1] + "…"
+    """Cut to n characters and make safe for plotly."""
+    return plotly_text(token if len(token) <= n else token[: n - 1] + "…")
 
 
 def category_ticks(tokens: list[str], max_labels: int = 40) -> tuple[list[str], list[str]]:
@@ -37,7 +49,7 @@ def category_ticks(tokens: list[str], max_labels: int = 40) -> tuple[list[str], 
     position (so a thinned axis still says where it is)."""
     T = len(tokens)
     step = max(1, math.ceil(T / max(1, max_labels)))
-    cats = position_labels(tokens)
+    cats = _categories(tokens)
     idx = range(0, T, step)
     if step == 1:
         return [cats[i] for i in idx], [_short(tokens[i]) for i in idx]
@@ -96,7 +108,7 @@ def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = 
     if p.shape != (T, T):
         raise ValueError(f"pattern must be [T, T] = [{T}, {T}], got {p.shape}")
     z = causal_nan(p)
-    cats = position_labels(tokens)
+    cats = _categories(tokens)
     fig = go.Figure(go.Heatmap(
         z=z, x=cats, y=cats, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=zmax or _zmax(z), hoverongaps=False,
         xgap=1 if T <= 48 else 0, ygap=1 if T <= 48 else 0, name="attention",
@@ -128,7 +140,7 @@ def layer_grid(patterns: np.ndarray, *, selected: int | None = None, title: str 
     H, T = p.shape[0], p.shape[-1]
     pooled, f = pool_square(causal_nan(p), max_cells)
     n = pooled.shape[-1]
-    ncols = ncols or min(H, math.ceil(H / math.ceil(H / 5)))
+    ncols = ncols or math.ceil(math.sqrt(H))
     nrows = math.ceil(H / ncols)
     titles = [f"head {h}" for h in range(H)]
     fig = make_subplots(rows=nrows, cols=ncols, subplot_titles=titles, horizontal_spacing=0.02,
@@ -159,7 +171,8 @@ def layer_grid(patterns: np.ndarray, *, selected: int | None = None, title: str 
         fig.layout.annotations[selected].update(text=f"<b>head {selected}</b>", font=dict(color=ACCENT))
     fig.update_layout(coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0.0, cmax=zmax,
                                      colorbar=dict(title=dict(text="weight"), thickness=14)))
-    apply_theme(fig, title=title, height=height or 260 * nrows + (70 if title else 40))
+    row_height = int(min(320, 860 / ncols + 40))          # about square for a ~900 px wide main column
+    apply_theme(fig, title=title, height=height or row_height * nrows + (70 if title else 40))
     fig.update_layout(plot_bgcolor="white")
     return fig
 
@@ -167,7 +180,7 @@ def layer_grid(patterns: np.ndarray, *, selected: int | None = None, title: str 
 # ----------------------------------------------------------------------------------------------- whole model
 def _overview_axes(fig: go.Figure, L: int, H: int) -> None:
     fig.update_xaxes(title_text="head", tickmode="array", tickvals=list(range(H)), ticktext=[str(h) for h in range(H)],
-                     side="top", showgrid=False, zeroline=False, range=[-0.5, H - 0.5])
+                     showgrid=False, zeroline=False, range=[-0.5, H - 0.5])
     step = 1 if L <= 32 else math.ceil(L / 32)
     fig.update_yaxes(title_text="layer", tickmode="array", tickvals=list(range(0, L, step)),
                      ticktext=[str(i) for i in range(0, L, step)], showgrid=False, zeroline=False,
@@ -208,7 +221,7 @@ def stat_overview(values: np.ndarray, *, label: str, selected: tuple[int, int] |
         z=v, x=list(range(H)), y=list(range(L)), colorscale=ATTENTION_SCALE, zmin=zmin,
         zmax=zmax if zmax is not None else (_zmax(v) if zmin is not None else None), hoverongaps=False,
         text=text, texttemplate="%{text}" if show_values else None, textfont=dict(size=12), xgap=2, ygap=2,
-        colorbar=dict(title=dict(text=label), thickness=14), name=label,
+        colorbar=dict(title=dict(text=label, side="right"), thickness=14), name=label,
         hovertemplate=f"layer %{{y}}, head %{{x}}<br>{label}: %{{z:.3f}}<extra></extra>"))
     fig.add_trace(_click_layer(L, H, size=max(8.0, (height - 120) / L * 0.9)))
     if selected is not None:
@@ -231,14 +244,14 @@ def thumbnail_overview(attention: np.ndarray, *, per_layer=None, selected: tuple
     if a.ndim != 4 or a.shape[-1] != a.shape[-2]:
         raise ValueError(f"attention must be [layers, heads, T, T], got shape {a.shape}")
     L, H, T = a.shape[0], a.shape[1], a.shape[-1]
-    tiles = np.empty((L, H, min(T, cells), min(T, cells)), dtype=np.float32)
+    n = math.ceil(T / math.ceil(T / cells))              # thumbnail side after pooling (pool_square's rule)
+    tiles = np.empty((L, H, n, n), dtype=np.float32)
     for layer in range(L):                               # one layer at a time: bounded memory at T = 512
         heads = a[layer] if per_layer is None else per_layer(a[layer])
         pooled, _ = pool_square(causal_nan(heads), cells)
         with np.errstate(invalid="ignore"):
             top = np.nanmax(np.where(np.isfinite(pooled), pooled, -np.inf), axis=(-2, -1), keepdims=True)
             tiles[layer] = pooled / np.where(top > 0, top, 1.0)
-    n = tiles.shape[-1]
     gap = max(1, n // 6)
     size = n + gap
     big = np.full((L * size, H * size), np.nan, dtype=np.float32)
@@ -257,8 +270,9 @@ def thumbnail_overview(attention: np.ndarray, *, per_layer=None, selected: tuple
     fig.add_trace(go.Scatter(x=tri_x, y=tri_y, mode="lines", fill="toself", fillcolor=MASKED_COLOR,
                              line=dict(width=0), hoverinfo="skip", showlegend=False, name="masked"))
     fig.add_trace(go.Heatmap(z=big, x=x, y=y, colorscale=ATTENTION_SCALE, zmin=0, zmax=1, hoverinfo="skip",
-                             colorbar=dict(title=dict(text="weight / head max"), thickness=14), name="pattern"))
-    height = height or int(min(1100, max(420, 30 * L + 120)))
+                             colorbar=dict(title=dict(text="weight / head max", side="right"), thickness=14),
+                             name="pattern"))
+    height = height or int(min(1400, max(420, 38 * L + 120)))
     fig.add_trace(_click_layer(L, H, size=max(8.0, (height - 120) / L * 0.9)))
     if selected is not None:
         fig.add_shape(**_selected_box(*selected))
@@ -278,12 +292,12 @@ def query_heads_heatmap(rows: np.ndarray, tokens: list[str], query: int, *, sele
         raise ValueError(f"rows must be [heads, {T}] and 0 <= query < {T}, got {r.shape} and {query}")
     H = r.shape[0]
     z = r[:, : query + 1]
-    cats = position_labels(tokens)[: query + 1]
+    cats = _categories(tokens)[: query + 1]
     heads = [f"head {h}" for h in range(H)]
     fig = go.Figure(go.Heatmap(
         z=z, x=cats, y=heads, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=_zmax(z), xgap=1 if query < 48 else 0,
         ygap=1, colorbar=dict(title=dict(text="weight"), thickness=14), name="attention",
-        hovertemplate=f"{_short(tokens[query], 24)} (#{query}) → key %{{x}}<br>%{{y}}: weight %{{z:.4f}}"
+        hovertemplate=f"query #{query} → key %{{x}}<br>%{{y}}: weight %{{z:.4f}}"
                       "<extra></extra>"))
     if selected is not None and 0 <= selected < H:
         fig.add_shape(type="rect", x0=-0.5, x1=query + 0.5, y0=selected - 0.5, y1=selected + 0.5,
