@@ -67,7 +67,7 @@ FIELDS = tuple(LABELS)
 
 
 class ShapeError(ValueError):
-    """A shape field is missing or invalid. `.field` names it (a key of LABELS), so a form can show the message there."""
+    """A shape field is missing or invalid; `.field` names it (a key of LABELS) for a form to show it there."""
 
     def __init__(self, field: str, message: str):
         super().__init__(message)
@@ -301,7 +301,7 @@ def count_parameters(**shape) -> Breakdown:
         k=d * kv_width + int(s.qkv_bias) * kv_width,
         v=d * kv_width + int(s.qkv_bias) * kv_width,
         o=q_width * d + int(s.out_bias) * d,
-        q_norm=norm_size * hd if s.qk_norm else 0,          # one head_dim vector shared by all heads (Qwen3, OLMo-2 style)
+        q_norm=norm_size * hd if s.qk_norm else 0,          # one head_dim vector shared by all heads (Qwen3)
         k_norm=norm_size * hd if s.qk_norm else 0,
         attn_norm=norm_size * d,
         mlp_norm=norm_size * d,
@@ -414,7 +414,7 @@ def matmul_parameters(shape) -> int:
 def forward_flops_per_token(shape, context_len: int) -> Flops:
     """Forward FLOPs to process one token that attends to `context_len` positions (itself included).
 
-    Convention (Kaplan et al. 2020, "Scaling laws", Table 1): a multiply-add is 2 FLOPs, so
+    Convention: a multiply-add is 2 FLOPs (the usual "2 x parameters per token" rule), so
       * matmul    = 2 x matmul_parameters(shape)  (projections, MLP, lm head; no embeddings lookup, norms, biases)
       * attention = 2 x 2 x n_layers x n_heads x head_dim x context_len  (q.k scores, then the weighted sum of v)
     Softmax, norms, activations and RoPE are left out (a few percent). For a whole causal sequence of length L,
