@@ -1,0 +1,170 @@
+"""Figures for the parameter / memory / compute calculator. Plain dicts of ints in, plotly figures out."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from viz.theme import FONT_SIZE, PALETTE, TICK_FONT_SIZE, TITLE_FONT_SIZE, apply_theme
+
+# One colour per part, used by every figure on the page (so "MLP" is always the same green).
+GROUP_COLORS = {
+    "embeddings": PALETTE[0],
+    "attention": PALETTE[1],
+    "mlp": PALETTE[2],
+    "norms": PALETTE[7],
+    "head": PALETTE[4],
+}
+GROUP_LABELS = {"embeddings": "Embeddings", "attention": "Attention", "mlp": "MLP", "norms": "Norms",
+                "head": "LM head"}
+DTYPE_COLORS = {"fp32": "#08519c", "bf16": "#3182bd", "int8": "#6baed6", "int4": "#bdd7e7"}
+PERCENT_TICKS = [0, 20, 40, 60, 80, 100]
+VARIANT_COLORS = {"MHA": PALETTE[3], "GQA": PALETTE[1], "MQA": PALETTE[8]}
+
+
+def si(n: float, unit: str = "") -> str:
+    """Short label: 134515008 -> '134.5M', 2.5e9 bytes with unit 'B' -> '2.5 GB'."""
+    sep = " " if unit else ""
+    for value, suffix in ((1e12, "T"), (1e9, "G" if unit else "B"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= value:
+            return f"{n / value:.4g}{sep}{suffix}{unit}"
+    return f"{n:.4g}{sep}{unit}"
+
+
+def breakdown_treemap(parts: dict[str, dict[str, int]], title: str | None = None, height: int = 460) -> go.Figure:
+    """Treemap of group -> tensor kind -> parameters (e.g. Breakdown.parts()); areas are exact shares of the total."""
+    total = sum(sum(leaves.values()) for leaves in parts.values())
+    ids, labels, parents, values, colors, texts = ["total"], ["Model"], [""], [total], ["#ffffff"], [si(total)]
+    for group, leaves in parts.items():
+        group_total = sum(leaves.values())
+        color = GROUP_COLORS.get(group, PALETTE[9])
+        ids.append(group)
+        labels.append(GROUP_LABELS.get(group, group))
+        parents.append("total")
+        values.append(group_total)
+        colors.append(color)
+        texts.append(f"{si(group_total)} · {100 * group_total / total:.1f}%")
+        for leaf, value in leaves.items():
+            ids.append(f"{group}/{leaf}")
+            labels.append(leaf)
+            parents.append(group)
+            values.append(value)
+            colors.append(color)
+            texts.append(f"{si(value)} · {100 * value / total:.1f}%")
+    fig = go.Figure(go.Treemap(
+        ids=ids, labels=labels, parents=parents, values=values, branchvalues="total",
+        marker=dict(colors=colors, line=dict(color="white", width=2)),
+        text=texts, texttemplate="<b>%{label}</b><br>%{text}", textfont=dict(size=FONT_SIZE),
+        hovertemplate="<b>%{label}</b><br>%{value:,} parameters<br>%{percentRoot:.2%} of the model<extra></extra>",
+        pathbar=dict(visible=False), tiling=dict(pad=2), maxdepth=3, root=dict(color="#ffffff"),
+    ))
+    apply_theme(fig, title, height)
+    fig.update_layout(uniformtext=dict(minsize=TICK_FONT_SIZE - 2, mode="hide"))   # no unreadable specks
+    fig.update_layout(margin=dict(l=4, r=4, t=60 if title else 8, b=4))
+    return fig
+
+
+def layer_split_figure(rows: list[tuple[str, dict[str, int]]], title: str | None = None) -> go.Figure:
+    """One 100% bar per model: how a single layer splits into attention / MLP / norms, with % labels in the bars.
+
+    rows: [(model name, {"attention": n, "mlp": n, "norms": n}), ...], drawn top to bottom.
+    """
+    names = [name for name, _ in rows]
+    fig = go.Figure()
+    for group in ("attention", "mlp", "norms"):
+        shares = [100 * groups.get(group, 0) / max(1, sum(groups.values())) for _, groups in rows]
+        counts = [groups.get(group, 0) for _, groups in rows]
+        fig.add_trace(go.Bar(
+            y=names, x=shares, orientation="h", name=GROUP_LABELS[group], marker_color=GROUP_COLORS[group],
+            text=[f"{GROUP_LABELS[group]} {s:.0f}%" if s >= 12 else (f"{s:.0f}%" if s >= 4 else "") for s in shares],
+            textposition="inside", insidetextanchor="middle", textfont=dict(size=FONT_SIZE, color="white"),
+            customdata=counts,
+            hovertemplate="%{y}: " + GROUP_LABELS[group] + " %{x:.2f}% of a layer (%{customdata:,})<extra></extra>",
+        ))
+    apply_theme(fig, title, height=(150 if title else 110) + 62 * len(rows))
+    fig.update_layout(barmode="stack", bargap=0.25, uniformtext=dict(minsize=TICK_FONT_SIZE, mode="hide"),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0,
+                                  traceorder="normal", font=dict(size=TICK_FONT_SIZE)))
+    if title:
+        fig.update_layout(margin=dict(t=85), title=dict(y=0.98, yanchor="top"))
+    fig.update_xaxes(range=[0, 100.5], tickvals=PERCENT_TICKS, ticktext=[f"{v}%" for v in PERCENT_TICKS],
+                     title_text="share of one layer's parameters")
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def memory_figure(weights: dict[str, int], kv: dict[str, int], context_len: int, batch: int,
+                  title: str | None = None, height: int = 420) -> go.Figure:
+    """Bytes of the weights per storage type next to the KV cache per attention variant (shared y axis).
+
+    weights: {"fp32": bytes, "bf16": ..., "int8": ..., "int4": ...}
+    kv: {"MHA (32 KV heads)": bytes, "GQA (8 KV heads)": ..., "MQA (1 KV head)": ...}
+    """
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04, column_widths=[0.55, 0.45],
+                        subplot_titles=("Weights", f"KV cache · {context_len:,} tokens × batch {batch:,}"))
+    fig.add_trace(go.Bar(
+        x=list(weights), y=list(weights.values()), marker_color=[DTYPE_COLORS.get(k, PALETTE[0]) for k in weights],
+        text=[si(v, "B") for v in weights.values()], textposition="outside", textfont=dict(size=FONT_SIZE),
+        cliponaxis=False, hovertemplate="weights at %{x}: %{y:,} bytes<extra></extra>", showlegend=False,
+    ), row=1, col=1)
+    fig.add_trace(go.Bar(
+        x=[k.replace(" (", "<br>(") for k in kv], y=list(kv.values()),
+        marker_color=[VARIANT_COLORS.get(k.split()[0], PALETTE[5]) for k in kv],
+        text=[si(v, "B") for v in kv.values()], textposition="outside", textfont=dict(size=FONT_SIZE),
+        cliponaxis=False, hovertemplate="KV cache, %{x}: %{y:,} bytes<extra></extra>", showlegend=False,
+    ), row=1, col=2)
+    apply_theme(fig, title, height)
+    top = max([*weights.values(), *kv.values(), 1])
+    fig.update_yaxes(range=[0, top * 1.18], title_text="bytes", tickformat="~s", ticksuffix="B", row=1, col=1)
+    fig.update_yaxes(range=[0, top * 1.18], row=1, col=2)
+    fig.update_annotations(font=dict(size=TITLE_FONT_SIZE - 2))
+    fig.update_layout(margin=dict(t=90 if title else 50))
+    return fig
+
+
+def comparison_figure(rows: list[tuple[str, dict[str, int]]], title: str | None = None) -> go.Figure:
+    """100% bars of the five main parts for two (or more) models, the count in each segment's hover.
+
+    rows: [(model name, {"embeddings": n, "attention": n, "mlp": n, "norms": n, "head": n}), ...]
+    """
+    names = [f"{name}<br>{si(sum(groups.values()))}" for name, groups in rows]
+    fig = go.Figure()
+    for group in ("embeddings", "attention", "mlp", "norms", "head"):
+        counts = [groups.get(group, 0) for _, groups in rows]
+        shares = [100 * c / max(1, sum(groups.values())) for c, (_, groups) in zip(counts, rows)]
+        fig.add_trace(go.Bar(
+            y=names, x=shares, orientation="h", name=GROUP_LABELS[group], marker_color=GROUP_COLORS[group],
+            text=[f"{s:.0f}%" if s >= 5 else "" for s in shares], textposition="inside",
+            insidetextanchor="middle", textfont=dict(size=FONT_SIZE, color="white"), customdata=counts,
+            hovertemplate="%{y}<br>" + GROUP_LABELS[group] + ": %{customdata:,} (%{x:.2f}%)<extra></extra>",
+        ))
+    apply_theme(fig, title, height=(170 if title else 130) + 70 * len(rows))
+    fig.update_layout(barmode="stack", bargap=0.25, uniformtext=dict(minsize=TICK_FONT_SIZE, mode="hide"),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0,
+                                  traceorder="normal", font=dict(size=TICK_FONT_SIZE)))
+    if title:
+        fig.update_layout(margin=dict(t=85), title=dict(y=0.98, yanchor="top"))
+    fig.update_xaxes(range=[0, 100.5], tickvals=PERCENT_TICKS, ticktext=[f"{v}%" for v in PERCENT_TICKS],
+                     title_text="share of all parameters")
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def flops_figure(matmul: int, attention_per_position: int, context_lens: list[int], marker: int | None = None,
+                 title: str | None = None, height: int = 380) -> go.Figure:
+    """Forward FLOPs per token vs context length: the flat matmul part and the attention part that grows with it."""
+    attention = [attention_per_position * n for n in context_lens]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=context_lens, y=[matmul] * len(context_lens), name="matmuls (2 × weights)",
+                             mode="lines", stackgroup="flops", line=dict(color=GROUP_COLORS["mlp"]),
+                             hovertemplate="matmuls: %{y:.3s} FLOPs<extra></extra>"))
+    fig.add_trace(go.Scatter(x=context_lens, y=attention, name="attention (QKᵀ and AV)", mode="lines",
+                             stackgroup="flops", line=dict(color=GROUP_COLORS["attention"]),
+                             hovertemplate="attention at %{x:,} tokens: %{y:.3s} FLOPs<extra></extra>"))
+    if marker is not None:
+        fig.add_vline(x=marker, line=dict(color="#333333", dash="dot", width=2))
+    apply_theme(fig, title, height)
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0,
+                                  traceorder="normal", font=dict(size=TICK_FONT_SIZE)), hovermode="x unified")
+    fig.update_xaxes(title_text="context length (tokens attended to)", tickformat="~s")
+    fig.update_yaxes(title_text="FLOPs per token", tickformat="~s")
+    return fig
