@@ -1,0 +1,148 @@
+"""viz.attention: figure types, shapes, labels, masked cells; viz stays free of streamlit and torch."""
+import csv
+import io
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from viz import attention as va
+from viz.theme import MASKED_COLOR
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def causal_softmax(T, seed=0, lead=()):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(*lead, T, T))
+    x = np.where(np.tril(np.ones((T, T), dtype=bool)), x, -np.inf)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)).astype(np.float32)
+
+
+def test_import_viz_does_not_import_streamlit_or_torch():
+    code = ("import sys, viz, viz.attention, viz.theme; "
+            "bad = [m for m in ('streamlit', 'torch') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_head_heatmap_axes_masking_and_duplicate_tokens():
+    tokens = ["The", "␣cat", "␣the", "␣cat", "."]                 # duplicates must not merge
+    p = causal_softmax(5)
+    p[4, 2] = 0.0                                                  # an allowed zero-weight cell
+    fig = va.head_heatmap(p, tokens, query=3, title="L0 H0")
+    heat = fig.data[0]
+    assert isinstance(heat, go.Heatmap)
+    z = np.asarray(heat.z, dtype=float)
+    assert z.shape == (5, 5)
+    assert np.isnan(z[np.triu_indices(5, 1)]).all()               # masked = NaN (drawn as the grey background)
+    assert z[4, 2] == 0.0                                          # zero weight stays a number: dark end of scale
+    assert fig.layout.plot_bgcolor == MASKED_COLOR
+    assert list(heat.x) == list(heat.y) == ["0 The", "1 ␣cat", "2 ␣the", "3 ␣cat", "4 ."]
+    assert len(set(heat.x)) == 5
+    assert list(fig.layout.xaxis.ticktext) == tokens
+    assert fig.layout.yaxis.autorange == "reversed"                # query 0 on top
+    assert "query %{y}" in heat.hovertemplate and "key %{x}" in heat.hovertemplate
+    assert len(fig.layout.shapes) == 1                             # the query row outline
+    assert fig.layout.title.text == "L0 H0"
+
+
+def test_head_heatmap_thins_ticks_for_long_texts():
+    T = 300
+    fig = va.head_heatmap(causal_softmax(T), [f"t{i}" for i in range(T)], max_labels=30)
+    ticks = fig.layout.xaxis.tickvals
+    assert 10 <= len(ticks) <= 30
+    assert fig.layout.xaxis.ticktext[1].startswith(f"{ticks[1].split()[0]}:")   # position-prefixed when thinned
+    with pytest.raises(ValueError):
+        va.head_heatmap(np.zeros((3, 4)), ["a", "b", "c"])
+
+
+def test_token_labels_are_safe_for_plotly_markup():
+    tokens = ["<0xF0>", "<b>", "a&b"]
+    fig = va.head_heatmap(causal_softmax(3), tokens)
+    assert list(fig.data[0].x) == ["0 &lt;0xF0&gt;", "1 &lt;b&gt;", "2 a&amp;b"]
+    assert all("<" not in t for t in fig.layout.xaxis.ticktext)
+
+
+def test_layer_grid_small_multiples_and_pooling():
+    H, T = 9, 20
+    fig = va.layer_grid(causal_softmax(T, lead=(H,)), selected=4)
+    heats = [t for t in fig.data if isinstance(t, go.Heatmap)]
+    assert len(heats) == H
+    assert all(np.asarray(h.z).shape == (T, T) for h in heats)
+    assert [a.text for a in fig.layout.annotations][4] == "<b>head 4</b>"
+    assert fig.layout.coloraxis.cmin == 0
+    big = va.layer_grid(causal_softmax(300, lead=(2,)), max_cells=100)
+    assert np.asarray(big.data[0].z).shape == (100, 100)          # 300 tokens in blocks of 3
+
+
+def test_pool_square_means_and_mask():
+    m = va.causal_nan(np.tril(np.ones((4, 4))))
+    pooled, f = va.pool_square(m, 2)
+    assert f == 2
+    np.testing.assert_allclose(pooled[0, 0], 1.0)                  # mean of the allowed cells only
+    assert np.isnan(pooled[0, 1])                                  # an all-masked block stays masked
+
+
+def test_stat_overview_grid_click_layer_and_selection():
+    L, H = 30, 9
+    values = np.random.default_rng(1).random((L, H))
+    values[3, 3] = np.nan
+    fig = va.stat_overview(values, label="prev", selected=(7, 2))
+    heat, click = fig.data[0], fig.data[1]
+    assert isinstance(heat, go.Heatmap) and np.asarray(heat.z).shape == (L, H)
+    assert isinstance(click, go.Scatter) and len(click.x) == L * H
+    data = np.asarray(click.customdata)
+    assert data.shape == (L * H, 2)
+    k = 7 * H + 2
+    assert (click.x[k], click.y[k]) == (2, 7) and data[k].tolist() == [7, 2]
+    assert fig.layout.yaxis.range[0] > fig.layout.yaxis.range[1]  # layer 0 on top
+    assert fig.layout.shapes[0].x0 == 1.5 and fig.layout.shapes[0].y0 == 6.5
+
+
+def test_thumbnail_overview_one_figure_and_fast():
+    L, H, T = 30, 9, 256
+    att = causal_softmax(T, lead=(L, H)).astype(np.float16)
+    start = time.perf_counter()
+    fig = va.thumbnail_overview(att, selected=(0, 0))
+    fig.to_json()
+    elapsed = time.perf_counter() - start
+    assert elapsed < 1.5, f"thumbnail overview took {elapsed:.2f} s at T={T}"
+    heat = [t for t in fig.data if isinstance(t, go.Heatmap)][0]
+    z = np.asarray(heat.z, dtype=float)
+    assert z.shape[0] > z.shape[1] and z.shape[0] < 2000          # downsampled, layers down
+    assert np.nanmax(z) <= 1.0 + 1e-6
+    assert len([t for t in fig.data if t.customdata is not None][0].x) == L * H
+
+
+def test_query_heads_heatmap_keys_up_to_query():
+    rows = causal_softmax(6, lead=(3,))[:, 4, :]
+    fig = va.query_heads_heatmap(rows, list("abcdef"), 4, selected=1)
+    z = np.asarray(fig.data[0].z)
+    assert z.shape == (3, 5)                                       # keys 0..4 only
+    assert list(fig.data[0].y) == ["head 0", "head 1", "head 2"]
+    with pytest.raises(ValueError):
+        va.query_heads_heatmap(rows, list("abcdef"), 6)
+
+
+def test_next_token_bars():
+    fig = va.next_token_bars(["␣a", "<b>", "c"], np.array([0.5, 0.3, 0.2]))
+    bar = fig.data[0]
+    assert isinstance(bar, go.Bar) and bar.orientation == "h"
+    assert list(bar.y) == ["1. ␣a", "2. &lt;b&gt;", "3. c"]
+    assert list(bar.text) == ["50.0%", "30.0%", "20.0%"]
+
+
+def test_matrix_csv_round_trip():
+    tokens = ["The", '"q"', "The"]
+    p = causal_softmax(3)
+    rows = list(csv.reader(io.StringIO(va.matrix_csv(p, tokens))))
+    assert rows[0][1:] == ["0 The", '1 "q"', "2 The"]
+    assert [r[0] for r in rows[1:]] == ["0 The", '1 "q"', "2 The"]
+    assert rows[1][2] == "" and rows[1][3] == ""                   # masked cells empty
+    np.testing.assert_allclose(float(rows[3][1]), p[2, 0], rtol=1e-5)
