@@ -54,14 +54,27 @@ with st.expander("Why must a decoder not look ahead?", expanded=False):
         "- **Masking before the softmax, not after.** Adding −∞ to a score makes exp(−∞) = 0, so the remaining "
         "weights still sum to 1. Zeroing probabilities after the softmax would leave rows that no longer sum to 1.")
 
-if T >= 3:
-    st.session_state.setdefault(K + "n_tokens", min(DEFAULT_N_TOKENS, T))
-    st.session_state[K + "n_tokens"] = max(2, min(int(st.session_state[K + "n_tokens"]), T))
-    n = st.slider("Show the first N tokens", 2, T, key=K + "n_tokens",
-                  help=f"Your text has {T} tokens. Fewer tokens give bigger cells. Because of the mask, the first "
-                       "N rows are exactly the same as in the full text.")
-else:
-    n = T
+c_n, c_layout = st.columns([3, 1], vertical_alignment="bottom")
+with c_n:
+    if T >= 3:
+        st.session_state.setdefault(K + "n_tokens", min(DEFAULT_N_TOKENS, T))
+        st.session_state[K + "n_tokens"] = max(2, min(int(st.session_state[K + "n_tokens"]), T))
+        n = st.slider("Show the first N tokens", 2, T, key=K + "n_tokens",
+                      help=f"Your text has {T} tokens. Fewer tokens give bigger cells. Because of the mask, the "
+                           "first N rows are exactly the same as in the full text.")
+    else:
+        n = T
+with c_layout:
+    side_by_side = st.toggle("Side by side", value=True, key=K + "side_by_side",
+                             help="Turn off on a narrow screen or a projector: every matrix gets the full width.")
+
+
+def pair():
+    """Two places for two figures: columns side by side, or one under the other at full width."""
+    return st.columns(2) if side_by_side else (st.container(), st.container())
+
+
+labels_max = 12 if side_by_side else 40          # token labels per axis: narrow columns get every other one
 tokens = trace.tokens[:n]
 scores = np.asarray(detail.scores[sel.head, :n, :n], dtype=np.float64)    # [n, n]
 mask = np.asarray(detail.mask[:n, :n], dtype=bool)                        # [n, n]
@@ -76,43 +89,45 @@ zmax = float(max(np.where(hidden, 0, probs_shown).max(), np.where(hidden, 0, unm
 name = f"L{sel.layer}_H{sel.head}"
 
 st.subheader("1 → 2 → 3 → 4: from scores to attention")
-c1, c2 = st.columns(2)
+c1, c2 = pair()
 with c1:
-    show_figure(matrix_heatmap(scores, tokens, kind="scores", title="1. Scores before the mask: q·k / √d",
-                               colorbar_title="score"), key=K + "scores", filename=f"scores_{name}")
-    st.caption("Every query i has a score for every key j, the future included: q_i · k_j / √"
-               f"{state.get_model().config.head_dim}. Red = high, blue = low.")
+    show_figure(matrix_heatmap(scores, tokens, kind="scores", title="1. Scores q·k / √d",
+                               max_labels=labels_max), key=K + "scores", filename=f"scores_{name}")
+    st.caption("Before the mask, every query i has a score for every key j, the future included: "
+               f"q_i · k_j / √{state.get_model().config.head_dim}. Red = high, blue = low.")
 with c2:
-    show_figure(mask_heatmap(mask, tokens, title="2. The mask: 0 = allowed, −∞ = future"),
+    show_figure(mask_heatmap(mask, tokens, title="2. The mask", max_labels=labels_max),
                 key=K + "mask", filename="causal_mask")
-    st.caption("The mask is added to the scores: 0 where j ≤ i (the token itself and the past), −∞ where j > i.")
-c3, c4 = st.columns(2)
+    st.caption("The mask is added to the scores: 0 where j ≤ i (the token itself and the past), −∞ where j > i "
+               "(grey).")
+c3, c4 = pair()
 with c3:
-    show_figure(matrix_heatmap(views["masked"], tokens, kind="scores", allowed=mask,
-                               title="3. Masked scores = scores + mask", colorbar_title="score"),
-                key=K + "masked", filename=f"masked_scores_{name}")
-    st.caption("Grey cells are −∞: not a very low score, but no score at all.")
+    show_figure(matrix_heatmap(views["masked"], tokens, kind="scores", allowed=mask, title="3. Scores + mask",
+                               max_labels=labels_max), key=K + "masked", filename=f"masked_scores_{name}")
+    st.caption("Masked scores. Grey cells are −∞: not a very low score, but no score at all.")
 with c4:
     show_figure(matrix_heatmap(probs_shown, tokens, kind="probs", allowed=mask, hidden=hidden, zmax=zmax,
-                               title="4. softmax(masked scores) = attention", colorbar_title="weight"),
+                               title="4. softmax → attention", max_labels=labels_max),
                 key=K + "probs", filename=f"attention_{name}")
-    st.caption("Each row sums to 1 over the past only; exp(−∞) = 0 puts exactly 0 on the future."
-               + (" Key 0 (the attention sink) is hidden and the rows renormalized." if sink_hidden else
+    st.caption("softmax of the masked scores: each row sums to 1 over the past only; exp(−∞) = 0 puts exactly 0 on "
+               "the future (grey)."
+               + (" Key 0 (the attention sink) is hidden (light grey) and the rows renormalized." if sink_hidden else
                   " Only column 0 lit up? That is the attention sink: hide it in the sidebar."))
 
 st.subheader("Without the mask: the future leaks in")
-c5, c6 = st.columns(2)
+c5, c6 = pair()
 with c5:
     show_figure(matrix_heatmap(unmasked_shown, tokens, kind="probs", future_outline=True, hidden=hidden, zmax=zmax,
-                               title="softmax(scores) with no mask", colorbar_title="weight"),
+                               title="softmax with no mask", max_labels=labels_max),
                 key=K + "unmasked", filename=f"attention_no_mask_{name}")
-    st.caption("The same scores, softmax over all keys. Everything right of the red staircase is attention to "
-               "tokens that come later: information the model would not have when generating.")
+    st.caption("The same scores, softmax over all keys (same colour scale as step 4). Everything right of the red "
+               "staircase is attention to tokens that come later: information the model would not have when "
+               "generating.")
 with c6:
-    show_figure(leak_bars(views["leak"], tokens, title="Share of each row that goes to the future"),
+    show_figure(leak_bars(views["leak"], tokens, title="Share that goes to the future", max_labels=labels_max),
                 key=K + "leak", filename=f"future_leak_{name}")
     worst = int(np.argmax(views["leak"]))
-    st.caption(f"Without the mask, query {escape_markdown(token_label(tokens, worst))} would put "
+    st.caption(f"Without the mask, query **{escape_markdown(token_label(tokens, worst))}** would put "
                f"{views['leak'][worst]:.0%} of its attention on later tokens. The last row has no future, so its "
                "share is always 0. (Exact values, sink included.)")
 
@@ -121,22 +136,26 @@ m = min(EXAMPLE_TOKENS, T)
 ex_tokens = trace.tokens[:m]
 ex_scores = np.asarray(detail.scores[sel.head, :m, :m], dtype=np.float64)
 ex = masked_views(ex_scores, np.asarray(detail.mask[:m, :m], dtype=bool))
-e1, e2 = st.columns(2)
+e1, e2 = pair()
 with e1:
     show_figure(matrix_heatmap(ex_scores, ex_tokens, kind="scores", show_values=True, title="Scores",
                                height=340), key=K + "ex_scores", filename=f"example_scores_{name}")
-    show_figure(matrix_heatmap(ex["probs"], ex_tokens, kind="probs", allowed=ex["masked"] > -np.inf,
-                               show_values=True, zmax=1.0, title="softmax with the mask", height=340),
-                key=K + "ex_probs", filename=f"example_attention_{name}")
 with e2:
     show_figure(matrix_heatmap(ex["masked"], ex_tokens, kind="scores", allowed=ex["masked"] > -np.inf,
                                show_values=True, title="Masked scores", height=340),
                 key=K + "ex_masked", filename=f"example_masked_{name}")
+e3, e4 = pair()
+with e3:
+    show_figure(matrix_heatmap(ex["probs"], ex_tokens, kind="probs", allowed=ex["masked"] > -np.inf,
+                               show_values=True, zmax=1.0, title="softmax with the mask", height=340),
+                key=K + "ex_probs", filename=f"example_attention_{name}")
+with e4:
     show_figure(matrix_heatmap(ex["unmasked"], ex_tokens, kind="probs", show_values=True, zmax=1.0,
                                future_outline=True, title="softmax without the mask", height=340),
                 key=K + "ex_unmasked", filename=f"example_no_mask_{name}")
 if m >= 2:
-    r = 1 if m >= 3 else 0                           # a row with a future (and, from 3 tokens, a past)
+    # the row with both a past and a future (1 .. m-2) that would leak the most; row 0 for two tokens
+    r = 1 + int(np.argmax(ex["leak"][1 : m - 1])) if m >= 3 else 0
     weights = np.exp(ex["masked"][r] - ex["masked"][r].max())
     st.markdown(
         f"**Row {r}** (query {escape_markdown(token_label(ex_tokens, r))}) step by step:\n\n"

@@ -127,8 +127,8 @@ m1.metric("Entropy", f"{H:.2f} bits", help="−Σ p log₂ p: 0 when one choice 
 m2.metric("Effective choices", f"{effective_choices(probs):,.1f}", help="2^entropy: as uncertain as this many "
           "equally likely options")
 m3.metric("Top-1 probability", f"{probs.max():.1%}")
-m4.metric("Kept by top-k / top-p", f"{int(keep.sum()):,}", help="Candidates that sampling may still pick",
-          delta=f"{probs[keep].sum():.1%} of the mass", delta_color="off")
+m4.metric("Kept candidates", f"{int(keep.sum()):,}", help="Candidates that top-k / top-p leave for sampling, and "
+          "their share of the probability mass", delta=f"{probs[keep].sum():.1%} mass", delta_color="off")
 
 shown_labels = labels_for(rows)
 bars_title = (f"Top {len(rows)} of {n_candidates:,} at T = {temperature:g}" if n_candidates > len(rows)

@@ -14,7 +14,7 @@ from viz.theme import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, MASKED_COLOR, PA
 MINUS_INF = "−∞"          # U+2212 minus: reads as a real minus sign in every font
 ALLOWED_COLOR = "#cfe2f3"  # pale blue for "allowed" cells of the mask itself
 AUTO_VALUES_MAX_T = 8      # show numbers in the cells automatically up to this many tokens
-AUTO_MARK_MAX_T = 24       # show "−∞" marks in masked cells automatically up to this many tokens
+AUTO_MARK_MAX_T = 12       # show "−∞" marks in masked cells automatically up to this many tokens
 HIDDEN_COLOR = "#f4f4f4"   # cells left out of the view (the attention sink when it is hidden)
 
 
@@ -46,9 +46,9 @@ def _token_axes(fig: go.Figure, tokens: list[str], max_labels: int) -> None:
     ticks, text = token_tick_labels(tokens, max_labels=max_labels)
     T = len(tokens)
     fig.update_xaxes(title_text="key j (attended to)", tickmode="array", tickvals=ticks, ticktext=text,
-                     tickangle=-60, range=[-0.5, T - 0.5], showgrid=False, zeroline=False, constrain="domain")
+                     tickangle=-60, range=[-0.5, T - 0.5], showgrid=False, zeroline=False)
     fig.update_yaxes(title_text="query i (attending)", tickmode="array", tickvals=ticks, ticktext=text,
-                     range=[T - 0.5, -0.5], showgrid=False, zeroline=False, scaleanchor="x", constrain="domain")
+                     range=[T - 0.5, -0.5], showgrid=False, zeroline=False)
 
 
 def _masked_layer(blocked: np.ndarray, customdata: np.ndarray, text: str, show_marks: bool, what: str,
@@ -74,7 +74,8 @@ def matrix_heatmap(values, tokens: list[str], *, allowed=None, kind: str = "scor
     allowed: [T, T] bool; False cells are drawn grey with masked_text ("−∞" for scores, "0" for probs) instead of
     a colour of the scale. hidden: [T, T] bool, cells left out of the view (e.g. the attention sink when it is
     hidden), drawn in a very light grey with their own hover text. future_outline draws the boundary between past (j <= i) and future (j > i) keys.
-    show_values writes each number in its cell (default: only for tiny matrices).
+    show_values writes each number in its cell (default: only for tiny matrices) and drops the colour bar.
+    colorbar_title: none by default (the figure title says what the colours are; narrow columns need the width).
     """
     v = np.asarray(values, dtype=np.float64)
     T = len(tokens)
@@ -112,7 +113,8 @@ def matrix_heatmap(values, tokens: list[str], *, allowed=None, kind: str = "scor
         text=_format(shown, decimals) if show_values else None, texttemplate="%{text}" if show_values else None,
         textfont=dict(size=_text_size(T)),
         xgap=gap, ygap=gap, name=what,
-        colorbar=dict(title=dict(text=colorbar_title or what), thickness=14),
+        showscale=not show_values,   # numbers in the cells say it all; the bar would only take width
+        colorbar=dict(title=dict(text=colorbar_title, side="right") if colorbar_title else None, thickness=12),
         hovertemplate=f"query %{{customdata[0]}}<br>key %{{customdata[1]}}<br>{what}: %{{z:{value_fmt}}}"
                       f"<extra></extra>"))
     if hide.any():
@@ -143,7 +145,7 @@ def _staircase(T: int) -> go.Scatter:
 
 
 def _auto_height(T: int) -> int:
-    return int(min(640, max(320, 160 + 18 * T)))
+    return int(min(620, max(360, 200 + 16 * T)))
 
 
 def mask_heatmap(mask, tokens: list[str], *, title: str | None = None, show_values: bool | None = None,

@@ -64,6 +64,24 @@ def probability_bars(labels: list[str], probs, *, keep=None, renormalized=None, 
     return fig
 
 
+def log_ticks(lo: float, hi: float, mantissas: tuple[int, ...] = (1, 2, 5),
+              max_ticks: int = 9) -> list[float]:
+    """Tick values m * 10^e (m in mantissas) from lo to hi for a log axis: 0.1, 0.2, 0.5, 1, … instead of
+    plotly's bare "5, 2, 5" minor labels. Falls back to 1-3 steps, then powers of ten, above max_ticks values."""
+    if not 0 < lo <= hi:
+        raise ValueError(f"need 0 < lo <= hi, got {lo!r}, {hi!r}")
+    for ms in (mantissas, (1, 3), (1,)):
+        out = []
+        for e in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1):
+            for m in ms:
+                v = float(f"{m * 10.0 ** e:.12g}")
+                if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9):
+                    out.append(v)
+        if len(out) <= max_ticks:
+            break
+    return out
+
+
 def temperature_curves(temperatures, entropy_bits, top1, effective, current: float, *,
                        current_values: tuple[float, float, float] | None = None, title: str | None = None,
                        height: int = 340) -> go.Figure:
@@ -78,6 +96,7 @@ def temperature_curves(temperatures, entropy_bits, top1, effective, current: flo
     if current_values is None:
         current_values = tuple(float(np.interp(np.log(current), np.log(t), s)) for s in series)
     fmts = [".2f", ".1%", ".1f"]
+    ticks = log_ticks(float(t.min()), float(t.max()), mantissas=(1, 3))   # fits a third of a narrow page
     for c, (s, name, cur, fmt) in enumerate(zip(series, names, current_values, fmts), start=1):
         fig.add_trace(go.Scatter(x=t, y=s, mode="lines", line=dict(color=PALETTE[0], width=3), name=name,
                                  hovertemplate=f"T = %{{x:.3g}}<br>{name}: %{{y:{fmt}}}<extra></extra>"),
@@ -87,10 +106,15 @@ def temperature_curves(temperatures, entropy_bits, top1, effective, current: flo
                                  hovertemplate=f"current T = %{{x:.3g}}<br>{name}: %{{y:{fmt}}}<extra></extra>"),
                       row=1, col=c)
         fig.add_vline(x=current, line=dict(color=ACCENT, width=2, dash="dash"), row=1, col=c)
-        fig.update_xaxes(type="log", title_text="temperature T", row=1, col=c)
+        fig.update_xaxes(type="log", title_text="temperature T", tickmode="array", tickvals=ticks, tickangle=0,
+                         ticktext=[f"{v:g}" for v in ticks], row=1, col=c)
     fig.update_yaxes(rangemode="tozero", row=1, col=1)
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=1, col=2)
-    fig.update_yaxes(type="log", row=1, col=3)
+    eff = series[2][np.isfinite(series[2])]
+    lo, hi = (float(eff.min()), float(eff.max())) if eff.size else (1.0, 1.0)
+    y_ticks = log_ticks(max(lo, 1e-12), max(hi, 1e-12) * 1.0001, max_ticks=6) if hi / max(lo, 1e-12) > 1.5 else None
+    fig.update_yaxes(type="log", row=1, col=3, **(dict(tickmode="array", tickvals=y_ticks,
+                                                       ticktext=[f"{v:,g}" for v in y_ticks]) if y_ticks else {}))
     apply_theme(fig, title=title, height=height)
     fig.update_layout(showlegend=False)
     fig.update_annotations(font_size=16)

@@ -77,10 +77,10 @@ def test_causal_mask_page_matches_the_model(lm):
     assert np.isnan(z[~tri]).all()
     masked_layer = next(tr for tr in softmax_fig["data"] if tr.get("name") == "masked")
     assert masked_layer["showscale"] is False
-    masked_fig = next(s for t, s in figs.items() if t.startswith("3. Masked"))
+    masked_fig = next(s for t, s in figs.items() if t.startswith("3. Scores + mask"))
     marks = np.asarray(_array(masked_fig["data"][1]["text"]))
     assert marks[0, 1] == "−∞" and marks[1, 0] == ""
-    no_mask = next(s for t, s in figs.items() if t.startswith("softmax(scores) with no mask"))
+    no_mask = next(s for t, s in figs.items() if t == "softmax with no mask")
     rows = np.asarray(_array(no_mask["data"][0]["z"]), dtype=float)
     np.testing.assert_allclose(rows.sum(axis=1), 1.0, atol=1e-6)               # softmax over every key
     assert rows[0, 1:].sum() > 0                                                 # the future leaks in
@@ -99,6 +99,9 @@ def test_causal_mask_first_n_and_sink(lm):
     assert np.isnan(z[1:, 0]).all()                                              # sink column hidden ...
     np.testing.assert_allclose(np.nansum(z[1:], axis=1), 1.0, atol=1e-4)         # ... rows renormalized
     assert list(softmax_fig["layout"]["xaxis"]["ticktext"]) == lm.run(TEXT).tokens[:5]
+    at.toggle(key="mask_side_by_side").set_value(False).run()                     # stacked, full width
+    assert not at.exception, at.exception
+    assert len(figures(at)) == 10
 
 
 # --------------------------------------------------------------------------------------------------------- softmax
@@ -140,12 +143,12 @@ def test_softmax_extremes_no_nan(source):
 def test_softmax_top_k_top_p_and_seeded_sampling():
     at = open_page("softmax")
     at.number_input(key="softmax_top_k").set_value(5).run()
-    assert metric(at, "Kept by top-k / top-p") == "5"
+    assert metric(at, "Kept candidates") == "5"
     bars = next(s for t, s in figures(at).items() if t.startswith("Top 20"))
     colors = bars["data"][0]["marker"]["color"]
     assert colors[:5] == [colors[0]] * 5 and colors[5] != colors[0]              # kept set highlighted
     at.slider(key="softmax_top_p").set_value(0.3).run()
-    assert int(metric(at, "Kept by top-k / top-p")) <= 5
+    assert int(metric(at, "Kept candidates")) <= 5
     at.number_input(key="softmax_seed").set_value(7).run()
     at.number_input(key="softmax_n_samples").set_value(2000).run()
     assert not at.exception, at.exception
@@ -156,7 +159,7 @@ def test_softmax_top_k_top_p_and_seeded_sampling():
         return np.asarray(_array(sampled["x"]), float), len(_array(sampled["y"]))
 
     first, n_rows = histogram()
-    assert n_rows == int(metric(at, "Kept by top-k / top-p"))                    # only kept candidates are drawn
+    assert n_rows == int(metric(at, "Kept candidates"))                    # only kept candidates are drawn
     assert first.sum() == pytest.approx(1.0)
     at.run()
     np.testing.assert_array_equal(histogram()[0], first)                         # same seed, same draws

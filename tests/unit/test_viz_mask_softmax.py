@@ -108,6 +108,7 @@ def test_temperature_curves_log_axis_and_marker():
                                 current=1.0)
     assert len(fig.data) == 6 and all(type(d).__name__ == "Scatter" for d in fig.data)
     assert fig.layout.xaxis.type == "log" and fig.layout.xaxis3.type == "log"
+    assert list(fig.layout.xaxis.ticktext) == ["0.1", "0.3", "1", "3", "10"]
     markers = [d for d in fig.data if d.mode == "markers"]
     assert len(markers) == 3 and all(d.x[0] == 1.0 for d in markers)
     assert len(fig.layout.shapes) == 3                                     # one dashed line per panel
@@ -134,3 +135,12 @@ def test_hidden_sink_cells_get_their_own_layer():
     assert np.isnan(z[1:, 0]).all() and z[0, 0] == 0.25                   # row 0 keeps its only key
     assert np.array_equal(~np.isnan(np.array(fig.data[1].z, dtype=float)), hidden)
     assert "sink" in fig.data[1].hovertemplate
+
+
+def test_log_ticks():
+    assert VS.log_ticks(0.05, 10) == [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0]
+    assert VS.log_ticks(0.3, 0.4) == []
+    assert VS.log_ticks(1, 49152, max_ticks=6) == [1.0, 10.0, 100.0, 1000.0, 10000.0]   # wide: powers of ten
+    assert VS.log_ticks(1, 20, mantissas=(1, 3)) == [1.0, 3.0, 10.0]
+    with pytest.raises(ValueError):
+        VS.log_ticks(0, 1)
