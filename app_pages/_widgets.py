@@ -33,3 +33,31 @@ def plotly_config(filename: str) -> dict:
 def show_figure(fig, key: str, filename: str, **kwargs):
     """st.plotly_chart with the shared config (PNG button named after the view) and an explicit key."""
     return st.plotly_chart(fig, key=key, config=plotly_config(filename), **kwargs)
+
+
+def selected_points(event) -> list:
+    """The selected points of a st.plotly_chart selection state (dict-like), [] when there are none."""
+    try:
+        return list(event["selection"]["points"])
+    except (KeyError, TypeError):
+        return []
+
+
+def selected_rows(event) -> list[int]:
+    """The selected row positions of a st.dataframe selection state, [] when there are none."""
+    try:
+        return [int(r) for r in event["selection"]["rows"]]
+    except (KeyError, TypeError, ValueError):
+        return []
+
+
+def picked_layer_head(points: list) -> tuple[int, int] | None:
+    """(layer, head) from the first clicked point whose customdata is [layer, head, ...], else None."""
+    for point in points:
+        data = point.get("customdata") if isinstance(point, dict) else None
+        if data is not None and len(data) >= 2:
+            try:
+                return int(data[0]), int(data[1])
+            except (TypeError, ValueError):
+                continue
+    return None

@@ -6,7 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import _state as state
-from app_pages._widgets import escape_markdown, show_figure, token_label
+from app_pages._widgets import (escape_markdown, picked_layer_head, selected_points, selected_rows, show_figure,
+                                token_label)
 from model.head_stats import STATISTICS, apply_sink, has_repeats, top_predictions
 from viz import attention as va
 
@@ -52,26 +53,16 @@ def _open_head() -> None:
 
 
 def _picked_on_overview() -> None:
-    try:
-        points = st.session_state["w_overview"]["selection"]["points"]
-    except (KeyError, TypeError):
-        return
-    for point in points:
-        data = point.get("customdata")
-        if data is not None and len(data) >= 2:
-            state.set_layer_head(int(data[0]), int(data[1]))
-            return
+    picked = picked_layer_head(selected_points(st.session_state.get("w_overview")))
+    if picked is not None:
+        state.set_layer_head(*picked)
 
 
 def _picked_in_table() -> None:
-    try:
-        rows = st.session_state["w_stats_table"]["selection"]["rows"]
-    except (KeyError, TypeError):
-        return
-    table = st.session_state.get("_stats_table_order")
-    if rows and table is not None and rows[0] < len(table):
-        layer, head = table[rows[0]]
-        state.set_layer_head(layer, head)
+    rows = selected_rows(st.session_state.get("w_stats_table"))
+    order = st.session_state.get("_stats_table_order") or []
+    if rows and rows[0] < len(order):
+        state.set_layer_head(*order[rows[0]])
 
 
 view, tabs = state.view_tabs(VIEWS, key="w_attention_view")

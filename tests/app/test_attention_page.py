@@ -1,0 +1,171 @@
+"""The Attention page with the real model: every view renders, follows the controls, and exports."""
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, selected_rows
+from model.head_stats import apply_sink, prev_token_score
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = str(ROOT / "app.py")
+INDUCTION = json.loads((ROOT / "assets/examples.json").read_text(encoding="utf-8"))[1]["text"]
+VIEWS = ["head", "layer", "model", "query", "next"]
+
+
+def open_app(**params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def rerun(at: AppTest) -> AppTest:
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def array(value) -> np.ndarray:
+    """A plotly JSON array: a list, or plotly's typed-array form {"dtype", "bdata" (base64), "shape"}."""
+    if isinstance(value, dict) and "bdata" in value:
+        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        return out.reshape([int(n) for n in str(shape).split(",")]) if shape else out
+    return np.array(value, dtype=float)
+
+
+def titles(at: AppTest) -> list[str]:
+    return [(f["layout"].get("title") or {}).get("text", "") for f in figures(at)]
+
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_each_view_renders(view, lm):
+    at = open_app(view=view, text=INDUCTION)
+    assert figures(at), f"no figure in view {view}"
+    assert not at.warning
+
+
+def test_layer_and_head_controls_update_the_figures(lm):
+    at = open_app(view="head")
+    assert titles(at) == ["Layer 0, head 0"]
+    at.slider(key="w_layer").set_value(11)
+    at.slider(key="w_head").set_value(7)
+    rerun(at)
+    assert titles(at) == ["Layer 11, head 7"]
+    tr = lm.run(at.text_area(key="text").value)
+    z = array(figures(at)[0]["data"][0]["z"]).astype(float)     # the figure shows the trace's own numbers
+    expected = tr.attention[11, 7].astype(float)
+    allowed = np.tril(np.ones_like(expected, dtype=bool))
+    np.testing.assert_allclose(z[allowed], expected[allowed], atol=1e-3)
+    assert np.isnan(z[~allowed]).all()
+
+
+def test_sink_switch_changes_the_head_view(lm):
+    at = open_app(view="head", layer="20", head="3")
+    assert any("attention sink" in i.value for i in at.info)           # the hint to use the switch
+    before = array(figures(at)[0]["data"][0]["z"])
+    at.toggle(key="sink").set_value(True)
+    rerun(at)
+    after = array(figures(at)[0]["data"][0]["z"])
+    assert np.nanmax(after[1:, 0]) == 0                                   # key 0 hidden ...
+    np.testing.assert_allclose(np.nansum(after[1:], axis=-1), 1, atol=1e-4)   # ... rows renormalized
+    assert np.nanmax(before[1:, 0]) > 0.5
+    assert not any("attention sink" in i.value for i in at.info)
+
+
+def test_layer_view_picks_a_head(lm):
+    at = open_app(view="layer", layer="2")
+    fig = figures(at)[0]
+    assert sum(1 for trace in fig["data"] if trace["type"] == "heatmap") == lm.config.n_heads
+    at.segmented_control(key="w_head_pick").set_value(6)
+    rerun(at)
+    assert at.slider(key="w_head").value == 6
+    assert at.query_params["head"] == "6"
+    at.button(key="w_open_head").click()
+    rerun(at)
+    assert at.query_params["view"] == "head"
+    assert titles(at) == ["Layer 2, head 6"]
+
+
+def test_whole_model_overview_and_stats_table(lm):
+    at = open_app(view="model", text=INDUCTION)
+    overview = figures(at)[0]
+    assert overview["data"][0]["type"] == "heatmap"
+    table = at.dataframe[0].value
+    assert len(table) == lm.config.n_layers * lm.config.n_heads
+    prev = table["previous-token score"].to_numpy()
+    assert (np.diff(prev) <= 1e-12).all()                               # sorted: previous-token heads first
+    tr = lm.run(INDUCTION)
+    layer, head = int(table["layer"].iloc[0]), int(table["head"].iloc[0])
+    assert prev[0] == pytest.approx(prev_token_score(tr.attention[layer, head]), abs=1e-6)
+    assert table["induction score"].notna().all()                       # the text repeats itself
+    for kind in ("thumbs", "induction", "entropy"):
+        at.segmented_control(key="w_overview_kind").set_value(kind)
+        rerun(at)
+        assert figures(at)
+
+
+def test_induction_column_is_explained_when_the_text_has_no_repeats(lm):
+    at = open_app(view="model", text="One two three.")
+    at.segmented_control(key="w_overview_kind").set_value("induction")
+    rerun(at)
+    assert any("repeats no token" in i.value for i in at.info)
+    assert "induction score" not in at.dataframe[0].value.columns
+
+
+def test_query_token_strip_selects_the_query(lm):
+    at = open_app(view="query", text=INDUCTION, layer="14")
+    tr = lm.run(INDUCTION)
+    assert at.pills(key="w_q").value == tr.n_tokens - 1                 # default: the last token
+    at.pills(key="w_q").set_value(20)
+    rerun(at)
+    assert at.query_params["q"] == "20"
+    fig = figures(at)[0]
+    assert len(fig["data"][0]["x"]) == 21                              # keys 0..20
+    assert array(fig["data"][0]["z"]).shape == (lm.config.n_heads, 21)
+    assert fig["data"][0]["y"][0] == "head 0"
+
+
+def test_next_token_panel_shows_top_ten(lm):
+    at = open_app(view="next", text=INDUCTION)
+    bars = figures(at)[0]["data"][0]
+    assert bars["type"] == "bar" and len(bars["y"]) == 10
+    tr = lm.run(INDUCTION)
+    best = lm.token_strings([int(np.argmax(tr.next_token_logits))])[0]
+    assert bars["y"][0] == f"1. {best}"
+
+
+def test_csv_download_and_png_name(lm):
+    at = open_app(view="head", layer="5", head="1")
+    download = at.get("download_button")[0]
+    assert download.proto.label.startswith("Download")
+    config = json.loads(at.get("plotly_chart")[0].proto.config)
+    assert config["toImageButtonOptions"]["filename"] == "attention_L5_H1"
+
+
+def test_long_text_is_truncated_and_views_still_render(lm):
+    text = " ".join(f"item{i}" for i in range(400))                     # > 512 tokens
+    at = open_app(view="layer", text=text)
+    assert any("only the first 512" in w.value for w in at.warning)
+    grid = figures(at)[0]
+    assert len(grid["data"]) == lm.config.n_heads
+
+
+def test_chart_event_helpers():
+    event = {"selection": {"points": [{"x": 2, "y": 7, "customdata": [7, 2]}], "rows": [3]}}
+    assert picked_layer_head(selected_points(event)) == (7, 2)
+    assert picked_layer_head(selected_points({"selection": {"points": []}})) is None
+    assert selected_points(None) == [] and selected_rows(None) == []
+    assert selected_rows(event) == [3]
+    assert escape_markdown("**a** [b](c)") == r"\*\*a\*\* \[b\]\(c\)"
+    assert apply_sink(np.eye(2), True).shape == (2, 2)
