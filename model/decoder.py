@@ -5,8 +5,10 @@ all its state in local variables, so one model can serve many Streamlit sessions
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,12 +16,14 @@ import torch
 import torch.nn.functional as F
 
 from model.config import ModelConfig
+from model.embedding import embedding_table
 from model.gguf import read_gguf
 from model.positional import apply_rope, rope_cos_sin
 from model.tokenizer import Tokenizer
 from model.trace import ForwardTrace, LayerDetail
 
 DEFAULT_MAX_TOKENS = 512
+CHECKPOINT_EVERY = 6  # keep every 6th layer's input: layer_detail re-runs at most 5 blocks; 1/6 of the memory
 FLOAT32_ATTENTION_BYTES = 64 * 2**20  # keep attention in float32 up to this size (T <= 249 here), float16 above
 
 
@@ -37,7 +41,7 @@ class AttentionIntermediates:
     v: torch.Tensor        # [KV, T, hd]
     q_rot: torch.Tensor    # [H, T, hd]
     k_rot: torch.Tensor    # [KV, T, hd]
-    scores: torch.Tensor   # [H, T, T] before the mask
+    scores: torch.Tensor | None  # [H, T, T] before the mask (only when asked for)
     pattern: torch.Tensor  # [H, T, T]
     out: torch.Tensor      # [T, d_model] after the output projection
 
@@ -50,9 +54,14 @@ class Attention:
         self.w_qkv = torch.cat((w_q, w_k, w_v), dim=0).contiguous()  # [(H + 2 KV) hd, D]: one matmul for all three
         self.w_o = w_o                                                # [D, H hd]
 
-    def __call__(self, h: torch.Tensor, cos, sin, mask: torch.Tensor) -> AttentionIntermediates:
+    def __call__(self, h: torch.Tensor, cos, sin, mask: torch.Tensor, keep_scores: bool = False,
+                 pattern_out: torch.Tensor | None = None) -> AttentionIntermediates:
+        """One KV group at a time, so only [group, T, T] float32 buffers are alive. The forward pass writes the
+        pattern straight into the trace (pattern_out, possibly float16) and keeps no scores; layer_detail asks
+        for float32 scores and pattern. Either way the numbers are computed the same way."""
         cfg = self.cfg
         T = h.shape[0]
+        g = cfg.group_size
         qkv = F.linear(h, self.w_qkv)                                          # [T, (H + 2 KV) hd]
         q, k, v = qkv.split((cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim,
                              cfg.n_kv_heads * cfg.head_dim), dim=-1)
@@ -61,14 +70,19 @@ class Attention:
         v = v.view(T, cfg.n_kv_heads, cfg.head_dim).transpose(0, 1)            # [KV, T, hd]
         q_rot = apply_rope(q, cos, sin)                                        # [H, T, hd]
         k_rot = apply_rope(k, cos, sin)                                        # [KV, T, hd]
-        g = cfg.group_size
-        q_grouped = q_rot.reshape(cfg.n_kv_heads, g * T, cfg.head_dim)         # [KV, g T, hd]: heads of one group
-        scores = (q_grouped @ k_rot.transpose(1, 2)).view(cfg.n_heads, T, T)   # [H, T, T]
-        scores = scores * (1.0 / math.sqrt(cfg.head_dim))
-        pattern = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # [H, T, T]
-        mixed = pattern.view(cfg.n_kv_heads, g * T, T) @ v                     # [KV, g T, hd]
-        mixed = mixed.view(cfg.n_heads, T, cfg.head_dim).transpose(0, 1).reshape(T, -1)  # [T, H hd]
-        out = F.linear(mixed, self.w_o)                                        # [T, D]
+        scale = 1.0 / math.sqrt(cfg.head_dim)
+        scores = torch.empty(cfg.n_heads, T, T) if keep_scores else None       # [H, T, T]
+        pattern = torch.empty(cfg.n_heads, T, T) if pattern_out is None else pattern_out  # [H, T, T]
+        mixed = torch.empty(cfg.n_heads, T, cfg.head_dim)                      # [H, T, hd]
+        for kv in range(cfg.n_kv_heads):
+            heads = slice(kv * g, (kv + 1) * g)                                # query heads reading KV head kv
+            group_scores = (q_rot[heads] @ k_rot[kv].T).mul_(scale)            # [g, T, T]
+            if keep_scores:
+                scores[heads] = group_scores
+            group_pattern = torch.softmax(group_scores.masked_fill_(~mask, float("-inf")), dim=-1)  # [g, T, T]
+            pattern[heads] = group_pattern
+            mixed[heads] = group_pattern @ v[kv]                               # [g, T, hd]
+        out = F.linear(mixed.transpose(0, 1).reshape(T, -1), self.w_o)         # [T, D]
         return AttentionIntermediates(q, k, v, q_rot, k_rot, scores, pattern, out)
 
 
@@ -81,51 +95,56 @@ class SwiGLU:
         self.w_down = w_down                                            # [D, F]
 
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
-        gate, up = F.linear(h, self.w_gate_up).split(self.d_ff, dim=-1)  # [T, F] each
-        return F.linear(F.silu(gate) * up, self.w_down)                  # [T, D]
+        gate, up = F.linear(h, self.w_gate_up).split(self.d_ff, dim=-1)  # [T, F] each, views of one buffer
+        return F.linear(F.silu(gate, inplace=True).mul_(up), self.w_down)  # [T, D]
 
 
 class Block:
     """Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, cfg: ModelConfig, weights: dict[str, torch.Tensor], i: int):
-        p = f"blk.{i}."
+    def __init__(self, cfg: ModelConfig, weights: dict[str, np.ndarray], i: int):
+        """Takes (pops) block i's tensors from weights, so fusing them never holds two copies of the model."""
+        def take(name: str) -> torch.Tensor:
+            return torch.from_numpy(weights.pop(f"blk.{i}.{name}.weight"))
+
         self.eps = cfg.norm_eps
-        self.attn_norm = weights[p + "attn_norm.weight"]
-        self.attn = Attention(cfg, weights[p + "attn_q.weight"], weights[p + "attn_k.weight"],
-                              weights[p + "attn_v.weight"], weights[p + "attn_output.weight"])
-        self.mlp_norm = weights[p + "ffn_norm.weight"]
-        self.mlp = SwiGLU(weights[p + "ffn_gate.weight"], weights[p + "ffn_up.weight"],
-                          weights[p + "ffn_down.weight"])
+        self.attn_norm = take("attn_norm")
+        self.attn = Attention(cfg, take("attn_q"), take("attn_k"), take("attn_v"), take("attn_output"))
+        self.mlp_norm = take("ffn_norm")
+        self.mlp = SwiGLU(take("ffn_gate"), take("ffn_up"), take("ffn_down"))
 
-    def attention(self, x: torch.Tensor, cos, sin, mask) -> AttentionIntermediates:
-        return self.attn(rms_norm(x, self.attn_norm, self.eps), cos, sin, mask)
+    def attention(self, x: torch.Tensor, cos, sin, mask, keep_scores: bool = False,
+                  pattern_out: torch.Tensor | None = None) -> AttentionIntermediates:
+        return self.attn(rms_norm(x, self.attn_norm, self.eps), cos, sin, mask, keep_scores, pattern_out)
 
-    def __call__(self, x: torch.Tensor, cos, sin, mask) -> tuple[torch.Tensor, torch.Tensor]:
-        att = self.attention(x, cos, sin, mask)
-        x = x + att.out                                                   # [T, D]
-        x = x + self.mlp(rms_norm(x, self.mlp_norm, self.eps))            # [T, D]
-        return x, att.pattern
+    def __call__(self, x: torch.Tensor, cos, sin, mask, pattern_out: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attention(x, cos, sin, mask, pattern_out=pattern_out).out  # [T, D]
+        return x + self.mlp(rms_norm(x, self.mlp_norm, self.eps))              # [T, D]
 
 
 class LanguageModel:
     """A loaded decoder with its tokenizer: encode / decode / run / layer_detail."""
 
-    def __init__(self, config: ModelConfig, weights: dict[str, np.ndarray], tokenizer: Tokenizer, source: str):
+    def __init__(self, config: ModelConfig, weights: dict[str, np.ndarray], tokenizer: Tokenizer, source: str,
+                 tensor_sizes: dict[str, int]):
+        """Builds the blocks from weights, emptying that dict as it goes."""
         self.config = config
         self.source = source
         self.tokenizer = tokenizer
-        self.tensor_sizes = {name: int(w.size) for name, w in weights.items()}
-        w = {name: torch.from_numpy(a) for name, a in weights.items()}
-        self.embedding = w["token_embd.weight"]                                      # [V, D]
-        self.lm_head = self.embedding if config.tied_embeddings else w["output.weight"]  # [V, D]
-        self.out_norm = w["output_norm.weight"]                                      # [D]
-        self.blocks = [Block(config, w, i) for i in range(config.n_layers)]
+        self.tensor_sizes = dict(tensor_sizes)
+        self.embedding = embedding_table(weights.pop("token_embd.weight"))           # [V, D]
+        self.lm_head = self.embedding if config.tied_embeddings else embedding_table(weights.pop("output.weight"))
+        self.out_norm = torch.from_numpy(weights.pop("output_norm.weight"))          # [D]
+        self.blocks = [Block(config, weights, i) for i in range(config.n_layers)]
 
     @classmethod
     def from_gguf(cls, path: str | os.PathLike | None = None) -> LanguageModel:
         g = read_gguf(path)
-        return cls(g.config, g.weights, Tokenizer(g.tokens, g.token_types, name=g.path.stem), str(g.path))
+        tokenizer = Tokenizer(g.tokens, g.token_types, name=g.path.stem)
+        lm = cls(g.config, g.weights, tokenizer, str(g.path), g.tensor_sizes)
+        del g
+        release_free_heap()
+        return lm
 
     @property
     def name(self) -> str:
@@ -169,31 +188,36 @@ class LanguageModel:
         n_values = cfg.n_layers * cfg.n_heads * T * T
         dtype = np.float32 if 4 * n_values <= FLOAT32_ATTENTION_BYTES else np.float16
         attention = np.empty((cfg.n_layers, cfg.n_heads, T, T), dtype=dtype)       # [L, H, T, T]
-        residual = np.empty((cfg.n_layers, T, cfg.d_model), dtype=np.float32)     # [L, T, D]
+        checkpoints: dict[int, np.ndarray] = {}
         with torch.inference_mode():
             cos, sin = rope_cos_sin(range(T), cfg.head_dim, cfg.rope_theta)         # [T, hd/2] each
             mask = causal_mask(T)                                                  # [T, T]
-            x = self.embedding[torch.tensor(ids)]                                  # [T, D]
+            x = self.embedding.rows(torch.tensor(ids))                             # [T, D]
             for i, block in enumerate(self.blocks):
-                residual[i] = x.numpy()
-                x, pattern = block(x, cos, sin, mask)
-                attention[i] = pattern.numpy()
+                if i % CHECKPOINT_EVERY == 0:
+                    checkpoints[i] = _read_only(x.numpy().copy())                  # [T, D]
+                x = block(x, cos, sin, mask, pattern_out=torch.from_numpy(attention[i]))
             last = rms_norm(x[-1], self.out_norm, cfg.norm_eps)                    # [D]: only the last position
-            logits = F.linear(last, self.lm_head)                                  # [V]
+            logits = self.lm_head.logits(last)                                     # [V]
         return ForwardTrace(
             text=text, token_ids=list(ids), tokens=self.token_strings(ids), attention=_read_only(attention),
             next_token_logits=_read_only(logits.numpy().copy()),
-            truncated=(n_tokens_total or T) > T, n_tokens_total=n_tokens_total or T, residual=_read_only(residual))
+            truncated=(n_tokens_total or T) > T, n_tokens_total=n_tokens_total or T, checkpoints=checkpoints)
 
     def layer_detail(self, trace: ForwardTrace, layer: int) -> LayerDetail:
-        """Recompute one layer's q, k, v (pre/post RoPE), scores, mask and pattern from the cached residual."""
+        """Recompute one layer's q, k, v (pre/post RoPE), scores, mask and pattern, re-running the blocks from
+        the nearest checkpoint with the forward pass's own code: the numbers are exactly the forward's."""
         if not 0 <= layer < self.config.n_layers:
             raise ValueError(f"layer must be from 0 to {self.config.n_layers - 1}, got {layer}")
         T = trace.n_tokens
+        start = layer - layer % CHECKPOINT_EVERY
         with torch.inference_mode():
             cos, sin = rope_cos_sin(range(T), self.config.head_dim, self.config.rope_theta)
             mask = causal_mask(T)
-            att = self.blocks[layer].attention(torch.from_numpy(trace.residual[layer].copy()), cos, sin, mask)
+            x = torch.from_numpy(trace.checkpoints[start].copy())                  # [T, D]
+            for block in self.blocks[start:layer]:
+                x = block(x, cos, sin, mask)
+            att = self.blocks[layer].attention(x, cos, sin, mask, keep_scores=True)
         return LayerDetail(layer=layer, q=att.q.numpy(), q_rot=att.q_rot.numpy(), k=att.k.numpy(),
                            k_rot=att.k_rot.numpy(), v=att.v.numpy(), scores=att.scores.numpy(),
                            mask=mask.numpy(), pattern=att.pattern.numpy())
@@ -209,6 +233,15 @@ class LanguageModel:
 def causal_mask(T: int) -> torch.Tensor:
     """[T, T] bool, True where query i may attend to key j (j <= i)."""
     return torch.ones(T, T, dtype=torch.bool).tril()
+
+
+def release_free_heap() -> None:
+    """Hand the heap holes that loading left (dequantization temporaries, ~90 MB) back to the OS (glibc only)."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

@@ -17,7 +17,8 @@ class ForwardTrace:
     next_token_logits: np.ndarray   # [vocab_size] float32, logits after the last token
     truncated: bool                 # the text had more than max_tokens tokens and was cut
     n_tokens_total: int             # tokens in the full text before truncation
-    residual: np.ndarray = field(repr=False)  # [n_layers, T, d_model] float32, input of each layer
+    checkpoints: dict[int, np.ndarray] = field(repr=False)  # layer -> [T, d_model] float32 input of that layer,
+    #                                                         every CHECKPOINT_EVERY layers (for layer_detail)
 
     @property
     def n_tokens(self) -> int:

@@ -1,0 +1,55 @@
+"""Token embedding tables (also the tied LM head): dense float32, or kept in Q8_0 blocks to save memory."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+Q8_0_BLOCK = 32          # values per block
+Q8_0_BLOCK_BYTES = 34    # fp16 scale + 32 x int8
+LOGIT_CHUNK_ROWS = 2048  # rows dequantized at a time for the LM head (~5 MB of float32)
+
+
+class DenseEmbedding:
+    """A float32 table [V, D]."""
+
+    def __init__(self, weight: torch.Tensor):
+        self.weight = weight  # [V, D]
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.weight[ids]              # [T, D]
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight)      # [V]
+
+
+class Q8Embedding:
+    """A Q8_0 table (int8 values, one fp16 scale per 32): 31 MB instead of 113 MB for SmolLM2.
+
+    Rows are dequantized as gguf does (float32(int8) * float32(scale)), so results equal the float32 table's.
+    """
+
+    def __init__(self, blocks: np.ndarray):
+        n_rows, n_bytes = blocks.shape
+        raw = torch.from_numpy(blocks).view(n_rows, n_bytes // Q8_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES)  # [V, nb, 34]
+        self.scale = raw[..., :2].contiguous().view(torch.float16).float()    # [V, nb, 1]
+        self.values = raw[..., 2:].contiguous().view(torch.int8)              # [V, nb, 32]
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        return (self.values[ids].float() * self.scale[ids]).flatten(-2)       # [T, D]
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """x [D] @ table^T, dequantizing LOGIT_CHUNK_ROWS rows at a time."""
+        out = torch.empty(self.values.shape[0])                                # [V]
+        for start in range(0, out.shape[0], LOGIT_CHUNK_ROWS):
+            stop = start + LOGIT_CHUNK_ROWS
+            table = (self.values[start:stop].float() * self.scale[start:stop]).flatten(-2)  # [chunk, D]
+            out[start:stop] = F.linear(x, table)
+        return out
+
+
+def embedding_table(weight: np.ndarray):
+    """DenseEmbedding for float32 arrays, Q8Embedding for raw Q8_0 blocks (uint8)."""
+    if weight.dtype == np.uint8:
+        return Q8Embedding(weight)
+    return DenseEmbedding(torch.from_numpy(weight))
