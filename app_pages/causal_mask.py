@@ -120,7 +120,8 @@ with c5:
     show_figure(matrix_heatmap(unmasked_shown, tokens, kind="probs", future_outline=True, hidden=hidden, zmax=zmax,
                                title="softmax with no mask", max_labels=labels_max),
                 key=K + "unmasked", filename=f"attention_no_mask_{name}")
-    st.caption("The same scores, softmax over all keys (same colour scale as step 4). Everything right of the red "
+    st.caption(f"The same scores, softmax over all {n} keys shown (same colour scale as step 4). Everything right "
+               "of the red "
                "staircase is attention to tokens that come later: information the model would not have when "
                "generating.")
 with c6:
