@@ -9,24 +9,7 @@ import numpy as np
 from model import load_model
 from model.decoder import DEFAULT_MAX_TOKENS
 from model.gguf import ModelLoadError
-
-
-def previous_token_scores(attention: np.ndarray) -> np.ndarray:
-    """Mean attention from token i to token i-1, per head: [L, H, T, T] -> [L, H] (NaN for one token)."""
-    T = attention.shape[-1]
-    if T < 2:
-        return np.full(attention.shape[:2], np.nan)
-    rows = np.arange(1, T)
-    return attention[..., rows, rows - 1].astype(np.float64).mean(-1)
-
-
-def top_predictions(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k most likely next-token ids and their softmax probabilities (float64)."""
-    z = logits.astype(np.float64)
-    probs = np.exp(z - z.max())
-    probs /= probs.sum()
-    top = np.argsort(-probs)[:k]
-    return top, probs[top]
+from model.head_stats import prev_token_score, top_predictions
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     ids, probs = top_predictions(trace.next_token_logits, 10)
     for rank, (token_id, p) in enumerate(zip(ids, probs), 1):
         print(f"{rank:>3}. {lm.token_strings([int(token_id)])[0]!s:<20} {p:8.2%}   (id {token_id})")
-    scores = previous_token_scores(trace.attention)
+    scores = prev_token_score(trace.attention)
     print("\nheads that attend most to the previous token:")
     if np.isnan(scores).all():
         print("  (needs at least two tokens)")
