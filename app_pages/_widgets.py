@@ -52,12 +52,23 @@ def selected_rows(event) -> list[int]:
 
 
 def picked_layer_head(points: list) -> tuple[int, int] | None:
-    """(layer, head) from the first clicked point whose customdata is [layer, head, ...], else None."""
+    """(layer, head) from the first clicked point of an overview figure, else None.
+
+    The point's customdata is [layer, head] (a list, or a dict {"0": layer, "1": head} when plotly sent a typed
+    array); failing that, its x is the head and its y the layer.
+    """
     for point in points:
-        data = point.get("customdata") if isinstance(point, dict) else None
-        if data is not None and len(data) >= 2:
+        if not isinstance(point, dict):
+            continue
+        data = point.get("customdata")
+        if isinstance(data, dict):
+            data = [data.get("0", data.get(0)), data.get("1", data.get(1))]
+        candidates = [data[:2] if isinstance(data, (list, tuple)) and len(data) >= 2 else None,
+                      [point.get("y"), point.get("x")]]
+        for pair in candidates:
             try:
-                return int(data[0]), int(data[1])
+                layer, head = (int(round(float(v))) for v in pair)
             except (TypeError, ValueError):
                 continue
+            return layer, head
     return None

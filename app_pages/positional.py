@@ -36,23 +36,21 @@ TABS = ["Sinusoidal PE", "RoPE: the rotation", "RoPE inside the model"]
 # ------------------------------------------------------------------------------------------------ cached arrays
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def pe_view(d_model: int, n_positions: int, base: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The PE rows/columns a heatmap shows (thinned to <= MAX_CELLS each way): (pe [R, C], positions, dims)."""
+def pe_view(d_model: int, n_positions: int, base: float):
+    """What the two heatmaps show, thinned to <= MAX_CELLS per axis: (pe [R, C], positions [R], dims [C],
+    similarity [R, R] of the shown positions over all d_model dims)."""
     positions = V.thin(n_positions, MAX_CELLS)
     dims = V.thin_pairs(d_model, MAX_CELLS)
-    pe = P.sinusoidal_pe(n_positions, d_model, base)
-    return pe[np.ix_(positions, dims)], positions, dims
+    rows = P.sinusoidal_pe_at(positions, d_model, base)                               # [R, d]
+    return rows[:, dims], positions, dims, P.pe_similarity(rows)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def pe_relative(d_model: int, n_positions: int, base: float):
-    """(starts, offsets, dots [3, K], similarity positions, similarity [N, N]) for the relative-position plots."""
+def pe_offsets(d_model: int, n_positions: int, base: float):
+    """(starts, offsets, PE(p)·PE(p+k) [3, K]) for three start positions p."""
     starts = sorted({0, n_positions // 3, 2 * n_positions // 3})
     max_offset = max(1, n_positions - 1)
-    dots = P.pe_offset_dots(d_model, base, starts, max_offset)
-    sim_positions = V.thin(n_positions, MAX_CELLS)
-    sim = P.pe_similarity(P.sinusoidal_pe(n_positions, d_model, base), sim_positions)
-    return starts, np.arange(max_offset + 1), dots, sim_positions, sim
+    return starts, np.arange(max_offset + 1), P.pe_offset_dots(d_model, base, starts, max_offset)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -60,14 +58,19 @@ def rope_curves(q: np.ndarray, k: np.ndarray, m: int, n: int, base: float, max_d
     """Scores of one real q/k content at moved positions: (shifts, {label: scores over shifts}, distances,
     scores over distance, aligned envelope). Shifted pairs keep m−n, and m−n+1, m−n+16 for contrast."""
     shifts = np.arange(0, max_shift + 1, max(1, max_shift // 400))
-    gap = m - n
-    curves = {}
-    for g in dict.fromkeys((gap, gap + 1, gap + 16)):
-        q_pos, k_pos = (m + shifts, m - g + shifts) if m - g >= 0 else (g + shifts, shifts)
-        curves[f"m−n = {g}" + (" (the real pair)" if g == gap else "")] = P.rope_scores_at(q, k, q_pos, k_pos, base)
     distances = np.arange(max_distance + 1)
-    return (shifts, curves, distances, P.scores_by_distance(q, k, distances, base),
-            P.aligned_envelope(q, k, distances, base))
+    gap = m - n
+    gaps = list(dict.fromkeys((gap, gap + 1, gap + 16)))
+    q_pos, k_pos = [], []                                      # all curves in one rope_scores_at call
+    for g in gaps:
+        q_pos.append(m + shifts if m - g >= 0 else g + shifts)
+        k_pos.append(m - g + shifts if m - g >= 0 else shifts)
+    q_pos.append(distances)                                    # distance curve: key at 0, query at Δ
+    k_pos.append(np.zeros_like(distances))
+    scores = np.split(P.rope_scores_at(q, k, np.concatenate(q_pos), np.concatenate(k_pos), base),
+                      np.cumsum([len(p) for p in q_pos])[:-1])
+    curves = {f"m−n = {g}" + (" (the real pair)" if g == gap else ""): y for g, y in zip(gaps, scores)}
+    return shifts, curves, distances, scores[-1], P.aligned_envelope(q, k, distances, base)
 
 
 # ------------------------------------------------------------------------------------------------ figure builders
@@ -78,15 +81,15 @@ def default_wave_dims(d_model: int) -> list[int]:
 
 
 def sinusoidal_figures(d_model: int, n_positions: int, base: float, dims: list[int]) -> dict:
-    pe, positions, shown_dims = pe_view(d_model, n_positions, base)
-    starts, offsets, dots, sim_positions, sim = pe_relative(d_model, n_positions, base)
+    pe, positions, shown_dims, sim = pe_view(d_model, n_positions, base)
+    starts, offsets, dots = pe_offsets(d_model, n_positions, base)
     wave_positions = np.arange(n_positions)
     waves = P.sinusoidal_pe_dims(n_positions, d_model, base, dims)                     # [len(dims), P]
     return {
         "heatmap": V.pe_heatmap(pe, positions, shown_dims, base),
         "waves": V.pe_waves(wave_positions, waves, dims, d_model, base) if dims else None,
         "offset_dots": V.pe_offset_dot_figure(offsets, dots, starts),
-        "similarity": V.pe_similarity_figure(sim, sim_positions),
+        "similarity": V.pe_similarity_figure(sim, positions),
         "max_dev": float(np.abs(dots - dots[0]).max()),
         "stride": (int(positions[1] - positions[0]) if len(positions) > 1 else 1, len(shown_dims) < d_model),
     }
@@ -134,8 +137,9 @@ def model_figures(detail, tokens: list[str], head: int, group_size: int, head_di
     key_positions = np.arange(mask.shape[1])
     if hide_sink:
         with_rope, without = apply_sink(with_rope), apply_sink(without)
-    labels = [token_label(tokens, i) for i in range(len(tokens))]
+    labels = [token_label(tokens, i, max_chars=9) for i in range(len(tokens))]
     q_vals, q_text = token_tick_labels(labels, max_labels=40)
+    k_vals, k_text = token_tick_labels(labels, max_labels=12)                 # two panels share the width
     return {
         "pairs": V.rope_pairs_figure(P.split_pairs(q), P.split_pairs(q_rot), P.split_pairs(k), P.split_pairs(k_rot),
                                      pair_ids, thetas, m, n),
@@ -144,7 +148,7 @@ def model_figures(detail, tokens: list[str], head: int, group_size: int, head_di
         "shift": V.shift_figure(shifts, shift_curves), "deviations": deviations,
         "distance": V.distance_figure(distances, by_distance, envelope, current=gap),
         "patterns": V.pattern_pair_figure(with_rope, without, mask, key_positions, (q_vals, q_text),
-                                          (q_vals, q_text), query=m),
+                                          (k_vals, k_text), query=m),
     }
 
 
@@ -212,12 +216,14 @@ def rope_theory_tab(cfg) -> None:
         "position $m$. Pair $i$ turns at speed $\\theta_i$:")
     st.latex(r"\theta_i = \text{base}^{-2i/d}, \qquad \begin{pmatrix} x'_{a} \\ x'_{b} \end{pmatrix} = "
              r"\begin{pmatrix} \cos m\theta_i & -\sin m\theta_i \\ \sin m\theta_i & \cos m\theta_i \end{pmatrix}"
-             r"\begin{pmatrix} x_{a} \\ x_{b} \end{pmatrix}, \qquad "
-             r"\langle R_m q, R_n k \rangle = \langle q, R_{n-m} k \rangle")
+             r"\begin{pmatrix} x_{a} \\ x_{b} \end{pmatrix}")
+    st.markdown("Rotations add their angles and $R_m^\\top = R_{-m}$, so in the dot product of a query at "
+                "$m$ with a key at $n$ only the distance is left:")
+    st.latex(r"\langle R_m q,\; R_n k \rangle = \langle q,\; R_{n-m}\, k \rangle")
     half = cfg.head_dim // 2
     top = st.container()
     st.subheader("Watch one vector rotate")
-    c1, c2, c3, c4 = st.columns(4)
+    c1, c2, c3, c4 = st.columns([1.4, 1, 1, 1])
     bases = list(rope_base_labels(cfg.rope_theta))
     base = c1.selectbox("base", bases, index=bases.index(cfg.rope_theta), key=K + "rot_base",
                         format_func=lambda b: f"{b:,.0f}" + (" (this model)" if b == cfg.rope_theta else ""))
@@ -306,11 +312,22 @@ def model_tab(cfg) -> None:
                "lengths with every pair starting aligned — the long-range decay from the RoPE paper.")
 
     st.subheader("With and without RoPE")
+    st.button("Open the strongest previous-token head", key=K + "prev_head", on_click=_open_prev_token_head,
+              help="Picks the layer and head that put the most attention on the token just before (on this text). "
+                   "Its diagonal is made by RoPE: watch it vanish on the right.")
     chart(figs["patterns"], K + "fig_patterns")
-    st.caption("Right: the same q and k, softmax of masked q·k/√d with the rotation switched off. The model was "
-               "trained with RoPE, so without it heads lose their sense of order: previous-token and local heads "
-               "blur into content-only matching. Grey: future keys (causal mask)."
+    st.caption("Left: the model's own pattern. Right: the same q and k, softmax of masked q·k/√d with the rotation "
+               "switched off. Without the rotation the score sees only what q and k contain, not how far apart "
+               "they are: heads that rely on distance (previous-token, local) change the most. Grey: future keys "
+               "(causal mask)."
                + (" Token 0 hidden, rows renormalised." if sel.hide_sink else ""))
+
+
+def _open_prev_token_head() -> None:
+    """Button callback: select the head with the highest previous-token score on the current text."""
+    stats = _state.get_head_stats(_state.current_text(), _state.DEFAULT_MAX_TOKENS, False)["prev_token"]  # [L, H]
+    layer, head = np.unravel_index(int(np.nanargmax(stats)), stats.shape)
+    _state.set_layer_head(int(layer), int(head))
 
 
 def _strongest_key(row: np.ndarray, m: int) -> int:

@@ -74,12 +74,13 @@ class Attention:
         scores = torch.empty(cfg.n_heads, T, T) if keep_scores else None       # [H, T, T]
         pattern = torch.empty(cfg.n_heads, T, T) if pattern_out is None else pattern_out  # [H, T, T]
         mixed = torch.empty(cfg.n_heads, T, cfg.head_dim)                      # [H, T, hd]
+        future = ~mask                                                         # [T, T] True where j > i
         for kv in range(cfg.n_kv_heads):
             heads = slice(kv * g, (kv + 1) * g)                                # query heads reading KV head kv
             group_scores = (q_rot[heads] @ k_rot[kv].T).mul_(scale)            # [g, T, T]
             if keep_scores:
                 scores[heads] = group_scores
-            group_pattern = torch.softmax(group_scores.masked_fill_(~mask, float("-inf")), dim=-1)  # [g, T, T]
+            group_pattern = torch.softmax(group_scores.masked_fill_(future, float("-inf")), dim=-1)  # [g, T, T]
             pattern[heads] = group_pattern
             mixed[heads] = group_pattern @ v[kv]                               # [g, T, hd]
         out = F.linear(mixed.transpose(0, 1).reshape(T, -1), self.w_o)         # [T, D]

@@ -13,11 +13,17 @@ CONVENTIONS = ("half", "adjacent")  # pairs (i, i + d/2) as in common PyTorch co
 
 def sinusoidal_pe(n_positions: int, d_model: int, base: float = 10000.0) -> np.ndarray:
     """The original Transformer's PE: [n_positions, d_model], PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i)."""
-    if d_model < 2 or d_model % 2:
-        raise ValueError(f"d_model must be an even number >= 2, got {d_model}")
     if n_positions < 1:
         raise ValueError(f"n_positions must be >= 1, got {n_positions}")
-    angles = np.arange(n_positions, dtype=np.float64)[:, None] * sinusoidal_frequencies(d_model, base)  # [P, d/2]
+    return sinusoidal_pe_at(np.arange(n_positions), d_model, base)
+
+
+def sinusoidal_pe_at(positions, d_model: int, base: float = 10000.0) -> np.ndarray:
+    """The rows of sinusoidal_pe for the given positions only: [len(positions), d_model]."""
+    if d_model < 2 or d_model % 2:
+        raise ValueError(f"d_model must be an even number >= 2, got {d_model}")
+    angles = np.asarray(positions, dtype=np.float64)[:, None] * sinusoidal_frequencies(d_model, base)  # [P, d/2]
+    n_positions = angles.shape[0]
     pe = np.empty((n_positions, d_model), dtype=np.float64)
     pe[:, 0::2] = np.sin(angles)
     pe[:, 1::2] = np.cos(angles)
@@ -98,8 +104,7 @@ def pe_offset_dots(d_model: int, base: float, starts, max_offset: int) -> np.nda
     """
     starts = np.asarray(starts, dtype=np.int64)
     pe = sinusoidal_pe(int(starts.max()) + max_offset + 1, d_model, base)              # [P, d]
-    offsets = np.arange(max_offset + 1)
-    return np.stack([pe[p + offsets] @ pe[p] for p in starts])                        # [S, K+1]
+    return np.stack([pe[p:p + max_offset + 1] @ pe[p] for p in starts])               # [S, K+1]
 
 
 def pe_similarity(pe: np.ndarray, positions=None) -> np.ndarray:

@@ -90,8 +90,8 @@ def pe_offset_dot_figure(offsets: np.ndarray, dots: np.ndarray, starts, height: 
             hovertemplate=f"p = {p}<br>k = %{{x}}<br>PE(p)·PE(p+k) = %{{y:.3f}}<extra></extra>"))
     fig.update_xaxes(title="offset k")
     fig.update_yaxes(title="PE(p) · PE(p+k)")
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
-    return apply_theme(fig, "Dot product depends only on the offset k", height)
+    fig.update_layout(legend=dict(x=1, xanchor="right", y=1, yanchor="top", bgcolor="rgba(255,255,255,0.8)"))
+    return apply_theme(fig, "PE(p)·PE(p+k) for three p", height)
 
 
 def pe_similarity_figure(sim: np.ndarray, positions: np.ndarray, height: int = 460) -> go.Figure:
@@ -101,9 +101,9 @@ def pe_similarity_figure(sim: np.ndarray, positions: np.ndarray, height: int = 4
         z=sim.astype(np.float32), x=positions, y=positions, colorscale=DIVERGING_SCALE, zmin=-vmax, zmax=vmax,
         colorbar=dict(title="dot", thickness=14),
         hovertemplate="p = %{y}<br>q = %{x}<br>PE(p)·PE(q) = %{z:.2f}<extra></extra>"))
-    fig.update_yaxes(title="position p", autorange="reversed", scaleanchor="x")
+    fig.update_yaxes(title="position p", autorange="reversed", scaleanchor="x", constrain="domain")
     fig.update_xaxes(title="position q", constrain="domain")
-    return apply_theme(fig, "Similarity of every pair of positions", height)
+    return apply_theme(fig, "PE(p)·PE(q), all pairs", height)
 
 
 # --------------------------------------------------------------------------------------------- RoPE theory
@@ -121,22 +121,18 @@ def rope_frequency_figure(frequencies: dict[str, np.ndarray], context_length: in
         traces.append(go.Scatter(x=i, y=2 * np.pi / freqs, mode="lines", name=label, line=style, legendgroup=label,
                                  showlegend=False, xaxis="x2", yaxis="y2",
                                  hovertemplate="pair %{x}<br>λ = %{y:,.0f} tokens<extra>" + label + "</extra>"))
-    small = dict(size=TICK_FONT_SIZE + 1)
-    annotations = [dict(text="θᵢ = base^(−2i/d), radians per token", x=0.22, y=1.0, xref="paper", yref="paper",
-                        yanchor="bottom", showarrow=False, font=small),
-                   dict(text="wavelength 2π/θᵢ, tokens per full turn", x=0.78, y=1.0, xref="paper", yref="paper",
-                        yanchor="bottom", showarrow=False, font=small)]
-    shapes = []
+    annotations, shapes = [], []
     if context_length:
         shapes.append(dict(type="line", xref="x2 domain", x0=0, x1=1, yref="y2", y0=context_length,
                            y1=context_length, line=dict(color=ACCENT, dash="dot")))
         annotations.append(dict(x=0, y=np.log10(context_length), xref="x2", yref="y2", yanchor="bottom",
-                                xanchor="left", text=f"context {context_length:,} tokens", showarrow=False,
+                                xanchor="left", text=f"context {context_length:,}", showarrow=False,
                                 font=dict(color=ACCENT)))
     axis = dict(type="log", exponentformat="power")
     fig = go.Figure(traces, layout=dict(
-        xaxis=dict(domain=[0, 0.44], title="pair index i"), yaxis=axis,
-        xaxis2=dict(domain=[0.56, 1], title="pair index i", anchor="y2"), yaxis2=dict(axis, anchor="x2"),
+        xaxis=dict(domain=[0, 0.42], title="pair index i"), yaxis=dict(axis, title="θᵢ (radians per token)"),
+        xaxis2=dict(domain=[0.58, 1], title="pair index i", anchor="y2"),
+        yaxis2=dict(axis, anchor="x2", title="λᵢ = 2π/θᵢ (tokens per turn)"),
         annotations=annotations, shapes=shapes, legend=dict(orientation="h", yanchor="bottom", y=1.12, x=0)))
     return apply_theme(fig, None, height)
 
@@ -160,8 +156,9 @@ def rotation_figure(path: np.ndarray, pair: int, theta: float, height: int = 460
                                  line=dict(color=color, width=4),
                                  marker=dict(symbol="arrow", angleref="previous", size=[0, 18], color=color)))
     turns = (n - 1) * theta / (2 * np.pi)
-    fig.update_xaxes(range=[-1.25, 1.25], zeroline=True, showgrid=False, title="first coordinate")
-    fig.update_yaxes(range=[-1.25, 1.25], scaleanchor="x", zeroline=True, showgrid=False, title="second coordinate")
+    fig.update_xaxes(range=[-1.25, 1.25], zeroline=True, showgrid=False, title="first coordinate", constrain="domain")
+    fig.update_yaxes(range=[-1.25, 1.25], scaleanchor="x", zeroline=True, showgrid=False, title="second coordinate",
+                     constrain="domain")
     lam = 2 * np.pi / theta
     apply_theme(fig, f"Pair {pair}: θ = {theta:.3g} rad/token<br><sup>λ = {_fmt_tokens(lam)} tokens · "
                      f"{turns:,.2f} turns by position {n - 1}</sup>", height)
@@ -248,7 +245,7 @@ def rope_pairs_figure(q_pairs: np.ndarray, q_rot_pairs: np.ndarray, k_pairs: np.
     fig.update_xaxes(visible=False, range=[-1.3, (n_cols - 1) * 2.4 + 1.3])
     fig.update_yaxes(visible=False, scaleanchor="x", range=[-(n_rows - 1) * 3.0 - 1.1, 1.6])
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
-    return apply_theme(fig, None, height or 80 + 110 * n_rows)
+    return apply_theme(fig, None, height or 80 + 100 * n_rows)
 
 
 def pair_contribution_figure(contrib_rot: np.ndarray, contrib_plain: np.ndarray, thetas: np.ndarray,
@@ -336,9 +333,9 @@ def pattern_pair_figure(with_rope: np.ndarray, without_rope: np.ndarray, mask: n
         yaxis=dict(yaxis, title="query"), yaxis2=dict(yaxis, anchor="x2", matches="y", showticklabels=False),
         shapes=shapes, plot_bgcolor=MASKED_COLOR,
         coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, cmax=zmax or 1.0,
-                       colorbar=dict(title="weight", thickness=14)),
-        annotations=[dict(text="with RoPE (what the model computes)", x=0.2375, y=1.0, xref="paper", yref="paper",
+                       colorbar=dict(title=dict(text="weight", side="top"), thickness=10, xpad=6)),
+        annotations=[dict(text="<b>with RoPE</b>", x=0.2375, y=1.0, xref="paper", yref="paper",
                           yanchor="bottom", showarrow=False, font=small),
-                     dict(text="RoPE switched off", x=0.7625, y=1.0, xref="paper", yref="paper",
+                     dict(text="<b>RoPE off</b>", x=0.7625, y=1.0, xref="paper", yref="paper",
                           yanchor="bottom", showarrow=False, font=small)]))
     return apply_theme(fig, None, height)

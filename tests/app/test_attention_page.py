@@ -165,6 +165,9 @@ def test_chart_event_helpers():
     event = {"selection": {"points": [{"x": 2, "y": 7, "customdata": [7, 2]}], "rows": [3]}}
     assert picked_layer_head(selected_points(event)) == (7, 2)
     assert picked_layer_head(selected_points({"selection": {"points": []}})) is None
+    assert picked_layer_head([{"customdata": {"0": 16, "1": 0}}]) == (16, 0)     # a typed array, as sent
+    assert picked_layer_head([{"x": 3, "y": 12.0}]) == (12, 3)                    # no customdata: x = head
+    assert picked_layer_head([{"customdata": "junk"}, "junk"]) is None
     assert selected_points(None) == [] and selected_rows(None) == []
     assert selected_rows(event) == [3]
     assert escape_markdown("**a** [b](c)") == r"\*\*a\*\* \[b\]\(c\)"

@@ -199,3 +199,17 @@ def test_tabs_switch_back_and_forth():
         at.session_state["pos_tab"] = tab
         rerun(at)
         assert figures(at)
+
+
+def test_previous_token_head_button():
+    at = open_page(TABS[2], layer=0, head=0)
+    at.button(key="pos_prev_head").click()
+    rerun(at)
+    layer, head = at.session_state["layer"], at.session_state["head"]
+    assert (layer, head) != (0, 0)
+    figs = figures(at)
+    left, right = heatmap_z(figs["patterns"], 0), heatmap_z(figs["patterns"], 1)
+    T = left.shape[0]
+    prev_with = np.mean([left[i, i - 1] for i in range(1, T)])
+    prev_without = np.mean([right[i, i - 1] for i in range(1, T)])
+    assert prev_with > 0.3 and prev_without < prev_with / 2      # the diagonal comes from RoPE

@@ -44,6 +44,11 @@ def test_sinusoidal_pe_hand_worked_other_base():
                                        np.cos(3 / 16)], rtol=1e-14)
 
 
+def test_sinusoidal_pe_at_is_rows_of_the_full_pe():
+    pe = pos.sinusoidal_pe(50, 32, 500.0)
+    np.testing.assert_array_equal(pos.sinusoidal_pe_at([0, 7, 49], 32, 500.0), pe[[0, 7, 49]])
+
+
 def test_sinusoidal_pe_dims_are_columns_of_the_full_pe():
     pe = pos.sinusoidal_pe(50, 32, 500.0)
     dims = [0, 1, 7, 30, 31]
