@@ -29,11 +29,12 @@ import streamlit as st
 from app_pages._widgets import escape_markdown
 from model import ForwardTrace, LayerDetail, load_model
 from model.head_stats import apply_sink, head_stats
+from viz.attention import thumbnail_tiles
 
 __all__ = [
     "DEFAULT_MAX_TOKENS", "Selection", "apply_sink", "current_trace", "get_head_stats", "get_layer_detail",
-    "get_model", "get_trace", "head_picker", "layer_head_controls", "query_token_strip", "selection",
-    "set_layer_head", "temperature_control", "view_tabs",
+    "get_model", "get_thumbnail_tiles", "get_trace", "head_picker", "layer_head_controls", "open_view",
+    "query_token_strip", "selection", "set_layer_head", "temperature_control", "view_tabs",
 ]
 
 DEFAULT_MAX_TOKENS = 512
@@ -73,6 +74,13 @@ def get_head_stats(text: str, max_tokens: int, hide_sink: bool) -> dict[str, np.
     """model.head_stats.head_stats for the trace of (text, max_tokens): {statistic: [n_layers, n_heads]}."""
     trace = get_trace(text, max_tokens)
     return head_stats(trace.attention, trace.token_ids, hide_sink=hide_sink)
+
+
+@st.cache_data(max_entries=8, show_spinner="Drawing every head…")
+def get_thumbnail_tiles(text: str, max_tokens: int, hide_sink: bool) -> np.ndarray:
+    """viz.attention.thumbnail_tiles of the trace (sink hidden or not): [n_layers, n_heads, n, n]."""
+    trace = get_trace(text, max_tokens)
+    return thumbnail_tiles(trace.attention, per_layer=(lambda a: apply_sink(a, True)) if hide_sink else None)
 
 
 @lru_cache(maxsize=1)

@@ -8,7 +8,7 @@ import streamlit as st
 from app_pages import _state as state
 from app_pages._widgets import (escape_markdown, picked_layer_head, selected_points, selected_rows, show_figure,
                                 token_label)
-from model.head_stats import STATISTICS, apply_sink, has_repeats, top_predictions
+from model.head_stats import STATISTICS, has_repeats, top_predictions
 from viz import attention as va
 
 VIEWS = {"head": "One head", "layer": "All heads of a layer", "model": "Whole model",
@@ -115,8 +115,8 @@ if view == "model":
         left, right = st.columns([1, 1], gap="medium")
         with left:
             if kind == "thumbs":
-                fig = va.thumbnail_overview(trace.attention, per_layer=lambda a: apply_sink(a, sel.hide_sink),
-                                            selected=(sel.layer, sel.head),
+                tiles = state.get_thumbnail_tiles(text, state.DEFAULT_MAX_TOKENS, sel.hide_sink)
+                fig = va.thumbnail_overview(tiles, selected=(sel.layer, sel.head),
                                             title="Every head's pattern")
             else:
                 label, what = STATISTICS[kind]
@@ -163,8 +163,9 @@ if view == "model":
 if view == "query":
     with tab["query"]:
         rows = _pattern(sel.layer)[:, sel.query, :]                       # [H, T]
+        query_name = va.plotly_text(tokens[sel.query])
         fig = va.query_heads_heatmap(rows, tokens, sel.query, selected=sel.head,
-                                     title=f"Query #{sel.query} '{va.plotly_text(tokens[sel.query])}', layer {sel.layer}")
+                                     title=f"Query #{sel.query} '{query_name}', layer {sel.layer}")
         show_figure(fig, key="fig_query", filename=f"attention_L{sel.layer}_query{sel.query}")
         top = np.argsort(-rows[sel.head])[:5]
         st.caption(f"Each row is one head's attention from the query token over the tokens before it (it cannot "

@@ -232,13 +232,12 @@ def stat_overview(values: np.ndarray, *, label: str, selected: tuple[int, int] |
     return fig
 
 
-def thumbnail_overview(attention: np.ndarray, *, per_layer=None, selected: tuple[int, int] | None = None,
-                       cells: int = THUMB_CELLS, title: str | None = None, height: int | None = None) -> go.Figure:
-    """Every head's pattern as a small thumbnail, [L, H, T, T] -> one heatmap of L x H tiles (layer 0 on top).
+def thumbnail_tiles(attention: np.ndarray, *, per_layer=None, cells: int = THUMB_CELLS) -> np.ndarray:
+    """Every head's pattern shrunk to a thumbnail: [L, H, T, T] -> [L, H, n, n] with n <= cells.
 
-    Each thumbnail is mean-pooled to at most cells x cells and scaled to its own maximum, so the shape of the
-    pattern (diagonal, vertical stripe, blur) shows even where weights are small. Masked cells are grey.
-    per_layer, if given, maps one layer's [H, T, T] before pooling (e.g. hiding the attention sink).
+    Mean-pooled over blocks of tokens (masked cells NaN) and scaled to the head's own maximum, so the shape of
+    the pattern (diagonal, vertical stripe, blur) shows even where weights are small. per_layer, if given, maps
+    one layer's [H, T, T] first (e.g. hiding the attention sink). One layer at a time: bounded memory at T = 512.
     """
     a = np.asarray(attention)
     if a.ndim != 4 or a.shape[-1] != a.shape[-2]:
@@ -246,12 +245,25 @@ def thumbnail_overview(attention: np.ndarray, *, per_layer=None, selected: tuple
     L, H, T = a.shape[0], a.shape[1], a.shape[-1]
     n = math.ceil(T / math.ceil(T / cells))              # thumbnail side after pooling (pool_square's rule)
     tiles = np.empty((L, H, n, n), dtype=np.float32)
-    for layer in range(L):                               # one layer at a time: bounded memory at T = 512
+    for layer in range(L):
         heads = a[layer] if per_layer is None else per_layer(a[layer])
         pooled, _ = pool_square(causal_nan(heads), cells)
         with np.errstate(invalid="ignore"):
             top = np.nanmax(np.where(np.isfinite(pooled), pooled, -np.inf), axis=(-2, -1), keepdims=True)
             tiles[layer] = pooled / np.where(top > 0, top, 1.0)
+    return tiles
+
+
+def thumbnail_overview(tiles: np.ndarray, *, selected: tuple[int, int] | None = None, title: str | None = None,
+                       height: int | None = None) -> go.Figure:
+    """thumbnail_tiles [L, H, n, n] as one heatmap of L x H tiles (layer 0 on top), masked cells grey.
+
+    Like stat_overview, a transparent marker on every tile reports a click as customdata [layer, head].
+    """
+    tiles = np.asarray(tiles, dtype=np.float32)
+    if tiles.ndim != 4 or tiles.shape[-1] != tiles.shape[-2]:
+        raise ValueError(f"tiles must be [layers, heads, n, n], got shape {tiles.shape}")
+    L, H, n = tiles.shape[0], tiles.shape[1], tiles.shape[-1]
     gap = max(1, n // 6)
     size = n + gap
     big = np.full((L * size, H * size), np.nan, dtype=np.float32)

@@ -109,7 +109,7 @@ def test_thumbnail_overview_one_figure_and_fast():
     L, H, T = 30, 9, 256
     att = causal_softmax(T, lead=(L, H)).astype(np.float16)
     start = time.perf_counter()
-    fig = va.thumbnail_overview(att, selected=(0, 0))
+    fig = va.thumbnail_overview(va.thumbnail_tiles(att), selected=(0, 0))
     fig.to_json()
     elapsed = time.perf_counter() - start
     assert elapsed < 1.5, f"thumbnail overview took {elapsed:.2f} s at T={T}"
@@ -118,6 +118,11 @@ def test_thumbnail_overview_one_figure_and_fast():
     assert z.shape[0] > z.shape[1] and z.shape[0] < 2000          # downsampled, layers down
     assert np.nanmax(z) <= 1.0 + 1e-6
     assert len([t for t in fig.data if t.customdata is not None][0].x) == L * H
+    tiles = va.thumbnail_tiles(att[:2, :3, :21, :21], per_layer=lambda a: a * 0.5)
+    assert tiles.shape == (2, 3, 11, 11)                          # 21 tokens in blocks of 2
+    assert np.nanmax(tiles) == pytest.approx(1.0)                 # each head scaled to its own maximum
+    with pytest.raises(ValueError):
+        va.thumbnail_overview(np.zeros((3, 3)))
 
 
 def test_query_heads_heatmap_keys_up_to_query():
