@@ -147,7 +147,7 @@ def rotation_figure(path: np.ndarray, pair: int, theta: float, height: int = 460
     fig.add_trace(go.Scatter(
         x=path[:, 0], y=path[:, 1], mode="markers", showlegend=False,
         marker=dict(size=9, color=np.arange(n), colorscale=ATTENTION_SCALE,
-                    colorbar=dict(title="position", thickness=14)),
+                    colorbar=dict(title=dict(text="position", side="top"), thickness=10, len=0.7)),
         hovertemplate="position %{marker.color}<br>angle = %{text}<extra></extra>",
         text=[f"{(m * theta) % (2 * np.pi):.3f} rad" for m in range(n)]))
     for m, color, label in ((0, Q_LIGHT, "position 0"), (n - 1, ACCENT, f"position {n - 1}")):
