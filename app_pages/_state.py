@@ -26,7 +26,7 @@ from urllib.parse import quote
 import numpy as np
 import streamlit as st
 
-from app_pages._widgets import escape_markdown
+from app_pages._widgets import escape_markdown, token_label
 from model import ForwardTrace, LayerDetail, load_model
 from model.head_stats import apply_sink, head_stats
 from viz.attention import thumbnail_tiles
@@ -214,9 +214,15 @@ def query_token_strip(trace: ForwardTrace, where=None, label: str = "Query token
     where = st if where is None else where
     sel = selection(trace)
     tokens = trace.tokens
-    box = where.container(height=170 if trace.n_tokens > 60 else "content", border=trace.n_tokens > 60)
+    long_text = trace.n_tokens > 60
+    box = where.container(height=170 if long_text else "content", border=long_text)
     box.pills(label, options=list(range(trace.n_tokens)), format_func=lambda i: escape_markdown(tokens[i]),
               required=True, **_bound("w_q", K_QUERY, sel.query))
+    if long_text:          # the chosen token may be scrolled out of view: a slider over positions as well
+        where.select_slider("Query position", options=list(range(trace.n_tokens)),
+                            format_func=lambda i: token_label(tokens, i, 20),
+                            help="Drag to move the query token along the text",
+                            **_bound("w_q_pos", K_QUERY, sel.query))
     return sel.query
 
 

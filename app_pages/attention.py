@@ -81,7 +81,13 @@ if view == "head":
         cols[3].metric("induction score", "n/a" if np.isnan(ind) else f"{ind:.2f}",
                        help=STATISTICS["induction"][1] + ("" if not np.isnan(ind) else ": this text has no repeats"))
         _sink_hint(float(stats["sink"][sel.layer, sel.head]))
-        fig = va.head_heatmap(p, tokens, query=sel.query, title=f"Layer {sel.layer}, head {sel.head}")
+        stretch = st.toggle("Stretch colours (scale ends at the 99th percentile)", key="w_stretch",
+                            help="Long texts spread attention thin: most weights are near 1/T. This makes the "
+                                 "small ones visible; the largest few cells saturate.")
+        allowed = p[1:][np.tril(np.ones(p.shape, dtype=bool))[1:]]
+        zmax = float(np.percentile(allowed, 99)) if stretch and allowed.size else None
+        fig = va.head_heatmap(p, tokens, query=sel.query, zmax=zmax or None,
+                              title=f"Layer {sel.layer}, head {sel.head}")
         show_figure(fig, key="fig_head", filename=f"attention_L{sel.layer}_H{sel.head}")
         st.caption("Rows: query tokens (the ones looking); columns: key tokens (looked at). Dark = weight 0, "
                    "light grey = masked future token. The red outline is the query token's row. The camera icon "
@@ -171,7 +177,7 @@ if view == "query":
         st.caption(f"Each row is one head's attention from the query token over the tokens before it (it cannot "
                    f"see later ones). Head {sel.head} looks most at: " +
                    ", ".join(f"{escape_markdown(token_label(tokens, int(j)))} ({rows[sel.head, j]:.0%})"
-                             for j in top if rows[sel.head, j] > 0) + ".")
+                             for j in top if rows[sel.head, j] >= 0.005) + ".")
 
 if view == "next":
     with tab["next"]:

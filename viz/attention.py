@@ -84,6 +84,7 @@ def pool_square(matrix: np.ndarray, max_cells: int) -> tuple[np.ndarray, int]:
 
 
 def _zmax(values: np.ndarray) -> float:
+    """The largest finite value (1 when there is none), the top of a colour scale starting at 0."""
     finite = values[np.isfinite(values)]
     top = float(finite.max()) if finite.size else 1.0
     return top if top > 0 else 1.0
@@ -101,7 +102,8 @@ def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = 
                  zmax: float | None = None, max_labels: int = 40, height: int | None = None) -> go.Figure:
     """One head's [T, T] attention: query i down, key j across; masked cells grey, weight 0 = dark.
 
-    query marks one query row with an accent outline. zmax defaults to the largest weight shown.
+    query marks one query row with an accent outline. zmax defaults to the largest weight in rows 1.. (row 0
+    can only attend to itself: its 1.0 would squash the scale for everything else).
     """
     p = np.asarray(pattern)
     T = len(tokens)
@@ -109,8 +111,9 @@ def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = 
         raise ValueError(f"pattern must be [T, T] = [{T}, {T}], got {p.shape}")
     z = causal_nan(p)
     cats = _categories(tokens)
+    top = zmax or _zmax(z[1:] if T > 1 else z)        # row 0 always puts 1.0 on itself: leave it out of the scale
     fig = go.Figure(go.Heatmap(
-        z=z, x=cats, y=cats, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=zmax or _zmax(z), hoverongaps=False,
+        z=z, x=cats, y=cats, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=top, hoverongaps=False,
         xgap=1 if T <= 48 else 0, ygap=1 if T <= 48 else 0, name="attention",
         colorbar=dict(title=dict(text="weight"), thickness=14),
         hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"))
@@ -146,7 +149,7 @@ def layer_grid(patterns: np.ndarray, *, selected: int | None = None, title: str 
     fig = make_subplots(rows=nrows, cols=ncols, subplot_titles=titles, horizontal_spacing=0.02,
                         vertical_spacing=0.08 if nrows > 1 else 0.0)
     pos = (np.arange(n) * f + (f - 1) / 2).astype(np.float32)      # pooled cell centres, in token positions
-    zmax = _zmax(pooled)
+    zmax = _zmax(pooled[:, 1:] if n > 1 else pooled)                # without row 0 (always 1.0 on itself)
     for h in range(H):
         r, c = h // ncols + 1, h % ncols + 1
         fig.add_trace(go.Heatmap(
@@ -155,10 +158,6 @@ def layer_grid(patterns: np.ndarray, *, selected: int | None = None, title: str 
             row=r, col=c)
     fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, range=[-0.5, T - 0.5])
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, range=[T - 0.5, -0.5])
-    for h in range(H):                                    # square cells: each y axis follows its x axis
-        suffix = "" if h == 0 else str(h + 1)
-        fig.update_layout({f"yaxis{suffix}": dict(scaleanchor=f"x{suffix}", constrain="domain"),
-                           f"xaxis{suffix}": dict(constrain="domain")})
     for h in range(H):
         suffix = "" if h == 0 else str(h + 1)
         bg = dict(type="rect", xref=f"x{suffix}", yref=f"y{suffix}", x0=-0.5, x1=T - 0.5, y0=-0.5, y1=T - 0.5,
@@ -171,7 +170,7 @@ def layer_grid(patterns: np.ndarray, *, selected: int | None = None, title: str 
         fig.layout.annotations[selected].update(text=f"<b>head {selected}</b>", font=dict(color=ACCENT))
     fig.update_layout(coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0.0, cmax=zmax,
                                      colorbar=dict(title=dict(text="weight"), thickness=14)))
-    row_height = int(min(320, 860 / ncols + 40))          # about square for a ~900 px wide main column
+    row_height = int(min(280, 760 / ncols + 30))          # about square in a ~900 px wide main column
     apply_theme(fig, title=title, height=height or row_height * nrows + (70 if title else 40))
     fig.update_layout(plot_bgcolor="white")
     return fig

@@ -172,3 +172,12 @@ def test_chart_event_helpers():
     assert selected_rows(event) == [3]
     assert escape_markdown("**a** [b](c)") == r"\*\*a\*\* \[b\]\(c\)"
     assert apply_sink(np.eye(2), True).shape == (2, 2)
+
+
+def test_stretch_colours_lowers_the_top_of_the_scale(lm):
+    at = open_app(view="head", text=" ".join(f"w{i}" for i in range(60)), layer="3", head="4")
+    before = figures(at)[0]["data"][0]["zmax"]
+    at.toggle(key="w_stretch").set_value(True)
+    rerun(at)
+    after = figures(at)[0]["data"][0]["zmax"]
+    assert 0 < after < before
