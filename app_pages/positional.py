@@ -177,8 +177,9 @@ def sinusoidal_tab() -> None:
     chart(figs["heatmap"], K + "fig_heatmap")
     stride, thinned_dims = figs["stride"]
     if stride > 1 or thinned_dims:
-        st.caption(f"Drawn: every {stride}{'th' if stride > 3 else 'nd'} position"
-                   + (" and every other sin/cos pair" if thinned_dims else "")
+        nth = {1: "all positions", 2: "every 2nd position", 3: "every 3rd position"}.get(
+            stride, f"every {stride}th position")
+        st.caption(f"Drawn: {nth}" + (", every other sin/cos pair" if thinned_dims else "")
                    + " (a screen has fewer pixels than cells). Fast dimensions alias when thinned: "
                      "the waves below are exact.")
     st.caption("Left columns change every token, right columns hardly at all: each position gets a unique "

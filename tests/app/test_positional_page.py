@@ -213,3 +213,11 @@ def test_previous_token_head_button():
     prev_with = np.mean([left[i, i - 1] for i in range(1, T)])
     prev_without = np.mean([right[i, i - 1] for i in range(1, T)])
     assert prev_with > 0.3 and prev_without < prev_with / 2      # the diagonal comes from RoPE
+
+
+@pytest.mark.parametrize("sink", [0, 1])
+def test_model_tab_one_token_text(sink):
+    at = open_page(TABS[2], text="Hello", sink=sink)
+    figs = figures(at)
+    assert heatmap_z(figs["patterns"], 0).shape == (1, 1)
+    assert at.selectbox(key=next(w.key for w in at.selectbox if (w.key or "").startswith("pos_n_"))).value == 0
