@@ -87,7 +87,8 @@ def page_reruns(runs: int) -> list[tuple[str, float, float, int]]:
          lambda i: at.slider(key="pos_n_positions").set_value(page.MAX_POSITIONS - 16 * i)),
         ("base 1e4 <-> 1e6", tabs[0], lambda i: at.select_slider(key="pos_base").set_value([10_000, 1_000_000][i % 2])),
         ("RoPE pair slider", tabs[1], lambda i: at.slider(key="pos_rot_pair_a").set_value(i % 32)),
-        ("RoPE positions 64 <-> 512", tabs[1], lambda i: at.slider(key="pos_rot_positions").set_value([64, 512][i % 2])),
+        ("RoPE positions 64 <-> 512", tabs[1],
+         lambda i: at.slider(key="pos_rot_positions").set_value([64, 512][i % 2])),
         ("model: key token n", tabs[2], lambda i: next(
             w for w in at.selectbox if (w.key or "").startswith("pos_n_")).set_value(i % 5)),
         ("model: distances 4096 <-> 8192", tabs[2],
