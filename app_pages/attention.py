@@ -26,14 +26,11 @@ if trace is None:
 lm = state.get_model()
 cfg = lm.config
 state.layer_head_controls()
-state.query_token_strip(trace)
 sel = state.selection(trace)
 tokens = trace.tokens
 text = trace.text
 stats = state.get_head_stats(text, state.DEFAULT_MAX_TOKENS, sel.hide_sink)
 sink_note = " (sink hidden, rows renormalized)" if sel.hide_sink else ""
-st.caption(f"Query token **{escape_markdown(token_label(tokens, sel.query, 24))}** · layer {sel.layer} · "
-           f"head {sel.head}{sink_note}")
 
 
 def _pattern(layer: int, head: int | slice = slice(None)) -> np.ndarray:
@@ -87,7 +84,7 @@ if view == "head":
         allowed = p[1:][np.tril(np.ones(p.shape, dtype=bool))[1:]]
         zmax = float(np.percentile(allowed, 99)) if stretch and allowed.size else None
         fig = va.head_heatmap(p, tokens, query=sel.query, zmax=zmax or None,
-                              title=f"Layer {sel.layer}, head {sel.head}")
+                              title=f"Layer {sel.layer}, head {sel.head}{sink_note}")
         show_figure(fig, key="fig_head", filename=f"attention_L{sel.layer}_H{sel.head}")
         st.caption("Rows: query tokens (the ones looking); columns: key tokens (looked at). Dark = weight 0, "
                    "light grey = masked future token. The red outline is the query token's row. The camera icon "
@@ -98,11 +95,12 @@ if view == "head":
             key="w_download_csv", on_click="ignore", icon=":material/download:",
             help="The matrix shown: rows = queries, columns = keys, labelled '<position> <token>'; masked cells "
                  "are empty.")
+        state.query_token_strip(trace, label="Query token (click one to outline its row)")
 
 if view == "layer":
     with tab["layer"]:
         patterns = _pattern(sel.layer)
-        fig = va.layer_grid(patterns, selected=sel.head, title=f"Layer {sel.layer}: all {cfg.n_heads} heads")
+        fig = va.layer_grid(patterns, selected=sel.head, title=f"Layer {sel.layer}: all {cfg.n_heads} heads{sink_note}")
         show_figure(fig, key="fig_layer", filename=f"attention_L{sel.layer}_all_heads")
         pooled = trace.n_tokens > va.GRID_MAX_CELLS
         st.caption("One colour scale for all heads. " + (
@@ -168,6 +166,8 @@ if view == "model":
 
 if view == "query":
     with tab["query"]:
+        state.query_token_strip(trace)
+        st.caption(f"Query token **{escape_markdown(token_label(tokens, sel.query, 24))}**{sink_note}")
         rows = _pattern(sel.layer)[:, sel.query, :]                       # [H, T]
         query_name = va.plotly_text(tokens[sel.query])
         fig = va.query_heads_heatmap(rows, tokens, sel.query, selected=sel.head,

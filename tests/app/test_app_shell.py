@@ -88,7 +88,7 @@ def test_each_page_runs(page, lm):
 
 def test_query_params_round_trip(lm):
     text = "One two three four five six seven."
-    at = run(make_app(text=text, layer="7", head="5", q="3", temp="0.5", sink="1", view="layer"))
+    at = run(make_app(text=text, layer="7", head="5", q="3", temp="0.5", sink="1", view="query"))
     assert at.text_area(key="text").value == text
     assert at.slider(key="w_layer").value == 7
     assert at.slider(key="w_head").value == 5
@@ -96,7 +96,7 @@ def test_query_params_round_trip(lm):
     assert at.pills(key="w_q").value == 3
     assert not at.warning
     qp = dict(at.query_params)
-    assert qp == {"text": text, "layer": "7", "head": "5", "q": "3", "temp": "0.5", "sink": "1", "view": "layer"}
+    assert qp == {"text": text, "layer": "7", "head": "5", "q": "3", "temp": "0.5", "sink": "1", "view": "query"}
     # a widget change is written back to the URL
     at.slider(key="w_head").set_value(2)
     run(at)

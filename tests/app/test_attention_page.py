@@ -58,6 +58,7 @@ def test_each_view_renders(view, lm):
 def test_layer_and_head_controls_update_the_figures(lm):
     at = open_app(view="head")
     assert titles(at) == ["Layer 0, head 0"]
+    assert at.pills(key="w_q")                                           # the query strip sits under the figure
     at.slider(key="w_layer").set_value(11)
     at.slider(key="w_head").set_value(7)
     rerun(at)
