@@ -29,6 +29,7 @@ import streamlit as st
 from app_pages._widgets import escape_markdown, token_label
 from model import ForwardTrace, LayerDetail, load_model
 from model.head_stats import apply_sink, head_stats
+from model.sampling import T_MAX, T_MIN
 from viz.attention import thumbnail_tiles
 
 __all__ = [
@@ -40,7 +41,7 @@ __all__ = [
 DEFAULT_MAX_TOKENS = 512
 MAX_TEXT_CHARS = 8_000          # longer texts (typed or from a link) are cut: 512 tokens need far fewer characters
 URL_TEXT_LIMIT = 16_000         # URL-encoded characters of text we still put into the share link
-TEMPERATURE_MIN, TEMPERATURE_MAX, TEMPERATURE_DEFAULT = 0.05, 5.0, 1.0
+TEMPERATURE_MIN, TEMPERATURE_MAX, TEMPERATURE_DEFAULT = T_MIN, T_MAX, 1.0  # the softmax page's log range
 EXAMPLES_FILE = Path(__file__).resolve().parent.parent / "assets" / "examples.json"
 
 # canonical session-state keys; they double as the query-param names

@@ -23,24 +23,14 @@ SHOWN_DRAWS = 16
 
 def _temperature_options_and_value() -> tuple[list[float], float]:
     """Slider stops and the current temperature (from the shared state / URL param `temp`)."""
-    ss = st.session_state
-    shared = float(ss.get(state.K_TEMP, 1.0))
-    mine = ss.get(K + "temp_value")
-    cap = float(getattr(state, "TEMPERATURE_MAX", T_MAX))
-    if mine is not None and cap < mine <= T_MAX and shared >= cap - 1e-9:
-        value = float(mine)                      # fallback: the shared state caps temperatures at `cap` (< T_MAX)
-    elif T_MIN <= shared <= T_MAX:
-        value = shared
-    else:
-        value = nearest_temperature(GRID, shared)
+    shared = float(st.session_state.get(state.K_TEMP, 1.0))
+    value = shared if T_MIN <= shared <= T_MAX else nearest_temperature(GRID, shared)
     options = GRID if value in GRID else sorted({*GRID, value})   # keep an exact value from a link
     return options, value
 
 
 def _on_temperature() -> None:
-    value = st.session_state[K + "temp"]
-    st.session_state[K + "temp_value"] = value
-    st.session_state[state.K_TEMP] = value
+    st.session_state[state.K_TEMP] = st.session_state[K + "temp"]
 
 
 def _clamped_number(key: str, lo: int, hi: int, default: int) -> None:

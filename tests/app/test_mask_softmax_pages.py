@@ -165,3 +165,9 @@ def test_softmax_top_k_top_p_and_seeded_sampling():
     np.testing.assert_array_equal(histogram()[0], first)                         # same seed, same draws
     at.number_input(key="softmax_seed").set_value(8).run()
     assert not np.array_equal(histogram()[0], first) or n_rows == 1
+
+
+def test_temperature_ten_from_a_link_is_kept():
+    at = open_page("softmax", temp=10)
+    assert float(at.query_params["temp"]) == 10.0
+    assert not at.warning or all("temp" not in w.value for w in at.warning)
