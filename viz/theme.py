@@ -14,10 +14,22 @@ PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#17becf"]
 
 
+_GRID = "#e5ecf6"
+# The look of plotly_white with only the keys we use: the full template costs ~11 ms per figure to copy and send.
+TEMPLATE = go.layout.Template(layout=dict(
+    paper_bgcolor="white", plot_bgcolor="white", colorway=PALETTE,
+    colorscale=dict(sequential=ATTENTION_SCALE, diverging=DIVERGING_SCALE),
+    xaxis=dict(gridcolor=_GRID, linecolor=_GRID, zerolinecolor=_GRID, ticks="", title_standoff=12),
+    yaxis=dict(gridcolor=_GRID, linecolor=_GRID, zerolinecolor=_GRID, ticks="", title_standoff=12),
+    polar=dict(bgcolor="white", angularaxis=dict(gridcolor=_GRID, linecolor=_GRID),
+               radialaxis=dict(gridcolor=_GRID, linecolor=_GRID)),
+))
+
+
 def apply_theme(fig: go.Figure, title: str | None = None, height: int | None = None) -> go.Figure:
     """Set fonts, margins, white background and an optional title/height on fig, and return it."""
     fig.update_layout(
-        template="plotly_white",
+        template=TEMPLATE,
         font=dict(size=FONT_SIZE),
         title=dict(text=title, font=dict(size=TITLE_FONT_SIZE)) if title else None,
         margin=dict(l=10, r=10, t=60 if title else 20, b=10),
