@@ -77,12 +77,13 @@ class Attention:
         future = ~mask                                                         # [T, T] True where j > i
         for kv in range(cfg.n_kv_heads):
             heads = slice(kv * g, (kv + 1) * g)                                # query heads reading KV head kv
-            group_scores = (q_rot[heads] @ k_rot[kv].T).mul_(scale)            # [g, T, T]
+            q_group = q_rot[heads].reshape(g * T, cfg.head_dim)                 # [g T, hd]: one mm for the group
+            group_scores = torch.mm(q_group, k_rot[kv].T).mul_(scale).view(g, T, T)  # [g, T, T]
             if keep_scores:
                 scores[heads] = group_scores
             group_pattern = torch.softmax(group_scores.masked_fill_(future, float("-inf")), dim=-1)  # [g, T, T]
             pattern[heads] = group_pattern
-            mixed[heads] = group_pattern @ v[kv]                               # [g, T, hd]
+            torch.mm(group_pattern.view(g * T, T), v[kv], out=mixed[heads].view(g * T, cfg.head_dim))  # [g T, hd]
         out = F.linear(mixed.transpose(0, 1).reshape(T, -1), self.w_o)         # [T, D]
         return AttentionIntermediates(q, k, v, q_rot, k_rot, scores, pattern, out)
 
