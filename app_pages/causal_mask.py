@@ -65,16 +65,19 @@ with c_n:
     else:
         n = T
 with c_layout:
-    side_by_side = st.toggle("Side by side", value=True, key=K + "side_by_side",
-                             help="Turn off on a narrow screen or a projector: every matrix gets the full width.")
+    side_by_side = st.toggle("Side by side", value=False, key=K + "side_by_side",
+                             help="Two matrices per row, for a wide screen. Off (the default): one matrix per "
+                                  "row at the full width, readable on a projector or a laptop.")
 
 
 def pair():
     """Two places for two figures: columns side by side, or one under the other at full width."""
-    return st.columns(2) if side_by_side else (st.container(), st.container())
+    return st.columns(2, gap="medium") if side_by_side else (st.container(), st.container())
 
 
-labels_max = 12 if side_by_side else 40          # token labels per axis: narrow columns get every other one
+# x-axis token labels per matrix: a full-width matrix on a 1024 px screen is ~400 px wide and a 45° label needs
+# ~20 px; half-width ones get half as many (the y axis thins itself to the figure's height)
+labels_max = 10 if side_by_side else 20
 tokens = trace.tokens[:n]
 scores = np.asarray(detail.scores[sel.head, :n, :n], dtype=np.float64)    # [n, n]
 mask = np.asarray(detail.mask[:n, :n], dtype=bool)                        # [n, n]
@@ -137,7 +140,7 @@ m = min(EXAMPLE_TOKENS, T)
 ex_tokens = trace.tokens[:m]
 ex_scores = np.asarray(detail.scores[sel.head, :m, :m], dtype=np.float64)
 ex = masked_views(ex_scores, np.asarray(detail.mask[:m, :m], dtype=bool))
-e1, e2 = pair()
+e1, e2 = st.columns(2, gap="medium")          # 4 × 4 with numbers: readable at half the width, whatever the toggle
 with e1:
     show_figure(matrix_heatmap(ex_scores, ex_tokens, kind="scores", show_values=True, title="Scores",
                                height=340), key=K + "ex_scores", filename=f"example_scores_{name}")
@@ -145,7 +148,7 @@ with e2:
     show_figure(matrix_heatmap(ex["masked"], ex_tokens, kind="scores", allowed=ex["masked"] > -np.inf,
                                show_values=True, title="Masked scores", height=340),
                 key=K + "ex_masked", filename=f"example_masked_{name}")
-e3, e4 = pair()
+e3, e4 = st.columns(2, gap="medium")
 with e3:
     show_figure(matrix_heatmap(ex["probs"], ex_tokens, kind="probs", allowed=ex["masked"] > -np.inf,
                                show_values=True, zmax=1.0, title="softmax with the mask", height=340),

@@ -42,12 +42,25 @@ def _format(values: np.ndarray, decimals: int) -> np.ndarray:
     return out
 
 
-def _token_axes(fig: go.Figure, tokens: list[str], max_labels: int) -> None:
-    ticks, text = token_tick_labels(tokens, max_labels=max_labels)
+X_TICK_ANGLES = [0, 45, 90]   # plotly picks the first that keeps the x labels apart (measured in the browser)
+ROW_PX = 16                   # a token label (14 px font) on the y axis needs about this many pixels of height
+
+
+def _y_label_budget(height: int) -> int:
+    """How many token labels fit on the y axis of a figure this tall (title, x labels and margins take ~170 px)."""
+    return max(4, (height - 170) // ROW_PX)
+
+
+def _token_axes(fig: go.Figure, tokens: list[str], max_labels: int, height: int) -> None:
+    """Token strings as tick text on both axes: x thinned to max_labels (the width is the caller's to know), y to
+    what the figure height fits. The x labels are horizontal when they fit, else 45° or 90° (never overlapping)."""
     T = len(tokens)
-    fig.update_xaxes(title_text="key j (attended to)", tickmode="array", tickvals=ticks, ticktext=text,
-                     tickangle=-60, range=[-0.5, T - 0.5], showgrid=False, zeroline=False)
-    fig.update_yaxes(title_text="query i (attending)", tickmode="array", tickvals=ticks, ticktext=text,
+    x_ticks, x_text = token_tick_labels(tokens, max_labels=max_labels)
+    y_ticks, y_text = token_tick_labels(tokens, max_labels=_y_label_budget(height))
+    fig.update_xaxes(title_text="key j (attended to)", tickmode="array", tickvals=x_ticks, ticktext=x_text,
+                     autotickangles=X_TICK_ANGLES, range=[-0.5, T - 0.5], showgrid=False,
+                     zeroline=False)
+    fig.update_yaxes(title_text="query i (attending)", tickmode="array", tickvals=y_ticks, ticktext=y_text,
                      range=[T - 0.5, -0.5], showgrid=False, zeroline=False)
 
 
@@ -129,8 +142,9 @@ def matrix_heatmap(values, tokens: list[str], *, allowed=None, kind: str = "scor
                                     gap))
     if future_outline:
         fig.add_trace(_staircase(T))
-    _token_axes(fig, tokens, max_labels)
-    apply_theme(fig, title=title, height=height or _auto_height(T))
+    height = height or _auto_height(T)
+    _token_axes(fig, tokens, max_labels, height)
+    apply_theme(fig, title=title, height=height)
     return fig
 
 
@@ -166,8 +180,9 @@ def mask_heatmap(mask, tokens: list[str], *, title: str | None = None, show_valu
         hovertemplate="query %{customdata[0]}<br>key %{customdata[1]}<br>mask: 0 (allowed: j ≤ i)<extra></extra>"))
     if (~m).any():
         fig.add_trace(_masked_layer(~m, customdata, MINUS_INF, show, "mask", gap))
-    _token_axes(fig, tokens, max_labels)
-    apply_theme(fig, title=title, height=height or _auto_height(T))
+    height = height or _auto_height(T)
+    _token_axes(fig, tokens, max_labels, height)
+    apply_theme(fig, title=title, height=height)
     return fig
 
 
@@ -182,7 +197,8 @@ def leak_bars(leak, tokens: list[str], *, title: str | None = None, height: int 
     labels = [f"{i}: {t}" for i, t in enumerate(tokens)]
     fig = go.Figure(go.Bar(x=np.arange(T), y=v, marker_color=ACCENT, customdata=labels, name="future share",
                            hovertemplate="query %{customdata}<br>attention to future keys: %{y:.1%}<extra></extra>"))
-    fig.update_xaxes(title_text="query i", tickmode="array", tickvals=ticks, ticktext=text, tickangle=-60)
+    fig.update_xaxes(title_text="query i", tickmode="array", tickvals=ticks, ticktext=text,
+                     autotickangles=X_TICK_ANGLES)
     fig.update_yaxes(title_text="share of attention on j > i", range=[0, 1], tickformat=".0%")
     apply_theme(fig, title=title, height=height)
     return fig

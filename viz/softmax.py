@@ -82,6 +82,9 @@ def log_ticks(lo: float, hi: float, mantissas: tuple[int, ...] = (1, 2, 5),
     return out
 
 
+PANEL_GAP = 0.15          # share of the width between two temperature panels (~75 px at 1024 px, ~115 at 1280)
+
+
 def temperature_curves(temperatures, entropy_bits, top1, effective, current: float, *,
                        current_values: tuple[float, float, float] | None = None, title: str | None = None,
                        height: int = 340) -> go.Figure:
@@ -92,7 +95,9 @@ def temperature_curves(temperatures, entropy_bits, top1, effective, current: flo
     if any(s.shape != t.shape for s in series):
         raise ValueError("every curve needs one value per temperature")
     names = ["entropy (bits)", "top-1 probability", "effective choices (2^H)"]
-    fig = make_subplots(rows=1, cols=3, subplot_titles=names, horizontal_spacing=0.09)
+    titles = ["entropy (bits)", "top-1 probability", "effective choices"]   # fit a third of a 1024 px page
+    # wide gaps: the 2nd and 3rd panels' y tick labels ("100%", "10,000") sit in them, clear of the panel before
+    fig = make_subplots(rows=1, cols=3, subplot_titles=titles, horizontal_spacing=PANEL_GAP)
     if current_values is None:
         current_values = tuple(float(np.interp(np.log(current), np.log(t), s)) for s in series)
     fmts = [".2f", ".1%", ".1f"]

@@ -99,9 +99,25 @@ def test_causal_mask_first_n_and_sink(lm):
     assert np.isnan(z[1:, 0]).all()                                              # sink column hidden ...
     np.testing.assert_allclose(np.nansum(z[1:], axis=1), 1.0, atol=1e-4)         # ... rows renormalized
     assert list(softmax_fig["layout"]["xaxis"]["ticktext"]) == lm.run(TEXT).tokens[:5]
-    at.toggle(key="mask_side_by_side").set_value(False).run()                     # stacked, full width
+
+
+def charts_in_columns(at: AppTest) -> int:
+    return sum(len(col.get("plotly_chart")) for col in at.columns)
+
+
+def test_causal_mask_layout_stacked_by_default():
+    """Default: one N x N matrix per row at the full width (two per row squeezed them to ~110 px at 1024 px); only
+    the 4 x 4 worked example sits two per row. The toggle puts the big ones side by side, with fewer x labels."""
+    at = open_page("causal-mask")
+    assert at.toggle(key="mask_side_by_side").value is False
+    assert len(figures(at)) == 10 and charts_in_columns(at) == 4                # the worked example only
+    n = at.slider(key="mask_n_tokens").value
+    stacked = figures(at)["1. Scores q·k / √d"]["layout"]["xaxis"]["tickvals"]
+    assert len(stacked) == min(n, 20)
+    at.toggle(key="mask_side_by_side").set_value(True).run()
     assert not at.exception, at.exception
-    assert len(figures(at)) == 10
+    assert len(figures(at)) == 10 and charts_in_columns(at) == 10
+    assert len(figures(at)["1. Scores q·k / √d"]["layout"]["xaxis"]["tickvals"]) <= 10
 
 
 # --------------------------------------------------------------------------------------------------------- softmax

@@ -65,6 +65,23 @@ def test_matrix_heatmap_auto_values_and_thinned_ticks():
     assert fig.layout.xaxis.ticktext[1] == toks[fig.layout.xaxis.tickvals[1]]
 
 
+def test_token_labels_fit_the_figure():
+    """x labels: thinned to max_labels and angled only when they would collide; y labels: as many as the figure's
+    height fits (a 40-token matrix must not stack 40 labels into ~450 px)."""
+    T = 40
+    toks = [f"tok{i}" for i in range(T)]
+    fig = VM.matrix_heatmap(np.zeros((T, T)), toks, allowed=_tri(T), max_labels=T)
+    assert len(fig.layout.xaxis.tickvals) == T
+    assert fig.layout.xaxis.tickangle is None and list(fig.layout.xaxis.autotickangles) == [0, 45, 90]
+    y_ticks = fig.layout.yaxis.tickvals
+    assert len(y_ticks) < T and (fig.layout.height - 170) / len(y_ticks) >= 16
+    assert list(fig.layout.yaxis.ticktext) == [toks[i] for i in y_ticks]
+    small = VM.matrix_heatmap(np.zeros((4, 4)), TOKENS, height=340)            # the worked example: every label
+    assert list(small.layout.yaxis.ticktext) == TOKENS
+    bars = VM.leak_bars(np.zeros(T), toks, max_labels=10)
+    assert len(bars.layout.xaxis.tickvals) <= 10 and bars.layout.xaxis.tickangle is None
+
+
 def test_matrix_heatmap_rejects_bad_shapes():
     with pytest.raises(ValueError):
         VM.matrix_heatmap(np.zeros((3, 4)), TOKENS)
@@ -112,6 +129,9 @@ def test_temperature_curves_log_axis_and_marker():
     markers = [d for d in fig.data if d.mode == "markers"]
     assert len(markers) == 3 and all(d.x[0] == 1.0 for d in markers)
     assert len(fig.layout.shapes) == 3                                     # one dashed line per panel
+    gaps = [fig.layout[f"xaxis{c + 1}"].domain[0] - fig.layout[f"xaxis{c if c > 1 else ''}"].domain[1]
+            for c in (1, 2)]
+    assert min(gaps) >= 0.14          # room for the next panel's y tick labels ("100%", "10,000") at 1024 px
     with pytest.raises(ValueError):
         VS.temperature_curves(t, [0, 1], t, t, current=1.0)
 
