@@ -14,6 +14,8 @@ if str(Path(__file__).resolve().parents[1]) not in sys.path:   # standalone `str
 import pandas as pd
 import streamlit as st
 
+from app_pages._widgets import show_figure
+
 from model.params import (CUSTOM, DEFAULTS, DTYPE_BITS, LABELS, MAX_BATCH, MAX_CONTEXT, MLP_KINDS, NORM_KINDS,
                           POSITIONAL_KINDS, PRESET_SOURCES, PRESETS, Breakdown, Shape, attention_flops_crossover,
                           attention_variants, count_parameters, forward_flops_per_token, gguf_tensor_group, human_bytes, human_count, kv_cache_bytes, kv_cache_bytes_per_token,
@@ -100,18 +102,18 @@ def shape_form() -> tuple[dict, dict]:
             slots[field] = st.empty()
 
     for row in (NUMBER_FIELDS[:4], NUMBER_FIELDS[4:]):
-        for col, field in zip(st.columns(4), row):
+        for col, field in zip(st.columns(4, vertical_alignment="bottom"), row):   # 2-line labels: boxes aligned
             number(col, field)
     for col, (field, kinds) in zip(st.columns(3), CHOICE_FIELDS.items()):
         with col:
             st.selectbox(LABELS[field], kinds, key=K + field, help=HELP[field], on_change=mark_custom,
                          persist_state="session")
             slots[field] = st.empty()
-    for col, field in zip(st.columns(len(FLAG_FIELDS)), FLAG_FIELDS):
-        with col:
+    # one wrapping row at each box's own width: five equal columns cut the labels at 1024 px ("tied h…")
+    with st.container(horizontal=True, gap="medium", key=K + "flags"):
+        for field in FLAG_FIELDS:
             st.checkbox(FLAG_LABELS[field], key=K + field, help=HELP[field], on_change=mark_custom,
                         persist_state="session")
-            slots[field] = st.empty()
     raw = {field: st.session_state.get(K + field) for field in (*NUMBER_FIELDS, *CHOICE_FIELDS, *FLAG_FIELDS)}
     return raw, slots
 
@@ -135,7 +137,7 @@ def read_shape() -> Shape | None:
 def summary(b: Breakdown) -> None:
     s = b.shape
     pct = b.layer.percentages()
-    cols = st.columns([1.6, 1.2, 1, 1])
+    cols = [*st.columns(2), *st.columns(2)]          # 2 × 2: four in a row cut the values at 1024 px
     cols[0].metric("Total parameters", f"{b.total:,}", help="Exact count; every tensor element once.")
     cols[0].caption(f"≈ {human_count(b.total)} · without embeddings and head: {human_count(b.non_embedding)}")
     cols[1].metric("MLP % of a layer", f"{pct['mlp']:.1f}%",
@@ -149,11 +151,10 @@ def summary(b: Breakdown) -> None:
 
 def breakdown_section(b: Breakdown) -> None:
     st.subheader("Where the parameters are")
-    st.plotly_chart(breakdown_treemap(b.parts(), title="Whole model"), key=K + "treemap", theme=None,
-                    width="stretch")
-    st.plotly_chart(layer_split_figure([(f"one of {b.n_layers} layers", b.layer.groups())],
-                                       title="Inside one transformer layer"),
-                    key=K + "layer_split", theme=None, width="stretch")
+    show_figure(breakdown_treemap(b.parts(), title="Whole model"), key=K + "treemap", filename="parameters_treemap")
+    show_figure(layer_split_figure([(f"one of {b.n_layers} layers", b.layer.groups())],
+                                   title="Inside one transformer layer"),
+                key=K + "layer_split", filename="parameters_one_layer")
     pct = b.layer.percentages()
     st.markdown(f"The **MLP holds {pct['mlp']:.0f}%** of every layer's parameters, attention {pct['attention']:.0f}%: "
                 f"attention decides *where* each token looks, the MLP holds most of the weights.")
@@ -237,8 +238,8 @@ def memory_section(b: Breakdown) -> None:
         rows.append({"attention": tag + (" ← this shape" if n_kv == s.n_kv_heads else ""),
                      "parameters": total, "KV bytes / token": kv_cache_bytes_per_token(v_shape, kv_dtype),
                      f"KV cache ({context:,} × {batch})": human_bytes(kv[tag])})
-    st.plotly_chart(memory_figure(weight_memory(b.total), kv, context, batch), key=K + "memory", theme=None,
-                    width="stretch")
+    show_figure(memory_figure(weight_memory(b.total), kv, context, batch), key=K + "memory",
+                filename="memory_weights_kv_cache")
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=K + "kv_table",
                  column_config={"parameters": st.column_config.NumberColumn(format="localized"),
                                 "KV bytes / token": st.column_config.NumberColumn(format="localized")})
@@ -250,20 +251,28 @@ def memory_section(b: Breakdown) -> None:
     flops = forward_flops_per_token(s, context)
     crossover = attention_flops_crossover(s)
     cols = st.columns(3)
-    cols[0].metric(f"FLOPs per token at {context:,} tokens", gflops(flops.total), help=f"{flops.total:,} FLOPs")
-    cols[1].metric("matmuls (2 × weight matrices)", gflops(flops.matmul), help=f"{flops.matmul:,} FLOPs")
-    cols[2].metric("attention (QKᵀ and AV)", gflops(flops.attention), help=f"{flops.attention:,} FLOPs")
+    cols[0].metric(f"total at {context:,} tokens", flops_short(flops.total), help=f"{flops.total:,} FLOPs per token")
+    cols[1].metric("matmuls (weights)", flops_short(flops.matmul),
+                   help=f"2 × the weight matrices: {flops.matmul:,} FLOPs per token")
+    cols[2].metric("attention (QKᵀ, AV)", flops_short(flops.attention),
+                   help=f"Scores and weighted sum over {context:,} positions: {flops.attention:,} FLOPs per token")
+    st.caption("FLOPs per token: M = million (10⁶), G = billion (10⁹), T = trillion (10¹²). The ? beside each "
+               "label gives the exact count.")
     steps = sorted({max(1, round(2 * max(context, crossover) * i / 60)) for i in range(61)})
-    st.plotly_chart(flops_figure(flops.matmul, flops.attention // context, steps, marker=context),
-                    key=K + "flops", theme=None, width="stretch")
+    show_figure(flops_figure(flops.matmul, flops.attention // context, steps, marker=context),
+                key=K + "flops", filename="flops_per_token")
     st.caption(f"Convention: a multiply-add is 2 FLOPs. Matmuls = 2 × (q, k, v, o, MLP and LM-head weights; the LM "
                f"head counts even when tied, embedding lookups, norms and biases do not). Attention = 2 × 2 × layers "
                f"× heads × head_dim × context (scores q·k, then the weighted sum of v) for a token that sees "
                f"`context` positions. Attention costs as much as all the matmuls from about {crossover:,} tokens.")
 
 
-def gflops(n: int) -> str:
-    return f"{n / 1e9:,.3g} GFLOPs" if n < 1e12 else f"{n / 1e12:,.3g} TFLOPs"
+def flops_short(n: int) -> str:
+    """835145472 -> '835 M', 1.4e9 -> '1.4 G': 3 significant digits, short enough for a third of a 1024 px page."""
+    for value, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= value:
+            return f"{n / value:.3g} {suffix}" if n / value < 1000 else f"{n / value:,.0f} {suffix}"
+    return f"{n:,}"
 
 
 def comparison_section(current: Shape | None) -> None:
@@ -285,10 +294,10 @@ def comparison_section(current: Shape | None) -> None:
     counts = [(name, count_parameters(**shape.as_dict())) for name, shape in picked]
     if picked[0][0] == picked[1][0]:
         counts[1] = (picked[1][0] + " (again)", counts[1][1])
-    st.plotly_chart(comparison_figure([(name, b.groups()) for name, b in counts], title="Share of all parameters"),
-                    key=K + "cmp_parts", theme=None, width="stretch")
-    st.plotly_chart(layer_split_figure([(name, b.layer.groups()) for name, b in counts],
-                                       title="Inside one layer"), key=K + "cmp_layer", theme=None, width="stretch")
+    show_figure(comparison_figure([(name, b.groups()) for name, b in counts], title="Share of all parameters"),
+                key=K + "cmp_parts", filename="compare_parts")
+    show_figure(layer_split_figure([(name, b.layer.groups()) for name, b in counts], title="Inside one layer"),
+                key=K + "cmp_layer", filename="compare_one_layer")
     st.table(compare_table(counts).set_index(""))
 
 

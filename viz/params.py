@@ -18,16 +18,17 @@ GROUP_LABELS = {"embeddings": "Embeddings", "attention": "Attention", "mlp": "ML
                 "head": "LM head"}
 DTYPE_COLORS = {"fp32": "#08519c", "bf16": "#3182bd", "int8": "#6baed6", "int4": "#bdd7e7"}
 PERCENT_TICKS = [0, 20, 40, 60, 80, 100]
+TREEMAP_MIN_TEXT = 12     # px: a box too small for its label at this size shows it on hover only
 VARIANT_COLORS = {"MHA": PALETTE[3], "GQA": PALETTE[1], "MQA": PALETTE[8]}
 
 
-def si(n: float, unit: str = "") -> str:
-    """Short label: 134515008 -> '134.5M', 2.5e9 bytes with unit 'B' -> '2.5 GB'."""
+def si(n: float, unit: str = "", digits: int = 4) -> str:
+    """Short label: 134515008 -> '134.5M', 2.5e9 bytes with unit 'B' -> '2.5 GB' (digits significant digits)."""
     sep = " " if unit else ""
     for value, suffix in ((1e12, "T"), (1e9, "G" if unit else "B"), (1e6, "M"), (1e3, "k")):
         if abs(n) >= value:
-            return f"{n / value:.4g}{sep}{suffix}{unit}"
-    return f"{n:.4g}{sep}{unit}"
+            return f"{n / value:.{digits}g}{sep}{suffix}{unit}"
+    return f"{n:.{digits}g}{sep}{unit}"
 
 
 def breakdown_treemap(parts: dict[str, dict[str, int]], title: str | None = None, height: int = 460) -> go.Figure:
@@ -49,7 +50,7 @@ def breakdown_treemap(parts: dict[str, dict[str, int]], title: str | None = None
             parents.append(group)
             values.append(value)
             colors.append(color)
-            texts.append(f"{si(value)} · {100 * value / total:.1f}%")
+            texts.append(f"{si(value, digits=3)}<br>{100 * value / total:.1f}%")   # narrow: fits the q/k/v boxes
     fig = go.Figure(go.Treemap(
         ids=ids, labels=labels, parents=parents, values=values, branchvalues="total",
         marker=dict(colors=colors, line=dict(color="white", width=2)),
@@ -58,7 +59,7 @@ def breakdown_treemap(parts: dict[str, dict[str, int]], title: str | None = None
         pathbar=dict(visible=False), tiling=dict(pad=2), maxdepth=3, root=dict(color="#ffffff"),
     ))
     apply_theme(fig, title, height)
-    fig.update_layout(uniformtext=dict(minsize=TICK_FONT_SIZE - 2, mode="hide"))   # no unreadable specks
+    fig.update_layout(uniformtext=dict(minsize=TREEMAP_MIN_TEXT, mode="hide"))   # no unreadable specks
     fig.update_layout(margin=dict(l=4, r=4, t=60 if title else 8, b=4))
     return fig
 
@@ -100,16 +101,17 @@ def memory_figure(weights: dict[str, int], kv: dict[str, int], context_len: int,
     kv: {"MHA (32 KV heads)": bytes, "GQA (8 KV heads)": ..., "MQA (1 KV head)": ...}
     """
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04, column_widths=[0.55, 0.45],
-                        subplot_titles=("Weights", f"KV cache · {context_len:,} tokens × batch {batch:,}"))
+                        subplot_titles=("Weights", f"KV cache · {context_len:,} tokens"
+                                                    + (f" × batch {batch:,}" if batch > 1 else "")))
     fig.add_trace(go.Bar(
         x=list(weights), y=list(weights.values()), marker_color=[DTYPE_COLORS.get(k, PALETTE[0]) for k in weights],
-        text=[si(v, "B") for v in weights.values()], textposition="outside", textfont=dict(size=FONT_SIZE),
+        text=[si(v, "B", digits=3) for v in weights.values()], textposition="outside", textfont=dict(size=FONT_SIZE),
         cliponaxis=False, hovertemplate="weights at %{x}: %{y:,} bytes<extra></extra>", showlegend=False,
     ), row=1, col=1)
     fig.add_trace(go.Bar(
         x=[k.replace(" (", "<br>(") for k in kv], y=list(kv.values()),
         marker_color=[VARIANT_COLORS.get(k.split()[0], PALETTE[5]) for k in kv],
-        text=[si(v, "B") for v in kv.values()], textposition="outside", textfont=dict(size=FONT_SIZE),
+        text=[si(v, "B", digits=3) for v in kv.values()], textposition="outside", textfont=dict(size=FONT_SIZE),
         cliponaxis=False, hovertemplate="KV cache, %{x}: %{y:,} bytes<extra></extra>", showlegend=False,
     ), row=1, col=2)
     apply_theme(fig, title, height)

@@ -1,6 +1,7 @@
 """The Parameters page in Streamlit's AppTest: every preset renders, bad input shows a message next to its field."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -165,3 +166,20 @@ def test_model_load_failure_degrades_to_a_message(monkeypatch):
     assert not at.exception
     assert any("no model here" in i.value for i in at.info)
     assert total_metric(at) == "134,515,008"
+
+
+def test_fits_a_narrow_screen(app):
+    """At 1024 px the main column is ~560-680 px: metrics two per row (or three short ones), FLOPs in a compact unit,
+    the five switches in one wrapping row at their own width, every chart in the app's theme (its font)."""
+    flops = {m.label: m.value for m in app.metric if not m.label.startswith(("Total", "MLP", "Weights", "KV"))}
+    assert set(flops) == {"total at 8,192 tokens", "matmuls (weights)", "attention (QKᵀ, AV)"}
+    assert flops["total at 8,192 tokens"] == "835 M"
+    assert all(re.fullmatch(r"\d[\d.,]* [kMGT]", v) for v in flops.values()), flops
+    summary_rows = [col for col in app.columns if any(m.label in ("Total parameters", "Weights in bf16")
+                                                      for m in col.metric)]
+    assert summary_rows and all(len(col.metric) == 1 for col in summary_rows)
+    flag_keys = {K + f for f in ("tied_embeddings", "qkv_bias", "out_bias", "mlp_bias", "qk_norm")}
+    assert not any(cb.key in flag_keys for col in app.columns for cb in col.checkbox)   # not 5 squeezed columns
+    assert {cb.key for cb in app.checkbox} >= flag_keys
+    charts = app.get("plotly_chart")
+    assert len(charts) >= 5 and all(c.proto.theme == "streamlit" for c in charts)

@@ -406,3 +406,27 @@ def test_figures_carry_the_exact_numbers():
     assert [t.name for t in cmp.data] == ["Embeddings", "Attention", "MLP", "Norms", "LM head"]
     mem = memory_figure(weight_memory(b.total), {"MHA": 1, "GQA": 2}, 10, 1)
     assert list(mem.data[0].y) == list(weight_memory(b.total).values())
+
+
+def test_treemap_labels_fit_small_boxes():
+    """Each leaf's text is short lines (name / count / share), so even the q, k, v boxes of a GQA model show it;
+    boxes too small for 12 px text hide it (hover still tells)."""
+    from viz.params import TREEMAP_MIN_TEXT, breakdown_treemap
+
+    tree = breakdown_treemap(count_parameters(**PRESETS["SmolLM2-135M"]).parts())
+    leaves = {label: text for label, text, parent in zip(tree.data[0].labels, tree.data[0].text,
+                                                         tree.data[0].parents) if parent == "attention"}
+    assert set(leaves) == {"q proj", "k proj", "v proj", "o proj"}
+    assert leaves["k proj"] == "3.32M<br>2.5%"
+    assert all(len(line) <= 8 for text in leaves.values() for line in text.split("<br>"))
+    assert tree.layout.uniformtext.mode == "hide" and tree.layout.uniformtext.minsize == TREEMAP_MIN_TEXT <= 12
+    assert tree.layout.font.size >= 16                                           # the shared theme
+
+
+def test_memory_figure_short_labels():
+    from viz.params import memory_figure
+
+    mem = memory_figure({"fp32": 538_060_032, "bf16": 269_030_016}, {"MHA": 566_231_040}, 8192, 1)
+    assert list(mem.data[0].text) == ["538 MB", "269 MB"] and list(mem.data[1].text) == ["566 MB"]
+    assert mem.layout.annotations[1].text == "KV cache · 8,192 tokens"          # fits 45% of a 1024 px page
+    assert memory_figure({"fp32": 1}, {"MHA": 1}, 10, 4).layout.annotations[1].text.endswith("× batch 4")
