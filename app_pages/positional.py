@@ -31,6 +31,8 @@ ROPE_BASES = {10_000.0: "RoPE paper, Llama 1/2", 100_000.0: "SmolLM2",
               1_000_000.0: "long context: Qwen3; Llama 3 uses 500,000"}
 DISTANCE_OPTIONS = [512, 2048, 4096, 8192]
 TABS = ["Sinusoidal PE", "RoPE: the rotation", "RoPE inside the model"]
+SIMILARITY_PX = 500          # the PE·PE heatmap: square, fits the main column of a 1024 px screen (560-680 px)
+SIMILARITY_CAPTION_PX = 280  # beside it from 1280 px (main column 820 px >= 500 + gap + 280), under it below
 
 
 # ------------------------------------------------------------------------------------------------ cached arrays
@@ -89,7 +91,7 @@ def sinusoidal_figures(d_model: int, n_positions: int, base: float, dims: list[i
         "heatmap": V.pe_heatmap(pe, positions, shown_dims, base),
         "waves": V.pe_waves(wave_positions, waves, dims, d_model, base) if dims else None,
         "offset_dots": V.pe_offset_dot_figure(offsets, dots, starts),
-        "similarity": V.pe_similarity_figure(sim, positions),
+        "similarity": V.pe_similarity_figure(sim, positions, size=SIMILARITY_PX),
         "max_dev": float(np.abs(dots - dots[0]).max()),
         "stride": (int(positions[1] - positions[0]) if len(positions) > 1 else 1, len(shown_dims) < d_model),
     }
@@ -154,8 +156,8 @@ def model_figures(detail, tokens: list[str], head: int, group_size: int, head_di
 
 # ------------------------------------------------------------------------------------------------ page
 
-def chart(fig, key: str) -> None:
-    st.plotly_chart(fig, width="stretch", key=key, config=plotly_config(key.removeprefix(K + "fig_")))
+def chart(fig, key: str, width: int | str = "stretch") -> None:
+    st.plotly_chart(fig, width=width, key=key, config=plotly_config(key.removeprefix(K + "fig_")))
 
 
 def sinusoidal_tab() -> None:
@@ -191,14 +193,16 @@ def sinusoidal_tab() -> None:
         "For one pair, $\\sin(p\\omega)\\sin((p{+}k)\\omega) + \\cos(p\\omega)\\cos((p{+}k)\\omega) = "
         "\\cos(k\\omega)$, so $PE(p)\\cdot PE(p{+}k) = \\sum_i \\cos(k\\,\\omega_i)$: **only the offset $k$ "
         "matters**, not where you start.")
-    a, b = st.columns(2)
-    with a:
-        chart(figs["offset_dots"], K + "fig_offset")
-        st.caption(f"The curves for different start positions p lie on top of each other: largest difference "
-                   f"{figs['max_dev']:.1e} (float64 rounding).")
-    with b:
-        chart(figs["similarity"], K + "fig_similarity")
-        st.caption("Constant along every diagonal (a Toeplitz matrix): similarity is a function of p − q.")
+    chart(figs["offset_dots"], K + "fig_offset")
+    st.caption(f"The curves for different start positions p lie on top of each other: largest difference "
+               f"{figs['max_dev']:.1e} (float64 rounding).")
+    # a square figure at its own size; the caption goes beside it when the page is wide enough, else below
+    with st.container(horizontal=True, gap="small", vertical_alignment="center", key=K + "similarity_row"):
+        chart(figs["similarity"], K + "fig_similarity", width=SIMILARITY_PX)
+        with st.container(width=SIMILARITY_CAPTION_PX):
+            st.caption("Constant along every diagonal (a Toeplitz matrix): the similarity of two positions is a "
+                       "function of p − q only. The dark red diagonal is each position with itself (|PE(p)|² = "
+                       "d_model / 2); away from it the dot product drops, so nearby positions look alike.")
     st.info(
         "**Learned absolute positions (GPT-2).** GPT-2 has no formula: its position table `wpe` is a learned "
         "1024 × 768 matrix, one row per position, trained like the word embeddings. Position 1,024 has no row at "

@@ -94,16 +94,26 @@ def pe_offset_dot_figure(offsets: np.ndarray, dots: np.ndarray, starts, height: 
     return apply_theme(fig, "PE(p)·PE(p+k) for three p", height)
 
 
-def pe_similarity_figure(sim: np.ndarray, positions: np.ndarray, height: int = 460) -> go.Figure:
-    """PE(p)·PE(q) for all shown position pairs: a Toeplitz matrix (constant along each diagonal)."""
+SIMILARITY_MARGIN = dict(l=80, r=90, t=60, b=70)   # room for the axis titles, tick labels and the colour bar
+
+
+def pe_similarity_figure(sim: np.ndarray, positions: np.ndarray, size: int = 480) -> go.Figure:
+    """PE(p)·PE(q) for all shown position pairs: a Toeplitz matrix (constant along each diagonal).
+
+    A fixed size x ~size figure whose margins leave a square plot area, so the colour bar (as tall as the plot
+    area) matches the heatmap; show it at width=size, not stretched."""
     vmax = float(np.abs(sim).max()) or 1.0
+    m = SIMILARITY_MARGIN
+    side = size - m["l"] - m["r"]                                    # the square plot area
     fig = go.Figure(go.Heatmap(
         z=sim.astype(np.float32), x=positions, y=positions, colorscale=DIVERGING_SCALE, zmin=-vmax, zmax=vmax,
-        colorbar=dict(title="dot", thickness=14),
+        colorbar=dict(title=dict(text="dot", side="right"), thickness=14, len=1, lenmode="fraction", ypad=0),
         hovertemplate="p = %{y}<br>q = %{x}<br>PE(p)·PE(q) = %{z:.2f}<extra></extra>"))
     fig.update_yaxes(title="position p", autorange="reversed", scaleanchor="x", constrain="domain")
     fig.update_xaxes(title="position q", constrain="domain")
-    return apply_theme(fig, "PE(p)·PE(q), all pairs", height)
+    apply_theme(fig, "PE(p)·PE(q), all pairs", side + m["t"] + m["b"])
+    fig.update_layout(width=size, margin=m)
+    return fig
 
 
 # --------------------------------------------------------------------------------------------- RoPE theory

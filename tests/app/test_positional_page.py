@@ -77,6 +77,9 @@ def test_sinusoidal_default_figures():
     for y in ys[1:]:
         np.testing.assert_allclose(y, ys[0], atol=1e-9)                         # only the offset matters
     assert heatmap_z(figs["similarity"]).shape == (256, 256)
+    layout = figs["similarity"]["layout"]                                      # square, at its own size
+    m = layout["margin"]
+    assert layout["width"] - m["l"] - m["r"] == layout["height"] - m["t"] - m["b"]
 
 
 @pytest.mark.parametrize("d_model,n_positions,base", [(16, 2048, 1_000_000), (1024, 2048, 10_000),

@@ -256,3 +256,19 @@ def test_perturbing_apply_rope_changes_the_model(rope_lm, monkeypatch):
     one = lm.run_ids(ids[:1])
     monkeypatch.setattr(decoder, "apply_rope", swapped)
     np.testing.assert_allclose(lm.run_ids(ids[:1]).next_token_logits, one.next_token_logits, atol=1e-4)
+
+
+def test_pe_similarity_figure_is_square_with_a_matching_colour_bar():
+    """Drawn at its own size (not stretched into a narrow column): margins leave a square plot area, and the colour
+    bar spans exactly that height."""
+    from viz.positional import pe_similarity_figure
+
+    positions = np.arange(0, 256, 2)
+    sim = pos.pe_similarity(pos.sinusoidal_pe_at(positions, 64, 10_000.0))
+    fig = pe_similarity_figure(sim, positions, size=500)
+    m = fig.layout.margin
+    assert fig.layout.width == 500
+    assert fig.layout.width - m.l - m.r == fig.layout.height - m.t - m.b >= 300     # a square plot area
+    bar = fig.data[0].colorbar
+    assert bar.len == 1 and bar.lenmode == "fraction" and bar.ypad == 0 and bar.title.side == "right"
+    assert fig.layout.yaxis.scaleanchor == "x"
