@@ -49,6 +49,8 @@ K_TEXT, K_LAYER, K_HEAD, K_QUERY, K_TEMP, K_SINK = "text", "layer", "head", "q",
 K_VIEW = "view"     # the open tab of a page that uses view_tabs()
 URL_KEYS = (K_TEXT, K_LAYER, K_HEAD, K_QUERY, K_TEMP, K_SINK, K_VIEW)
 _NOTES = "_url_notes"
+_CONTROLS_SLOT = "_sidebar_controls"    # this run's sidebar container for the layer/head sliders (shell_sidebar)
+TEXT_AREA_HEIGHT = 110                  # px: short enough that layer, head and the sink switch fit in 768 px
 
 
 # ---------------------------------------------------------------------------------------------------------- caches
@@ -182,9 +184,17 @@ def _bound(widget_key: str, state_key: str, value) -> dict:
     return dict(key=widget_key, on_change=_copy, args=(widget_key, state_key))
 
 
+def _controls_slot():
+    """Where the sidebar's layer/head sliders go: the slot shell_sidebar made this run (right under the text,
+    above the sink switch, so they are visible without scrolling), else the end of the sidebar."""
+    slot = st.session_state.get(_CONTROLS_SLOT)
+    return slot if slot is not None else st.sidebar
+
+
 def layer_head_controls(where=None) -> tuple[int, int]:
-    """Layer and head sliders (ranges from the model's config). where: st.sidebar (default) or a container."""
-    where = st.sidebar if where is None else where
+    """Layer and head sliders (ranges from the model's config). where: the sidebar's slot for them (default, see
+    shell_sidebar) or a container."""
+    where = _controls_slot() if where is None else where
     cfg = get_model().config
     sel = selection()
     st.session_state.setdefault(K_LAYER, sel.layer)
@@ -287,36 +297,41 @@ def _text_changed() -> None:
 
 
 def shell_sidebar() -> None:
-    """The shared sidebar: model, examples, text, token count, attention-sink switch. Runs on every page."""
+    """The shared sidebar, on every page. Ordered for a 1024x768 projector: what a teacher changes most is
+    visible without scrolling (under the page list): example picker, text (+ token count), the page's layer/head
+    sliders (a slot filled by layer_head_controls), the attention-sink switch; notes and the model last."""
     lm = get_model()
     ss = st.session_state
     examples = load_examples()
     ss.setdefault(K_TEXT, examples[0]["text"])
     ss.setdefault(K_SINK, False)
     with st.sidebar:
-        st.caption(f"**{escape_markdown(lm.name)}** · {lm.config.describe()}")
         st.selectbox("Example texts", options=list(range(len(examples))), index=None,
-                     format_func=lambda i: examples[i]["title"], placeholder="Load an example…",
-                     key="w_example", on_change=_load_example)
-        st.text_area("Text", key=K_TEXT, height=150, max_chars=MAX_TEXT_CHARS, on_change=_text_changed,
+                     format_func=lambda i: examples[i]["title"], placeholder="Load an example text…",
+                     key="w_example", on_change=_load_example, label_visibility="collapsed")
+        st.text_area("Text", key=K_TEXT, height=TEXT_AREA_HEIGHT, max_chars=MAX_TEXT_CHARS,
+                     on_change=_text_changed,
                      help="The model reads this text; every page shows what it did with it. Ctrl+Enter to apply.")
         text = current_text()
-        note = next((e["note"] for e in examples if e["text"] == text and e["note"]), "")
-        if note:
-            st.caption(note)
         trace, _ = _trace_or_error(text)
         if trace is None:
             st.caption(f"0 / {DEFAULT_MAX_TOKENS} tokens")
-        elif trace.truncated:
-            st.warning(f"{trace.n_tokens} / {DEFAULT_MAX_TOKENS} tokens: only the first {DEFAULT_MAX_TOKENS} of "
-                       f"{trace.n_tokens_total:,} tokens are used.", icon=":material/content_cut:")
+        elif trace.truncated:       # a compact caption, not a warning box: the sliders below stay in view
+            st.caption(f":orange[:material/content_cut: **{trace.n_tokens} / {DEFAULT_MAX_TOKENS} tokens**: only "
+                       f"the first {DEFAULT_MAX_TOKENS} of {trace.n_tokens_total:,} tokens are used]")
         else:
             st.caption(f"{trace.n_tokens} / {DEFAULT_MAX_TOKENS} tokens")
+        ss[_CONTROLS_SLOT] = st.container(gap="small")       # layer_head_controls() fills it, if the page asks
+        st.toggle("Hide attention sink (token 0)", key=K_SINK,
+                  help="From layer 12 on, most heads put 50-84% of their attention on the first token (position "
+                       "0). This hides that column and rescales every row to sum to 1, so the rest becomes "
+                       "visible.")
+        note = next((e["note"] for e in examples if e["text"] == text and e["note"]), "")
+        if note:
+            st.caption(f":material/lightbulb: {note}")
         if len(quote(text)) > URL_TEXT_LIMIT:
             st.caption("This text is too long for the share link: the URL keeps the other settings only.")
-        st.toggle("Hide attention sink (position 0) and renormalize", key=K_SINK,
-                  help="From layer 12 on, most heads put 50-84% of their attention on the first token. This hides "
-                       "that column and rescales every row to sum to 1, so the rest becomes visible.")
+        st.caption(f"Model: **{escape_markdown(lm.name)}** · {lm.config.describe()}")
 
 
 # ------------------------------------------------------------------------------------------------- query params
@@ -397,7 +412,10 @@ def read_url_params(params: dict[str, str], n_layers: int, n_heads: int) -> tupl
 
 
 def init_from_url(pages=(), current=None) -> None:
-    """Once per session (first run): URL query params -> state, with notes for bad values; ?page=<url_path>."""
+    """Once per session (first run): URL query params -> state, with notes for bad values; ?page=<name>.
+
+    pages: {name: st.Page} (name = the page's slug, e.g. "attention" for the default page served at "/"), or
+    st.Page objects (matched on url_path)."""
     ss = st.session_state
     if ss.get("_url_read"):
         return
@@ -413,7 +431,8 @@ def init_from_url(pages=(), current=None) -> None:
     ss[_NOTES] = notes
     wanted = params.get("page")
     if wanted is not None:
-        target = next((p for p in pages if p.url_path == wanted.strip().strip("/")), None)
+        by_name = dict(pages) if isinstance(pages, dict) else {p.url_path: p for p in pages}
+        target = by_name.get(wanted.strip().strip("/"))
         if target is None:
             notes.append(f"page={_shown(wanted)} is not a page of this app: showing "
                          f"{current.title if current is not None else 'the first page'}.")

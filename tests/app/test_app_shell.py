@@ -51,6 +51,55 @@ def test_default_app_runs_with_shell_sidebar(lm):
     assert at.slider(key="w_head").max == lm.config.n_heads - 1
 
 
+def sidebar_order(at: AppTest) -> list[str]:
+    """The sidebar's widgets and captions, top to bottom (widget key, or the caption's text)."""
+    out = []
+
+    def walk(node):
+        for child in getattr(node, "children", {}).values():
+            if child.type == "caption":
+                out.append(child.value)
+            elif getattr(child, "key", None):
+                out.append(child.key)
+            walk(child)
+    walk(at.sidebar)
+    return out
+
+
+def test_sidebar_puts_the_most_used_controls_first(lm):
+    """For a 768 px high screen: examples, text + token count, layer, head, sink switch; the model comes last."""
+    at = run(make_app())
+    order = sidebar_order(at)
+    keys = [k for k in order if k in ("w_example", "text", "w_layer", "w_head", "sink")]
+    assert keys == ["w_example", "text", "w_layer", "w_head", "sink"], order
+    count = next(i for i, c in enumerate(order) if c.endswith(f"/ {_state.DEFAULT_MAX_TOKENS} tokens"))
+    assert order.index("text") < count < order.index("w_layer")          # the token count sits under the text
+    assert lm.config.describe() in order[-1]                             # model name and shape at the bottom
+    assert _state.TEXT_AREA_HEIGHT <= 120                                  # a short text box
+    assert "example" in at.selectbox(key="w_example").proto.placeholder   # no label: the placeholder says it
+
+
+def test_pages_without_sliders_keep_the_sidebar_order(lm):
+    """Layer/head sliders appear only on pages that ask for them, in their slot above the sink switch."""
+    at = run(make_app())
+    at.switch_page("app_pages/parameters.py")
+    run(at)
+    assert "w_layer" not in sidebar_order(at)
+    at.switch_page("app_pages/attention.py")
+    run(at)
+    order = sidebar_order(at)
+    assert order.index("text") < order.index("w_layer") < order.index("w_head") < order.index("sink")
+
+
+@pytest.mark.parametrize("name", ["attention", "/attention/"])
+def test_page_param_names_the_attention_page(name, lm):
+    """?page=attention is the default page (served at /): no note, no switch."""
+    at = run(make_app(page=name))
+    assert at.title[0].value == "Attention"
+    assert "not a page" not in warnings(at)
+    assert "page" not in at.query_params
+
+
 def test_examples_cover_the_required_kinds():
     examples = json.loads((ROOT / "assets/examples.json").read_text(encoding="utf-8"))
     assert 4 <= len(examples) <= 6
@@ -148,7 +197,7 @@ def test_huge_text_in_the_link_is_cut_with_a_note(lm):
     at = run(make_app(text="word " * 10_000))                            # 50 KB
     assert len(at.text_area(key="text").value) == _state.MAX_TEXT_CHARS
     assert "cut to the first" in warnings(at)
-    assert f"only the first {_state.DEFAULT_MAX_TOKENS}" in warnings(at)   # and the model input is truncated
+    assert f"only the first {_state.DEFAULT_MAX_TOKENS}" in sidebar_captions(at)   # and the model input is cut
     assert "text" not in at.query_params or len(at.query_params["text"]) <= _state.MAX_TEXT_CHARS
 
 
