@@ -55,7 +55,7 @@ def picked_layer_head(points: list) -> tuple[int, int] | None:
     """(layer, head) from the first clicked point of an overview figure, else None.
 
     The point's customdata is [layer, head] (a list, or a dict {"0": layer, "1": head} when plotly sent a typed
-    array); failing that, its x is the head and its y the layer.
+    array); failing that, its x is the layer and its y the head (the overviews put layers across, heads down).
     """
     for point in points:
         if not isinstance(point, dict):
@@ -64,7 +64,7 @@ def picked_layer_head(points: list) -> tuple[int, int] | None:
         if isinstance(data, dict):
             data = [data.get("0", data.get(0)), data.get("1", data.get(1))]
         candidates = [data[:2] if isinstance(data, (list, tuple)) and len(data) >= 2 else None,
-                      [point.get("y"), point.get("x")]]
+                      [point.get("x"), point.get("y")]]
         for pair in candidates:
             try:
                 layer, head = (int(round(float(v))) for v in pair)

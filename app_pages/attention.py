@@ -14,6 +14,8 @@ from viz import attention as va
 VIEWS = {"head": "One head", "layer": "All heads of a layer", "model": "Whole model",
          "query": "Query token", "next": "Next token"}
 OVERVIEWS = {"thumbs": "pattern thumbnails", **{k: v[0] for k, v in STATISTICS.items()}}
+SHORT_NAMES = {"prev_token": "prev-token", "induction": "induction", "sink": "sink (token 0)", "self": "self",
+               "entropy": "entropy (bits)"}     # narrow table headers; the full names are in the tooltips
 SINK_HINT_AT = 0.5      # suggest the switch when a head puts more than this share on position 0
 
 st.title("Attention")
@@ -116,35 +118,42 @@ if view == "model":
         st.session_state.setdefault("w_overview_kind", "prev_token")
         kind = st.segmented_control("Colour each head by", options=list(OVERVIEWS), format_func=OVERVIEWS.get,
                                     key="w_overview_kind", required=True) or "prev_token"
-        left, right = st.columns([1, 1], gap="medium")
+        # Full width, layers across and heads down: wide and short, readable at 1024 px.
+        if kind == "thumbs":
+            tiles = state.get_thumbnail_tiles(text, state.DEFAULT_MAX_TOKENS, sel.hide_sink)
+            fig = va.thumbnail_overview(tiles, selected=(sel.layer, sel.head),
+                                        title=f"Every head's pattern (each scaled to its own max){sink_note}")
+        else:
+            label = STATISTICS[kind][0]
+            fig = va.stat_overview(stats[kind], label=label.split(" (")[0], selected=(sel.layer, sel.head),
+                                   zmin=0.0, zmax=None if kind == "entropy" else 1.0,
+                                   scale_title="bits" if kind == "entropy" else None,
+                                   title=f"{label[0].upper() + label[1:]} of every head{sink_note}")
+        show_figure(fig, key="w_overview", filename=f"attention_overview_{kind}", on_select=_picked_on_overview,
+                    selection_mode="points")
+        if kind == "thumbs":
+            st.caption("Each thumbnail is one head (rows = queries, columns = keys), averaged over blocks of tokens "
+                       "and scaled to its own maximum. Hover for the layer and head; click one to select it.")
+        else:
+            st.caption(f"{STATISTICS[kind][1][0].upper() + STATISTICS[kind][1][1:]}. Hover a cell for its value; "
+                       "click it to select that head (red outline).")
+        if kind == "induction" and not has_repeats(trace.token_ids):
+            st.info("This text repeats no token, so there is nothing for an induction head to do: the scores "
+                    "are blank. Load the example **Induction heads (repeated random words)**.",
+                    icon=":material/repeat:")
+        left, right = st.columns([3, 2], gap="medium")
         with left:
-            if kind == "thumbs":
-                tiles = state.get_thumbnail_tiles(text, state.DEFAULT_MAX_TOKENS, sel.hide_sink)
-                fig = va.thumbnail_overview(tiles, selected=(sel.layer, sel.head),
-                                            title="Every head's pattern")
-            else:
-                label, what = STATISTICS[kind]
-                values = stats[kind]
-                fig = va.stat_overview(values, label=label.split(" (")[0], selected=(sel.layer, sel.head),
-                                       zmin=0.0, zmax=None if kind == "entropy" else 1.0,
-                                       title=f"{label[0].upper() + label[1:]}")
-            show_figure(fig, key="w_overview", filename=f"attention_overview_{kind}", on_select=_picked_on_overview,
-                        selection_mode="points")
-            if kind == "thumbs":
-                st.caption("Each thumbnail is one head (rows = queries, columns = keys), averaged over blocks of "
-                           "tokens and scaled to its own maximum. Click a head to select it.")
-            else:
-                st.caption(f"{STATISTICS[kind][1][0].upper() + STATISTICS[kind][1][1:]}. Click a cell to select "
-                           "that head.")
-            if kind == "induction" and not has_repeats(trace.token_ids):
-                st.info("This text repeats no token, so there is nothing for an induction head to do: the scores "
-                        "are blank. Load the example **Induction heads (repeated random words)**.",
-                        icon=":material/repeat:")
-        with right:
             p = _pattern(sel.layer, sel.head)
-            fig = va.head_heatmap(p, tokens, query=sel.query, max_labels=16, height=520,
+            fig = va.head_heatmap(p, tokens, query=sel.query, max_labels=20, height=440, show_scale=False,
                                   title=f"Selected: layer {sel.layer}, head {sel.head}")
             show_figure(fig, key="fig_model_preview", filename=f"attention_L{sel.layer}_H{sel.head}")
+            st.caption("Dark = weight 0, bright = this head's largest weight; hover for the numbers.")
+        with right:
+            st.markdown(f"**Layer {sel.layer}, head {sel.head}**")
+            for k in STATISTICS:
+                value = stats[k][sel.layer, sel.head]
+                st.markdown(f"{SHORT_NAMES[k]}: **{'n/a' if np.isnan(value) else f'{value:.2f}'}**",
+                            help=STATISTICS[k][1])
             st.button("Show this head large", key="w_open_head_model", on_click=_open_head,
                       icon=":material/zoom_in:")
         st.subheader("Which heads do what?")
@@ -159,10 +168,13 @@ if view == "model":
                    (" Scores use the renormalized patterns (sink hidden), except the sink score."
                     if sel.hide_sink else "") +
                    ("" if "induction" in shown else " No induction score: this text repeats no token."))
-        st.dataframe(table, key="w_stats_table", hide_index=True, height=360, on_select=_picked_in_table,
-                     selection_mode="single-row",
-                     column_config={STATISTICS[k][0]: st.column_config.NumberColumn(format="%.3f")
-                                    for k in shown})
+        columns = {"layer": st.column_config.NumberColumn("layer", format="%d", width=56),
+                   "head": st.column_config.NumberColumn("head", format="%d", width=56),
+                   **{STATISTICS[k][0]: st.column_config.NumberColumn(SHORT_NAMES[k], format="%.2f",
+                                                                      help=STATISTICS[k][1])
+                      for k in shown}}
+        st.dataframe(table, key="w_stats_table", hide_index=True, height=360, width="stretch",
+                     on_select=_picked_in_table, selection_mode="single-row", column_config=columns)
 
 if view == "query":
     with tab["query"]:

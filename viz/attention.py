@@ -99,11 +99,13 @@ def _masked_grey(z: np.ndarray, x=None, y=None, xaxis: str = "x", yaxis: str = "
 
 # --------------------------------------------------------------------------------------------------- one head
 def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = None, query: int | None = None,
-                 zmax: float | None = None, max_labels: int = 40, height: int | None = None) -> go.Figure:
+                 zmax: float | None = None, max_labels: int = 40, height: int | None = None,
+                 show_scale: bool = True) -> go.Figure:
     """One head's [T, T] attention: query i down, key j across; masked cells grey, weight 0 = dark.
 
     query marks one query row with an accent outline. zmax defaults to the largest weight in rows 1.. (row 0
-    can only attend to itself: its 1.0 would squash the scale for everything else).
+    can only attend to itself: its 1.0 would squash the scale for everything else). show_scale=False drops the
+    colour bar (a small preview: the matrix gets its width; the hover still gives every weight).
     """
     p = np.asarray(pattern)
     T = len(tokens)
@@ -114,7 +116,7 @@ def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = 
     top = zmax or _zmax(z[1:] if T > 1 else z)        # row 0 always puts 1.0 on itself: leave it out of the scale
     fig = go.Figure(go.Heatmap(
         z=z, x=cats, y=cats, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=top, hoverongaps=False,
-        xgap=1 if T <= 48 else 0, ygap=1 if T <= 48 else 0, name="attention",
+        xgap=1 if T <= 48 else 0, ygap=1 if T <= 48 else 0, name="attention", showscale=show_scale,
         colorbar=dict(title=dict(text="weight"), thickness=14),
         hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"))
     if query is not None and 0 <= query < T:
@@ -126,7 +128,7 @@ def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = 
     fig.update_yaxes(title_text="query i (attending)", tickmode="array", tickvals=vals, ticktext=text,
                      autorange="reversed", showgrid=False, zeroline=False, scaleanchor="x", constrain="domain")
     apply_theme(fig, title=title, height=height or int(min(760, max(380, 200 + 17 * T))))
-    fig.update_layout(plot_bgcolor=MASKED_COLOR)
+    fig.update_layout(plot_bgcolor=MASKED_COLOR, margin_pad=0)   # no pad: a grey frame would read as masked
     return fig
 
 
@@ -177,57 +179,80 @@ def layer_grid(patterns: np.ndarray, *, selected: int | None = None, title: str 
 
 
 # ----------------------------------------------------------------------------------------------- whole model
+# Overviews are wide and short: layers across (x), heads down (y, head 0 on top), so 30 x 9 cells fill a narrow
+# main column without squeezing. Values are in the hover (and in the cells only when there are few columns).
+VALUES_MAX_COLUMNS = 12     # write the numbers into the cells only up to this many layers (wider cells)
+
+
 def _overview_axes(fig: go.Figure, L: int, H: int) -> None:
-    fig.update_xaxes(title_text="head", tickmode="array", tickvals=list(range(H)), ticktext=[str(h) for h in range(H)],
-                     showgrid=False, zeroline=False, range=[-0.5, H - 0.5])
-    step = 1 if L <= 32 else math.ceil(L / 32)
-    fig.update_yaxes(title_text="layer", tickmode="array", tickvals=list(range(0, L, step)),
+    step = 1 if L <= 16 else 2 if L <= 40 else math.ceil(L / 20)
+    fig.update_xaxes(title_text="layer", tickmode="array", tickvals=list(range(0, L, step)),
                      ticktext=[str(i) for i in range(0, L, step)], showgrid=False, zeroline=False,
-                     range=[L - 0.5, -0.5])
+                     range=[-0.5, L - 0.5])
+    fig.update_yaxes(title_text="head", tickmode="array", tickvals=list(range(H)), ticktext=[str(h) for h in range(H)],
+                     showgrid=False, zeroline=False, range=[H - 0.5, -0.5])
 
 
-def _click_layer(L: int, H: int, size: float) -> go.Scatter:
-    """Invisible square markers on every (head, layer) cell: what a click selects (heatmaps can't be selected)."""
+def _overview_height(H: int, height: int | None, title: str | None) -> tuple[int, float]:
+    """(figure height, pixels per head row): about 28 px a row plus title and axis."""
+    chrome = 110 + (40 if title else 0)
+    height = height or int(min(560, max(240, 28 * H + chrome)))
+    return height, max(8.0, (height - chrome) / max(H, 1))
+
+
+def _click_layer(L: int, H: int, size: float, text: list[str] | None = None) -> go.Scatter:
+    """Invisible square markers on every (layer, head) cell: what a click selects (heatmaps can't be selected).
+
+    customdata is [layer, head]; the marker layer also carries the hover (the heatmap under it skips hover), so
+    the point under the mouse is always the one a click picks. text, if given, is shown in the hover.
+    """
     layer, head = np.divmod(np.arange(L * H), H)
+    extra = "<br>%{text}" if text is not None else ""
     return go.Scatter(
-        x=head, y=layer, mode="markers", customdata=np.stack([layer, head], axis=-1), name="pick a head",
-        marker=dict(symbol="square", size=size, color="rgba(0,0,0,0)", line=dict(width=0)),
+        x=layer, y=head, mode="markers", customdata=np.stack([layer, head], axis=-1), name="pick a head",
+        text=text, marker=dict(symbol="square", size=size, color="rgba(0,0,0,0)", line=dict(width=0)),
         selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)),
-        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra>click to open</extra>",
+        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}" + extra + "<extra>click to select</extra>",
         showlegend=False)
 
 
 def _selected_box(layer: int, head: int) -> dict:
-    return dict(type="rect", x0=head - 0.5, x1=head + 0.5, y0=layer - 0.5, y1=layer + 0.5,
-                line=dict(color=ACCENT, width=4), fillcolor="rgba(0,0,0,0)")
+    return dict(type="rect", x0=layer - 0.5, x1=layer + 0.5, y0=head - 0.5, y1=head + 0.5,
+                line=dict(color=ACCENT, width=3), fillcolor="rgba(0,0,0,0)")
 
 
 def stat_overview(values: np.ndarray, *, label: str, selected: tuple[int, int] | None = None,
-                  zmin: float | None = 0.0, zmax: float | None = None, show_values: bool = True,
-                  title: str | None = None, height: int | None = None) -> go.Figure:
-    """A [layers, heads] statistic as one heatmap (layer 0 on top), values written in the cells, NaN grey.
+                  zmin: float | None = 0.0, zmax: float | None = None, show_values: bool | None = None,
+                  scale_title: str | None = None, title: str | None = None, height: int | None = None) -> go.Figure:
+    """A [layers, heads] statistic as one wide heatmap: layers across, heads down (head 0 on top), NaN grey.
 
-    A transparent marker sits on every cell so st.plotly_chart(on_select=...) can report a click as
-    customdata [layer, head]. selected outlines the current head.
+    The value is in the hover; show_values writes it into the cells too (default: only when there are at most
+    VALUES_MAX_COLUMNS layers, so the cells are wide enough). scale_title is the colour bar's (short) title; the
+    figure title names the statistic. A transparent marker sits on every cell so st.plotly_chart(on_select=...)
+    can report a click as customdata [layer, head]. selected outlines the current head.
     """
     v = np.asarray(values, dtype=np.float64)
     if v.ndim != 2:
         raise ValueError(f"values must be [layers, heads], got shape {v.shape}")
     L, H = v.shape
-    height = height or int(min(900, max(360, 26 * L + 120)))
-    text = np.where(np.isfinite(v), np.char.mod("%.2f", np.nan_to_num(v)), "")
+    height, row_px = _overview_height(H, height, title)
+    show = L <= VALUES_MAX_COLUMNS if show_values is None else show_values
+    z = v.T                                                                 # [H, L]
+    text = np.where(np.isfinite(z), np.char.mod("%.2f", np.nan_to_num(z)), "")
     fig = go.Figure(go.Heatmap(
-        z=v, x=list(range(H)), y=list(range(L)), colorscale=ATTENTION_SCALE, zmin=zmin,
+        z=z, x=list(range(L)), y=list(range(H)), colorscale=ATTENTION_SCALE, zmin=zmin,
         zmax=zmax if zmax is not None else (_zmax(v) if zmin is not None else None), hoverongaps=False,
-        text=text, texttemplate="%{text}" if show_values else None, textfont=dict(size=12), xgap=2, ygap=2,
-        colorbar=dict(title=dict(text=label, side="right"), thickness=14), name=label,
-        hovertemplate=f"layer %{{y}}, head %{{x}}<br>{label}: %{{z:.3f}}<extra></extra>"))
-    fig.add_trace(_click_layer(L, H, size=max(8.0, (height - 120) / L * 0.9)))
+        text=text if show else None, texttemplate="%{text}" if show else None, textfont=dict(size=12),
+        xgap=1, ygap=1, hoverinfo="skip", name=label,
+        colorbar=dict(title=dict(text=scale_title or "", side="right"), thickness=12)))
+    hover = [f"{label}: {x:.3f}" if np.isfinite(x) else f"{label}: n/a" for x in v.ravel()]
+    fig.add_trace(_click_layer(L, H, size=row_px * 0.9, text=hover))
     if selected is not None:
         fig.add_shape(**_selected_box(*selected))
     _overview_axes(fig, L, H)
     apply_theme(fig, title=title, height=height)
-    fig.update_layout(plot_bgcolor=MASKED_COLOR, clickmode="event+select", dragmode=False)
+    fig.update_layout(plot_bgcolor=MASKED_COLOR, margin_pad=0, clickmode="event+select", dragmode=False,
+                      hovermode="closest")
     return fig
 
 
@@ -255,9 +280,10 @@ def thumbnail_tiles(attention: np.ndarray, *, per_layer=None, cells: int = THUMB
 
 def thumbnail_overview(tiles: np.ndarray, *, selected: tuple[int, int] | None = None, title: str | None = None,
                        height: int | None = None) -> go.Figure:
-    """thumbnail_tiles [L, H, n, n] as one heatmap of L x H tiles (layer 0 on top), masked cells grey.
+    """thumbnail_tiles [L, H, n, n] as one wide heatmap of tiles: layers across, heads down; masked cells grey.
 
-    Like stat_overview, a transparent marker on every tile reports a click as customdata [layer, head].
+    Each tile keeps its own orientation (queries down, keys across). Like stat_overview, a transparent marker
+    on every tile reports a click as customdata [layer, head].
     """
     tiles = np.asarray(tiles, dtype=np.float32)
     if tiles.ndim != 4 or tiles.shape[-1] != tiles.shape[-2]:
@@ -265,31 +291,33 @@ def thumbnail_overview(tiles: np.ndarray, *, selected: tuple[int, int] | None = 
     L, H, n = tiles.shape[0], tiles.shape[1], tiles.shape[-1]
     gap = max(1, n // 6)
     size = n + gap
-    big = np.full((L * size, H * size), np.nan, dtype=np.float32)
+    big = np.full((H * size, L * size), np.nan, dtype=np.float32)     # heads down, layers across
     for layer in range(L):
         for head in range(H):
-            big[layer * size: layer * size + n, head * size: head * size + n] = tiles[layer, head]
-    coords = (np.arange(L * size) - (n - 1) / 2) / size, (np.arange(H * size) - (n - 1) / 2) / size
-    y, x = coords[0].astype(np.float32), coords[1].astype(np.float32)   # tile centres land on integers
+            big[head * size: head * size + n, layer * size: layer * size + n] = tiles[layer, head]
+    x = ((np.arange(L * size) - (n - 1) / 2) / size).astype(np.float32)   # tile centres land on integers
+    y = ((np.arange(H * size) - (n - 1) / 2) / size).astype(np.float32)
     half = n / 2 / size
-    tri_x, tri_y = [], []                                # grey triangles (j > i) under every tile, one trace
+    tri_x, tri_y = [], []                                # grey triangles (key j > query i) under every tile
     for layer in range(L):
         for head in range(H):
-            tri_x += [head - half, head + half, head + half, head - half, None]
-            tri_y += [layer - half, layer - half, layer + half, layer - half, None]
+            tri_x += [layer - half, layer + half, layer + half, layer - half, None]
+            tri_y += [head - half, head - half, head + half, head - half, None]
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=tri_x, y=tri_y, mode="lines", fill="toself", fillcolor=MASKED_COLOR,
                              line=dict(width=0), hoverinfo="skip", showlegend=False, name="masked"))
     fig.add_trace(go.Heatmap(z=big, x=x, y=y, colorscale=ATTENTION_SCALE, zmin=0, zmax=1, hoverinfo="skip",
-                             colorbar=dict(title=dict(text="weight / head max", side="right"), thickness=14),
+                             colorbar=dict(title=dict(text="", side="right"), thickness=12, tickvals=[0, 1],
+                                           ticktext=["0", "max"]),
                              name="pattern"))
-    height = height or int(min(1400, max(420, 38 * L + 120)))
-    fig.add_trace(_click_layer(L, H, size=max(8.0, (height - 120) / L * 0.9)))
+    height, row_px = _overview_height(H, height, title)
+    fig.add_trace(_click_layer(L, H, size=row_px * 0.9))
     if selected is not None:
         fig.add_shape(**_selected_box(*selected))
     _overview_axes(fig, L, H)
     apply_theme(fig, title=title, height=height)
-    fig.update_layout(plot_bgcolor="white", clickmode="event+select", dragmode=False)
+    fig.update_layout(plot_bgcolor="white", margin_pad=0, clickmode="event+select", dragmode=False,
+                      hovermode="closest")
     return fig
 
 

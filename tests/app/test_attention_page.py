@@ -99,9 +99,20 @@ def test_layer_view_picks_a_head(lm):
 
 
 def test_whole_model_overview_and_stats_table(lm):
-    at = open_app(view="model", text=INDUCTION)
-    overview = figures(at)[0]
-    assert overview["data"][0]["type"] == "heatmap"
+    at = open_app(view="model", text=INDUCTION, layer="16", head="2")
+    overview, preview = figures(at)[:2]
+    L, H = lm.config.n_layers, lm.config.n_heads
+    heat, click = overview["data"][0], overview["data"][1]
+    assert heat["type"] == "heatmap" and array(heat["z"]).shape == (H, L)    # wide: layers across, heads down
+    assert overview["layout"]["xaxis"]["title"]["text"] == "layer"
+    assert not heat.get("texttemplate")                                    # 30 narrow columns: values in the hover
+    assert len(heat["colorbar"]["title"].get("text", "")) <= 8             # no long colour-bar title to cut off
+    assert click["type"] == "scatter" and array(click["customdata"]).reshape(-1, 2).shape == (L * H, 2)
+    assert (preview["layout"]["title"]["text"]) == "Selected: layer 16, head 2"
+    assert preview["data"][0]["showscale"] is False                       # the preview gives its width to the matrix
+    columns = json.loads(at.dataframe[0].proto.columns)
+    assert columns["previous-token score"]["type_config"]["format"] == "%.2f"
+    assert len(columns["previous-token score"]["label"]) <= 14            # narrow headers: every column fits
     table = at.dataframe[0].value
     assert len(table) == lm.config.n_layers * lm.config.n_heads
     prev = table["previous-token score"].to_numpy()
@@ -157,7 +168,7 @@ def test_csv_download_and_png_name(lm):
 def test_long_text_is_truncated_and_views_still_render(lm):
     text = " ".join(f"item{i}" for i in range(400))                     # > 512 tokens
     at = open_app(view="layer", text=text)
-    assert any("only the first 512" in w.value for w in at.warning)
+    assert any("only the first 512" in c.value for c in at.sidebar.caption)
     grid = figures(at)[0]
     assert len(grid["data"]) == lm.config.n_heads
 
@@ -167,7 +178,7 @@ def test_chart_event_helpers():
     assert picked_layer_head(selected_points(event)) == (7, 2)
     assert picked_layer_head(selected_points({"selection": {"points": []}})) is None
     assert picked_layer_head([{"customdata": {"0": 16, "1": 0}}]) == (16, 0)     # a typed array, as sent
-    assert picked_layer_head([{"x": 3, "y": 12.0}]) == (12, 3)                    # no customdata: x = head
+    assert picked_layer_head([{"x": 3, "y": 7.0}]) == (3, 7)                      # no customdata: x = layer
     assert picked_layer_head([{"customdata": "junk"}, "junk"]) is None
     assert selected_points(None) == [] and selected_rows(None) == []
     assert selected_rows(event) == [3]

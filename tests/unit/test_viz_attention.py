@@ -89,20 +89,32 @@ def test_pool_square_means_and_mask():
     assert np.isnan(pooled[0, 1])                                  # an all-masked block stays masked
 
 
-def test_stat_overview_grid_click_layer_and_selection():
+def test_stat_overview_wide_grid_click_layer_and_selection():
     L, H = 30, 9
     values = np.random.default_rng(1).random((L, H))
     values[3, 3] = np.nan
     fig = va.stat_overview(values, label="prev", selected=(7, 2))
     heat, click = fig.data[0], fig.data[1]
-    assert isinstance(heat, go.Heatmap) and np.asarray(heat.z).shape == (L, H)
+    assert isinstance(heat, go.Heatmap) and np.asarray(heat.z).shape == (H, L)   # layers across, heads down
+    np.testing.assert_array_equal(np.asarray(heat.z, dtype=float)[2, 7], values[7, 2])
+    assert heat.hoverinfo == "skip"                                # the click layer carries the hover ...
+    assert heat.texttemplate is None                               # ... and the values (30 columns: too narrow)
+    assert not heat.colorbar.title.text                            # the figure title names the statistic
     assert isinstance(click, go.Scatter) and len(click.x) == L * H
     data = np.asarray(click.customdata)
     assert data.shape == (L * H, 2)
     k = 7 * H + 2
-    assert (click.x[k], click.y[k]) == (2, 7) and data[k].tolist() == [7, 2]
-    assert fig.layout.yaxis.range[0] > fig.layout.yaxis.range[1]  # layer 0 on top
-    assert fig.layout.shapes[0].x0 == 1.5 and fig.layout.shapes[0].y0 == 6.5
+    assert (click.x[k], click.y[k]) == (7, 2) and data[k].tolist() == [7, 2]
+    assert click.text[k] == f"prev: {values[7, 2]:.3f}" and click.text[3 * H + 3] == "prev: n/a"
+    assert fig.layout.clickmode == "event+select" and fig.layout.dragmode is False
+    assert fig.layout.yaxis.range[0] > fig.layout.yaxis.range[1]  # head 0 on top
+    assert fig.layout.xaxis.title.text == "layer" and fig.layout.yaxis.title.text == "head"
+    assert fig.layout.shapes[0].x0 == 6.5 and fig.layout.shapes[0].y0 == 1.5
+    assert fig.layout.height < 520                                 # wide and short
+    few = va.stat_overview(np.full((4, 2), 0.5), label="x", scale_title="bits")
+    assert few.data[0].texttemplate == "%{text}" and few.data[0].text[0][0] == "0.50"   # wide cells: numbers
+    assert few.data[0].colorbar.title.text == "bits"
+    assert va.stat_overview(values, label="x", show_values=True).data[0].texttemplate == "%{text}"
 
 
 def test_thumbnail_overview_one_figure_and_fast():
@@ -115,14 +127,24 @@ def test_thumbnail_overview_one_figure_and_fast():
     assert elapsed < 1.5, f"thumbnail overview took {elapsed:.2f} s at T={T}"
     heat = [t for t in fig.data if isinstance(t, go.Heatmap)][0]
     z = np.asarray(heat.z, dtype=float)
-    assert z.shape[0] > z.shape[1] and z.shape[0] < 2000          # downsampled, layers down
+    assert z.shape[1] > z.shape[0] and z.shape[1] < 2000          # downsampled, layers across
     assert np.nanmax(z) <= 1.0 + 1e-6
-    assert len([t for t in fig.data if t.customdata is not None][0].x) == L * H
+    click = [t for t in fig.data if t.customdata is not None][0]
+    assert len(click.x) == L * H and (click.x[5 * H + 4], click.y[5 * H + 4]) == (5, 4)
     tiles = va.thumbnail_tiles(att[:2, :3, :21, :21], per_layer=lambda a: a * 0.5)
     assert tiles.shape == (2, 3, 11, 11)                          # 21 tokens in blocks of 2
     assert np.nanmax(tiles) == pytest.approx(1.0)                 # each head scaled to its own maximum
+    small = va.thumbnail_overview(tiles)
+    big = np.asarray([t for t in small.data if isinstance(t, go.Heatmap)][0].z, dtype=float)
+    np.testing.assert_allclose(big[:11, 12:23], tiles[1, 0])      # tile (layer 1, head 0): second column, top row
     with pytest.raises(ValueError):
         va.thumbnail_overview(np.zeros((3, 3)))
+
+
+def test_head_heatmap_without_colour_bar():
+    fig = va.head_heatmap(causal_softmax(4), list("abcd"), show_scale=False)
+    assert fig.data[0].showscale is False
+    assert fig.layout.margin.pad == 0                              # no grey frame around the matrix
 
 
 def test_query_heads_heatmap_keys_up_to_query():
