@@ -3,7 +3,9 @@
 One `streamlit run app.py` per module. The tests type a text, pick a head with the sidebar slider, check that the
 URL (the share link) restores the same view in a fresh browser, then open every page by its URL, wait for its
 charts, check that no page shows an exception, and save screenshots at 1280x800 and 1024x768 (under pytest's temp
-dir; also copied to $E2E_SCREENSHOT_DIR when set).
+dir; also copied to $E2E_SCREENSHOT_DIR when set). At 1024x768 (a projector): the Attention share link is "/" (an
+old /attention link forwards there), the sidebar's layer/head/sink controls need no scrolling, there is no Deploy
+button, and a click on the Whole-model overview picks that head.
 
 Needs Debian's chromium at /usr/bin/chromium and the `playwright` Python package (its own browsers are not used).
 """
@@ -32,7 +34,8 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="end-to-end browser
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-# page -> its URL path; the default page (attention) is served at the root: /attention answers "Page not found"
+# page -> its URL path; the default page (attention) is served at the root, "/" (/attention is an old link that
+# forwards there)
 PAGES = {"attention": "", "causal-mask": "causal-mask", "softmax": "softmax", "positional": "positional",
          "parameters": "parameters"}
 ATTENTION_VIEWS = ["layer", "model", "query", "next"]      # the other tabs of Attention (?view=...)
@@ -54,6 +57,12 @@ IDLE_WITH_CHARTS_JS = """(min) => {
   if (document.querySelector('[data-stale="true"]')) return false;
   const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')];
   return charts.length >= min && charts.every(c => c.querySelector('.main-svg'));
+}"""
+# Page coordinates of the centre of cell (layer, head) of the first plotly chart (the Whole-model overview).
+CELL_CENTRE_JS = """([layer, head]) => {
+  const gd = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
+  const fl = gd._fullLayout, box = gd.getBoundingClientRect();
+  return [box.left + fl.xaxis._offset + fl.xaxis.l2p(layer), box.top + fl.yaxis._offset + fl.yaxis.l2p(head)];
 }"""
 # A plotly figure title (.gtitle) with exactly this text is drawn.
 TITLE_SHOWN_JS = """(title) => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .gtitle')]
@@ -258,13 +267,81 @@ def test_every_page_renders(browser, app_url, screenshot_dir, width, height):
     assert len(shots) >= len(visits)
 
 
-@pytest.mark.xfail(strict=False, reason="app.py gives the default page url_path 'attention', but st.navigation serves "
-                   "the default page at / only: /attention opens the app with a 'Page not found' dialog")
-def test_attention_url_path(browser, app_url):
+def test_attention_share_link_is_the_root(browser, app_url):
+    """The Attention page's share link is "/?..." (Streamlit serves the default page only at the root) and opens
+    without "Page not found"; an old /attention link forwards to "/" and keeps its settings."""
     context, page = _new_page(browser)
     try:
-        page.goto(f"{app_url}/attention")
+        page.goto(f"{app_url}/?view=layer&layer=4&head=2")
         wait_idle_with_charts(page, timeout_ms=FIRST_LOAD_MS)
-        assert_no_exception(page, "/attention")
+        wait_for_title(page, "Layer 4: all 9 heads")
+        share = page.url
+        assert urlsplit(share).path in ("", "/"), share
+        assert "attention" not in urlsplit(share).path
+        assert_no_exception(page, "Attention page")
+    finally:
+        context.close()
+
+    for link, expected in ((share, {"view": "layer", "layer": "4", "head": "2"}),
+                           (f"{app_url}/attention?view=layer&layer=7&head=1", {"view": "layer", "layer": "7",
+                                                                               "head": "1"})):
+        context, page = _new_page(browser)          # a fresh browser profile opening the link
+        try:
+            page.goto(link)
+            wait_idle_with_charts(page, timeout_ms=FIRST_LOAD_MS)
+            wait_for_title(page, f"Layer {expected['layer']}: all 9 heads")
+            assert urlsplit(page.url).path in ("", "/"), page.url
+            params = query(page.url)
+            assert {k: params.get(k) for k in expected} == expected, page.url
+            page.wait_for_timeout(500)              # a "Page not found" dialog would be up by now
+            assert_no_exception(page, link.removeprefix(app_url))
+        finally:
+            context.close()
+
+
+@pytest.mark.parametrize("text", ["", "word " * 700], ids=["example", "truncated"])
+def test_sidebar_controls_fit_a_projector_screen(browser, app_url, text):
+    """At 1024x768 the layer and head sliders and the sink switch are visible without scrolling the sidebar
+    (also when a long text shows the truncation note), and there is no Deploy button."""
+    context, page = _new_page(browser, 1024, 768)
+    try:
+        page.goto(f"{app_url}/?view=head" + (f"&text={text.replace(' ', '+')}" if text else ""))
+        wait_idle_with_charts(page, timeout_ms=FIRST_LOAD_MS)
+        sidebar = page.locator('[data-testid="stSidebar"]')
+        controls = [sidebar.locator('input[type="range"][aria-label="Layer"]'),
+                    sidebar.locator('input[type="range"][aria-label="Head"]'),
+                    sidebar.get_by_text("Hide attention sink")]
+        for control in controls:
+            box = control.bounding_box()
+            assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= 768, box
+        assert sidebar.get_by_text("/ 512 tokens").count() == 1
+        assert page.locator('[data-testid="stAppDeployButton"]').count() == 0
+        assert page.get_by_role("button", name="Deploy").count() == 0
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("overview", ["previous-token score", "pattern thumbnails"])
+def test_whole_model_overview_click_picks_a_head(browser, app_url, overview):
+    """A click on a cell of the Whole-model overview (layers across, heads down) selects that head."""
+    context, page = _new_page(browser, 1024, 768)
+    try:
+        page.goto(f"{app_url}/?view=model&layer=0&head=0")
+        wait_idle_with_charts(page, timeout_ms=FIRST_LOAD_MS)
+        choice = page.get_by_role("radio", name=overview)
+        if choice.get_attribute("aria-checked") != "true":
+            choice.click()
+            page.wait_for_timeout(300)
+            wait_idle_with_charts(page, min_charts=2)
+        for layer, head in ((16, 0), (3, 7), (29, 8)):
+            page.locator('[data-testid="stPlotlyChart"]').first.scroll_into_view_if_needed()
+            x, y = page.evaluate(CELL_CENTRE_JS, [layer, head])
+            page.mouse.move(x + 3, y - 4)           # off-centre: anywhere in the cell counts
+            page.mouse.click(x + 3, y - 4)
+            page.wait_for_url(lambda url: (query(url).get("layer"), query(url).get("head")) == (str(layer),
+                                                                                                str(head)))
+            wait_idle_with_charts(page, min_charts=2)
+            wait_for_title(page, f"Selected: layer {layer}, head {head}")
+        assert_no_exception(page, f"overview clicks ({overview})")
     finally:
         context.close()
