@@ -25,7 +25,6 @@ import argparse
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,27 +38,16 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+from browser_harness import CHROMIUM, CHROMIUM_ARGS, IDLE_WITH_CHARTS_JS, free_port  # noqa: E402
+
 TIMEOUT_MS = 180_000
 FILLER = ("the robot looked at the stars every night and hoped that one day it could fly up to visit them while "
           "the old man sat by the window and read a book about the sea").split()
 
-# idle + at least `min` charts, each drawn (see the module docstring)
-IDLE_JS = """(min) => {
-  const app = document.querySelector('[data-testid="stApp"]');
-  if (!app || app.getAttribute('data-test-script-state') === 'running') return false;
-  if (app.getAttribute('data-test-connection-state') !== 'CONNECTED') return false;
-  const status = document.querySelector('[data-testid="stStatusWidget"]');
-  if (status && /running|stop/i.test(status.textContent)) return false;   // not "Source file changed"
-  if (document.querySelector('[data-stale="true"]')) return false;
-  const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')];
-  return charts.length >= min && charts.every(c => c.querySelector('.main-svg'));
-}"""
-# `fn` wraps IDLE_JS: returns performance.now() at the first frame where idle(min) and extra(arg) both hold
+# wraps IDLE_WITH_CHARTS_JS: performance.now() at the first frame where idle(min) and extra(arg) both hold
 WAIT_JS = """([min, extra, arg]) => {
-  const idle = """ + IDLE_JS + """;
+  const idle = """ + IDLE_WITH_CHARTS_JS + """;
   const more = new Function('arg', extra);
   return idle(min) && more(arg) ? performance.now() : false;
 }"""
@@ -101,12 +89,6 @@ OVERVIEW_SHOWN = """const want = arg;
 
 
 # ------------------------------------------------------------------------------------------------- the server
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Server:
     """`streamlit run app.py` in its own process group; stop() kills the group."""
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,15 +24,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.exists():
+from browser_harness import CHROMIUM, CHROMIUM_ARGS, IDLE_WITH_CHARTS_JS, free_port
+
+if not Path(CHROMIUM).exists():
     pytest.skip(f"end-to-end browser tests need Debian's chromium at {CHROMIUM} (apt-get install -y chromium)",
                 allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="end-to-end browser tests need `pip install playwright`")
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # page -> its URL path; the default page (attention) is served at the root, "/" (/attention is an old link that
 # forwards there)
 PAGES = {"attention": "", "causal-mask": "causal-mask", "softmax": "softmax", "positional": "positional",
@@ -47,17 +45,6 @@ TEXT = "The quick brown fox jumps over the lazy dog, and then the quick brown fo
 NEW_HEAD = 3
 MAX_SCROLL_SHOTS = 12          # screenshots further down a long page (what a user sees when scrolling)
 
-# The app is idle (script finished, nothing stale, connected) and has at least `min` plotly charts, all drawn.
-IDLE_WITH_CHARTS_JS = """(min) => {
-  const app = document.querySelector('[data-testid="stApp"]');
-  if (!app || app.getAttribute('data-test-script-state') === 'running') return false;
-  if (app.getAttribute('data-test-connection-state') !== 'CONNECTED') return false;
-  const status = document.querySelector('[data-testid="stStatusWidget"]');
-  if (status && /running|stop/i.test(status.textContent)) return false;   // not "Source file changed"
-  if (document.querySelector('[data-stale="true"]')) return false;
-  const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')];
-  return charts.length >= min && charts.every(c => c.querySelector('.main-svg'));
-}"""
 # Page coordinates of the centre of cell (layer, head) of the first plotly chart (the Whole-model overview).
 CELL_CENTRE_JS = """([layer, head]) => {
   const gd = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
@@ -67,12 +54,6 @@ CELL_CENTRE_JS = """([layer, head]) => {
 # A plotly figure title (.gtitle) with exactly this text is drawn.
 TITLE_SHOWN_JS = """(title) => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .gtitle')]
   .some(t => t.textContent.trim() === title)"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -94,7 +75,7 @@ def _stop(proc: subprocess.Popen) -> None:
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
     """A `streamlit run app.py` on a free local port; its base URL. The process group is killed afterwards."""
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
     log = log_path.open("wb")
     proc = subprocess.Popen(
@@ -209,10 +190,10 @@ def test_text_head_and_share_link(browser, app_url):
         assert_no_exception(page, "after typing a text")
 
         head = page.locator('[data-testid="stSidebar"] input[type="range"][aria-label="Head"]')
-        head.focus()
-        for _ in range(NEW_HEAD):
+        for step in range(1, NEW_HEAD + 1):  # one key per rerun: a rerun under load can take the focus away
+            head.focus()
             head.press("ArrowRight")
-        wait_for_title(page, f"Layer 0, head {NEW_HEAD}")
+            wait_for_title(page, f"Layer 0, head {step}")
         page.wait_for_url(lambda url: query(url).get("head") == str(NEW_HEAD))
         wait_idle_with_charts(page)
         wait_for_title(page, f"Layer 0, head {NEW_HEAD}")
