@@ -81,16 +81,8 @@ def layer_split_figure(rows: list[tuple[str, dict[str, int]]], title: str | None
             customdata=counts,
             hovertemplate="%{y}: " + GROUP_LABELS[group] + " %{x:.2f}% of a layer (%{customdata:,})<extra></extra>",
         ))
-    apply_theme(fig, title, height=(150 if title else 110) + 62 * len(rows))
-    fig.update_layout(barmode="stack", bargap=0.25, uniformtext=dict(minsize=TICK_FONT_SIZE, mode="hide"),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0,
-                                  traceorder="normal", font=dict(size=TICK_FONT_SIZE)))
-    if title:
-        fig.update_layout(margin=dict(t=85), title=dict(y=0.98, yanchor="top"))
-    fig.update_xaxes(range=[0, 100.5], tickvals=PERCENT_TICKS, ticktext=[f"{v}%" for v in PERCENT_TICKS],
-                     title_text="share of one layer's parameters")
-    fig.update_yaxes(autorange="reversed")
-    return fig
+    return _percent_bars_layout(fig, title, height=(150 if title else 110) + 62 * len(rows),
+                                x_title="share of one layer's parameters")
 
 
 def memory_figure(weights: dict[str, int], kv: dict[str, int], context_len: int, batch: int,
@@ -139,14 +131,20 @@ def comparison_figure(rows: list[tuple[str, dict[str, int]]], title: str | None 
             insidetextanchor="middle", textfont=dict(size=FONT_SIZE, color="white"), customdata=counts,
             hovertemplate="%{y}<br>" + GROUP_LABELS[group] + ": %{customdata:,} (%{x:.2f}%)<extra></extra>",
         ))
-    apply_theme(fig, title, height=(170 if title else 130) + 70 * len(rows))
+    return _percent_bars_layout(fig, title, height=(170 if title else 130) + 70 * len(rows),
+                                x_title="share of all parameters")
+
+
+def _percent_bars_layout(fig: go.Figure, title: str | None, height: int, x_title: str) -> go.Figure:
+    """Shared look of the stacked 100% bar charts: theme, legend on top, 0-100% axis, first row on top."""
+    apply_theme(fig, title, height=height)
     fig.update_layout(barmode="stack", bargap=0.25, uniformtext=dict(minsize=TICK_FONT_SIZE, mode="hide"),
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0,
                                   traceorder="normal", font=dict(size=TICK_FONT_SIZE)))
     if title:
         fig.update_layout(margin=dict(t=85), title=dict(y=0.98, yanchor="top"))
     fig.update_xaxes(range=[0, 100.5], tickvals=PERCENT_TICKS, ticktext=[f"{v}%" for v in PERCENT_TICKS],
-                     title_text="share of all parameters")
+                     title_text=x_title)
     fig.update_yaxes(autorange="reversed")
     return fig
 
