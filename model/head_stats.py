@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from model.sampling import softmax
+
 # name -> (label, what it measures): the order is the order of the chooser in the app
 STATISTICS: dict[str, tuple[str, str]] = {
     "prev_token": ("previous-token score",
@@ -136,17 +138,9 @@ def head_stats(attention: np.ndarray, token_ids: Sequence[int], hide_sink: bool 
     return out
 
 
-def softmax64(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
-    """Softmax in float64 (stable: max subtracted) of logits / temperature."""
-    z = np.asarray(logits, dtype=np.float64) / float(temperature)
-    z = z - z.max()
-    e = np.exp(z)
-    return e / e.sum()
-
-
 def top_predictions(logits: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
     """The k most likely next tokens: (ids [k], probabilities [k]), highest first."""
-    probs = softmax64(logits)
+    probs = softmax(logits)
     k = max(1, min(int(k), probs.size))
     ids = np.argpartition(-probs, k - 1)[:k]
     ids = ids[np.argsort(-probs[ids], kind="stable")]

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from model.head_stats import (STATISTICS, apply_sink, entropy_bits, has_repeats, head_stats, induction_score,
-                              induction_targets, prev_token_score, self_score, sink_score, softmax64,
-                              top_predictions)
+                              induction_targets, prev_token_score, self_score, sink_score, top_predictions)
+from model.sampling import softmax
 
 
 def prev_token_pattern(T):
@@ -141,6 +141,6 @@ def test_top_predictions_sorted_probabilities():
     ids, probs = top_predictions(logits, k=3)
     assert ids.tolist() == [1, 3, 2]
     assert probs.dtype == np.float64
-    np.testing.assert_allclose(probs, softmax64(logits)[[1, 3, 2]])
-    assert softmax64(np.array([1000.0, 1000.0])) == pytest.approx([0.5, 0.5])   # no overflow
+    np.testing.assert_allclose(probs, softmax(logits)[[1, 3, 2]])
+    assert softmax(np.array([1000.0, 1000.0])) == pytest.approx([0.5, 0.5])   # no overflow
     assert top_predictions(logits, k=99)[0].size == 5
