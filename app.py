@@ -1,12 +1,10 @@
 """Attention Atlas: router only. Each view lives in app_pages/; the shared sidebar and URL state in _state."""
-from pathlib import Path
 
 import streamlit as st
 
 from app_pages import _state as state
 
-ROOT = Path(__file__).resolve().parent
-# (file, title, icon, name): a page is listed once its file exists. The name is the page's URL path, except for
+# (file, title, icon, name). The name is the page's URL path, except for
 # the first (default) page: Streamlit serves the default page at "/" only, whatever its url_path, so it is
 # registered with url_path "" and the app never makes a link to /attention (share links use "/?...").
 PAGES = [
@@ -32,16 +30,15 @@ def _old_attention_link() -> None:
 
 
 st.set_page_config(page_title="Attention Atlas", page_icon="🔭", layout="wide")
-available = [spec for spec in PAGES if (ROOT / spec[0]).exists()]
 pages = [st.Page(path, title=title, icon=icon, url_path="" if i == 0 else name, default=(i == 0))
-         for i, (path, title, icon, name) in enumerate(available)]
-old_link = st.Page(_old_attention_link, title="Attention (old link)", url_path=available[0][3],
+         for i, (path, title, icon, name) in enumerate(PAGES)]
+old_link = st.Page(_old_attention_link, title="Attention (old link)", url_path=PAGES[0][3],
                    visibility="hidden")
 page = st.navigation(pages + [old_link])
 if page is old_link:
     page.run()              # switches to the default page: nothing below runs for the old path
 st.html(NARROW_CSS)
-state.init_from_url({name: p for (_, _, _, name), p in zip(available, pages)}, page)
+state.init_from_url({name: p for (_, _, _, name), p in zip(PAGES, pages, strict=True)}, page)
 state.shell_sidebar()
 state.show_url_notes()
 state.write_url()       # before the page: a page may st.stop()

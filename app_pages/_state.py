@@ -36,7 +36,7 @@ from viz.attention import thumbnail_tiles
 __all__ = [
     "DEFAULT_MAX_TOKENS", "Selection", "apply_sink", "current_trace", "get_head_stats", "get_layer_detail",
     "get_model", "get_thumbnail_tiles", "get_trace", "head_picker", "layer_head_controls", "open_view",
-    "query_token_strip", "selection", "set_layer_head", "temperature_control", "view_tabs",
+    "query_token_strip", "selection", "set_layer_head", "view_tabs",
 ]
 
 DEFAULT_MAX_TOKENS = 512
@@ -247,17 +247,6 @@ def query_token_strip(trace: ForwardTrace, where=None, label: str = "Query token
     return sel.query
 
 
-def temperature_control(where=None, label: str = "Temperature", step: float = 0.05) -> float:
-    """Temperature slider (TEMPERATURE_MIN..TEMPERATURE_MAX) bound to the shared state and the URL."""
-    where = st if where is None else where
-    sel = selection()
-    st.session_state.setdefault(K_TEMP, sel.temperature)
-    where.slider(label, TEMPERATURE_MIN, TEMPERATURE_MAX, step=step, format="%.2f",
-                 help="Logits are divided by T before the softmax: T < 1 sharpens, T > 1 flattens",
-                 **_bound("w_temp", K_TEMP, round(round(sel.temperature / step) * step, 6)))
-    return sel.temperature
-
-
 def _view_changed(widget_key: str, labels: dict[str, str]) -> None:
     label = st.session_state.get(widget_key)
     slug = next((s for s, lab in labels.items() if lab == label), None)
@@ -280,7 +269,7 @@ def view_tabs(labels: dict[str, str], key: str = "w_view") -> tuple[str, list]:
     ss.pop("_view_from_url", None)
     tabs = st.tabs(list(labels.values()), key=key, default=labels[slug], on_change=_view_changed,
                    args=(key, labels))
-    open_slug = next((s for s, tab in zip(labels, tabs) if tab.open), slug)
+    open_slug = next((s for s, tab in zip(labels, tabs, strict=True) if tab.open), slug)
     ss[K_VIEW] = open_slug
     return open_slug, list(tabs)
 

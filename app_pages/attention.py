@@ -6,8 +6,14 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import _state as state
-from app_pages._widgets import (escape_markdown, picked_layer_head, selected_points, selected_rows, show_figure,
-                                token_label)
+from app_pages._widgets import (
+    escape_markdown,
+    picked_layer_head,
+    selected_points,
+    selected_rows,
+    show_figure,
+    token_label,
+)
 from model.head_stats import STATISTICS, has_repeats, top_predictions
 from viz import attention as va
 
@@ -65,7 +71,7 @@ def _picked_in_table() -> None:
 
 
 view, tabs = state.view_tabs(VIEWS, key="w_attention_view")
-tab = dict(zip(VIEWS, tabs))
+tab = dict(zip(VIEWS, tabs, strict=True))
 
 if view == "head":
     with tab["head"]:
@@ -162,7 +168,7 @@ if view == "model":
         shown = [k for k in STATISTICS if k != "induction" or has_repeats(trace.token_ids)]
         table = pd.DataFrame({"layer": layer_idx, "head": head_idx,
                               **{STATISTICS[k][0]: stats[k].ravel()[order] for k in shown}})
-        st.session_state["_stats_table_order"] = list(zip(layer_idx.tolist(), head_idx.tolist()))
+        st.session_state["_stats_table_order"] = list(zip(layer_idx.tolist(), head_idx.tolist(), strict=True))
         st.caption("Sorted by previous-token score: the top rows are the previous-token heads. Click a column "
                    "header to sort by another score; select a row to open that head." +
                    (" Scores use the renormalized patterns (sink hidden), except the sink score."

@@ -5,23 +5,46 @@ that the calculator's count for its shape equals the sum of its tensors' sizes.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-if str(Path(__file__).resolve().parents[1]) not in sys.path:   # standalone `streamlit run app_pages/parameters.py`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import pandas as pd
 import streamlit as st
 
 from app_pages._widgets import show_figure
-
-from model.params import (CUSTOM, DEFAULTS, DTYPE_BITS, LABELS, MAX_BATCH, MAX_CONTEXT, MLP_KINDS, NORM_KINDS,
-                          POSITIONAL_KINDS, PRESET_SOURCES, PRESETS, Breakdown, Shape, attention_flops_crossover,
-                          attention_variants, count_parameters, forward_flops_per_token, gguf_tensor_group, human_bytes, human_count, kv_cache_bytes, kv_cache_bytes_per_token,
-                          make_shape, shape_errors, shape_from_config, weight_memory)
-from viz.params import (GROUP_LABELS, breakdown_treemap, comparison_figure, flops_figure, layer_split_figure,
-                        memory_figure)
+from model.params import (
+    CUSTOM,
+    DEFAULTS,
+    DTYPE_BITS,
+    LABELS,
+    MAX_BATCH,
+    MAX_CONTEXT,
+    MLP_KINDS,
+    NORM_KINDS,
+    POSITIONAL_KINDS,
+    PRESET_SOURCES,
+    PRESETS,
+    Breakdown,
+    Shape,
+    attention_flops_crossover,
+    attention_variants,
+    count_parameters,
+    forward_flops_per_token,
+    gguf_tensor_group,
+    human_bytes,
+    human_count,
+    kv_cache_bytes,
+    kv_cache_bytes_per_token,
+    make_shape,
+    shape_errors,
+    shape_from_config,
+    weight_memory,
+)
+from viz.params import (
+    GROUP_LABELS,
+    breakdown_treemap,
+    comparison_figure,
+    flops_figure,
+    layer_split_figure,
+    memory_figure,
+)
 
 DEFAULT_PRESET = "SmolLM2-135M"   # the model the rest of the app runs
 K = "params_"                     # prefix of every session-state key on this page
@@ -50,7 +73,6 @@ HELP = {
     "mlp_bias": "Biases on the MLP matrices (GPT-2).",
     "qk_norm": "A norm over each head's q and k vectors (one head_dim weight each, as in Qwen3).",
 }
-SHAPE_KEYS = tuple(K + f for f in (*NUMBER_FIELDS, *CHOICE_FIELDS, *FLAG_FIELDS))
 
 
 # ------------------------------------------------------------------------------------------------------- state
@@ -102,9 +124,10 @@ def shape_form() -> tuple[dict, dict]:
             slots[field] = st.empty()
 
     for row in (NUMBER_FIELDS[:4], NUMBER_FIELDS[4:]):
-        for col, field in zip(st.columns(4, vertical_alignment="bottom"), row):   # 2-line labels: boxes aligned
+        # 2-line labels: boxes aligned at the bottom
+        for col, field in zip(st.columns(4, vertical_alignment="bottom"), row, strict=True):
             number(col, field)
-    for col, (field, kinds) in zip(st.columns(3), CHOICE_FIELDS.items()):
+    for col, (field, kinds) in zip(st.columns(3), CHOICE_FIELDS.items(), strict=True):
         with col:
             st.selectbox(LABELS[field], kinds, key=K + field, help=HELP[field], on_change=mark_custom,
                          persist_state="session")

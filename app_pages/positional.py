@@ -6,19 +6,13 @@ bench/bench_positional.py can time exactly what a rerun does.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-if str(Path(__file__).resolve().parents[1]) not in sys.path:   # standalone `streamlit run app_pages/positional.py`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import numpy as np
 import streamlit as st
 
 from app_pages import _state
 from app_pages._widgets import plotly_config, token_label
-from model.head_stats import apply_sink
 from model import positional as P
+from model.head_stats import apply_sink
 from viz import positional as V
 from viz.theme import token_tick_labels
 
@@ -71,7 +65,8 @@ def rope_curves(q: np.ndarray, k: np.ndarray, m: int, n: int, base: float, max_d
     k_pos.append(np.zeros_like(distances))
     scores = np.split(P.rope_scores_at(q, k, np.concatenate(q_pos), np.concatenate(k_pos), base),
                       np.cumsum([len(p) for p in q_pos])[:-1])
-    curves = {f"m−n = {g}" + (" (the real pair)" if g == gap else ""): y for g, y in zip(gaps, scores)}
+    curves = {f"m−n = {g}" + (" (the real pair)" if g == gap else ""): y
+              for g, y in zip(gaps, scores[:-1], strict=True)}
     return shifts, curves, distances, scores[-1], P.aligned_envelope(q, k, distances, base)
 
 

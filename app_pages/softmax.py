@@ -7,8 +7,18 @@ import streamlit as st
 
 from app_pages import _state as state
 from app_pages._widgets import escape_markdown, show_figure, token_label
-from model.sampling import (T_MAX, T_MIN, effective_choices, entropy_bits, filter_probs, nearest_temperature,
-                            sample, softmax, temperature_grid, temperature_sweep)
+from model.sampling import (
+    T_MAX,
+    T_MIN,
+    effective_choices,
+    entropy_bits,
+    filter_probs,
+    nearest_temperature,
+    sample,
+    softmax,
+    temperature_grid,
+    temperature_sweep,
+)
 from viz.softmax import probability_bars, sample_histogram, temperature_curves
 
 K = "softmax_"                                   # prefix of this page's widget keys
@@ -73,7 +83,8 @@ if source == "attention":
     sink_hidden = sel.hide_sink and sel.query >= 1
     if sink_hidden:
         logits[0] = -np.inf                                   # hidden: the softmax renormalizes over j = 1..query
-    what = (f"Layer {sel.layer}, head {sel.head}: scores of query {escape_markdown(token_label(trace.tokens, sel.query))}"
+    query_name = escape_markdown(token_label(trace.tokens, sel.query))
+    what = (f"Layer {sel.layer}, head {sel.head}: scores of query {query_name}"
             f" over its {sel.query + 1} allowed key{'s' if sel.query else ''} (future keys are masked).")
     if sink_hidden:
         what += " Key 0 (the attention sink) is hidden, so the softmax runs over keys 1 … i."

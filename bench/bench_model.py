@@ -3,7 +3,7 @@
 Prints: forward + trace time per token count (median of runs) and the ratio to transformers; achieved FLOP/s
 against one large float32 matmul in the same process; load-to-first-trace time in a fresh process; peak RSS of a
 fresh process that loads the model and traces T tokens.
-Usage: python bench/bench_model.py [--runs 7] [--no-reference]
+Usage (from the repository root): python -m bench.bench_model [--runs 7] [--no-reference]
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 TOKEN_COUNTS = (16, 64, 256, 512, 1024)
 COMPARED = (64, 256)
@@ -97,16 +96,17 @@ def main() -> None:
         hf = transformers.AutoModelForCausalLM.from_pretrained(
             str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager").eval()
 
-    print(f"{'T':>5} {'ours ms':>9} {'ms/token':>9} {'GFLOP/s':>8} {'% matmul':>9} {'transformers ms':>16} {'ratio':>6}")
+    print(f"{'T':>5} {'ours ms':>9} {'ms/token':>9} {'GFLOP/s':>8} {'% matmul':>9} {'transformers ms':>16} "
+          f"{'ratio':>6}")
     previous = None
     for T in TOKEN_COUNTS:
         ids = (lm.encode(SAMPLE) * 200)[:T]
-        ours = median_time(lambda: lm.run_ids(ids), args.runs)
+        ours = median_time(lambda ids=ids: lm.run_ids(ids), args.runs)
         rate = forward_flops(cfg, T) / ours
         ref_col, ratio_col = "", ""
         if hf is not None and T in COMPARED:
             with torch.inference_mode():
-                ref = median_time(lambda: hf(torch.tensor([ids]), output_attentions=True), args.runs)
+                ref = median_time(lambda ids=ids: hf(torch.tensor([ids]), output_attentions=True), args.runs)
             ref_col, ratio_col = f"{ref * 1e3:16.1f}", f"{ours / ref:6.2f}"
         growth = f"  x{ours / previous[1]:.1f} time for x{T / previous[0]:.0f} tokens" if previous else ""
         print(f"{T:>5} {ours * 1e3:9.1f} {ours * 1e3 / T:9.2f} {rate / 1e9:8.1f} {100 * rate / peak:8.0f}% "
@@ -114,7 +114,8 @@ def main() -> None:
         previous = (T, ours)
 
     print("\nfresh process per row (load = read GGUF + dequantize + build; cold start of Python each time)")
-    print(f"{'T':>5} {'import torch s':>15} {'load s':>7} {'first trace s':>14} {'load+trace s':>13} {'peak RSS MB':>12}")
+    print(f"{'T':>5} {'import torch s':>15} {'load s':>7} {'first trace s':>14} {'load+trace s':>13} "
+          f"{'peak RSS MB':>12}")
     for T in (16, 512, 1024):
         r = fresh_process(T)
         print(f"{T:>5} {r['import_s']:15.2f} {r['load_s']:7.2f} {r['first_trace_s']:14.2f} "

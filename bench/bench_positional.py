@@ -2,19 +2,17 @@
 
 Each path = the page's builder (arrays + plotly figures) + what st.plotly_chart does with each figure (Plotly's
 figure check and JSON). "cold": the page's st.cache_data array caches cleared before every run; "warm": cached.
-Median of --runs runs (default 7). Run: python bench/bench_positional.py
+Median of --runs runs (default 7). Run (from the repository root): python -m bench.bench_positional
 """
 from __future__ import annotations
 
 import argparse
 import os
 import statistics
-import sys
 import time
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.filterwarnings("ignore")
 
 import logging  # noqa: E402
@@ -134,7 +132,7 @@ def main() -> None:
         detail = lm.layer_detail(tr, 20)
         m = T - 1
         for max_distance, hide in ((4096, False), (8192, True)):
-            fn = lambda detail=detail, tr=tr, md=max_distance, hide=hide: page.model_figures(  # noqa: E731
+            fn = lambda detail=detail, tr=tr, md=max_distance, hide=hide, m=m: page.model_figures(  # noqa: E731
                 detail, tr.tokens, 4, cfg.group_size, cfg.head_dim, cfg.rope_theta, m, max(0, m - 3), md, hide,
                 max_shift=cfg.max_positions - 1 - m)
             for label, clr in (("cold", page.rope_curves.clear), ("warm", None)):

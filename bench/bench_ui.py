@@ -17,7 +17,7 @@ is loaded by a warm-up load before (a)-(c). The server runs with --server.fileWa
 it runs do not put a "Source file changed" prompt in the status widget.
 Medians of --runs runs (default 7; (d): --cold-runs, default 5). Needs /usr/bin/chromium and `pip install playwright`.
 
-Run: python bench/bench_ui.py [--runs 7] [--cold-runs 5]
+Run (from the repository root): python -m bench.bench_ui [--runs 7] [--cold-runs 5]
 """
 from __future__ import annotations
 
@@ -37,9 +37,9 @@ from pathlib import Path
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import sync_playwright
 
+from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS, IDLE_WITH_CHARTS_JS, free_port
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-from browser_harness import CHROMIUM, CHROMIUM_ARGS, IDLE_WITH_CHARTS_JS, free_port  # noqa: E402
 
 TIMEOUT_MS = 180_000
 FILLER = ("the robot looked at the stars every night and hoped that one day it could fly up to visit them while "

@@ -98,7 +98,7 @@ class Shape:
     def as_dict(self) -> dict:
         return asdict(self)
 
-    def with_kv_heads(self, n_kv_heads: int) -> "Shape":
+    def with_kv_heads(self, n_kv_heads: int) -> Shape:
         """The same shape with another number of KV heads (MHA: n_heads, MQA: 1, GQA: in between)."""
         return make_shape(**{**self.as_dict(), "n_kv_heads": n_kv_heads})
 
@@ -478,11 +478,6 @@ PRESET_SOURCES = {
 CUSTOM = "custom"
 
 
-def preset_shape(name: str) -> Shape:
-    """The validated Shape of a preset (KeyError for an unknown name)."""
-    return make_shape(**PRESETS[name])
-
-
 def shape_from_config(config) -> Shape:
     """The Shape of a loaded llama-architecture model (model.config.ModelConfig): RoPE, RMSNorm, SwiGLU, no biases."""
     return make_shape(vocab_size=config.vocab_size, d_model=config.d_model, n_layers=config.n_layers,
@@ -529,6 +524,6 @@ __all__ = [
     "Breakdown", "CUSTOM", "DTYPE_BITS", "FIELDS", "Flops", "LABELS", "LIMITS", "LayerBreakdown", "PRESETS",
     "PRESET_SOURCES", "Shape", "ShapeError", "attention_flops_crossover", "attention_variants", "count_parameters",
     "forward_flops_per_token", "gguf_tensor_group", "human_bytes", "human_count", "kv_cache_bytes",
-    "kv_cache_bytes_per_token", "make_shape", "matmul_parameters", "preset_shape", "shape_errors", "shape_from_config",
+    "kv_cache_bytes_per_token", "make_shape", "matmul_parameters", "shape_errors", "shape_from_config",
     "weight_memory",
 ]

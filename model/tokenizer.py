@@ -23,7 +23,7 @@ def _unicode_to_byte() -> dict[str, int]:
             printable.append(b)
             chars.append(256 + extra)
             extra += 1
-    return {chr(c): b for b, c in zip(printable, chars)}
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
 
 
 class Tokenizer:
@@ -33,7 +33,7 @@ class Tokenizer:
         to_byte = _unicode_to_byte()
         ranks: dict[bytes, int] = {}
         specials: dict[str, int] = {}
-        for token_id, (token, kind) in enumerate(zip(tokens, token_types)):
+        for token_id, (token, kind) in enumerate(zip(tokens, token_types, strict=True)):
             text = token.decode("utf-8")
             if kind == CONTROL_TOKEN_TYPE:
                 specials[text] = token_id

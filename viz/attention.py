@@ -90,13 +90,6 @@ def _zmax(values: np.ndarray) -> float:
     return top if top > 0 else 1.0
 
 
-def _masked_grey(z: np.ndarray, x=None, y=None, xaxis: str = "x", yaxis: str = "y") -> go.Heatmap:
-    """A flat grey layer under the masked (NaN) cells of z, so they read as 'not allowed' rather than empty."""
-    return go.Heatmap(z=np.where(np.isnan(z), 1.0, np.nan), x=x, y=y, colorscale=[[0, MASKED_COLOR],
-                      [1, MASKED_COLOR]], zmin=0, zmax=1, showscale=False, hoverinfo="skip", xaxis=xaxis,
-                      yaxis=yaxis, name="masked")
-
-
 # --------------------------------------------------------------------------------------------------- one head
 def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = None, query: int | None = None,
                  zmax: float | None = None, max_labels: int = 40, height: int | None = None,

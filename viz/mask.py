@@ -71,7 +71,8 @@ def _masked_layer(blocked: np.ndarray, customdata: np.ndarray, text: str, show_m
     return go.Heatmap(
         z=z, colorscale=[[0, MASKED_COLOR], [1, MASKED_COLOR]], showscale=False, zmin=0, zmax=1,
         customdata=customdata, text=marks, texttemplate="%{text}" if show_marks else None,
-        textfont=dict(color="#555555", size=_text_size(len(blocked))), hoverongaps=False, xgap=gap, ygap=gap, name="masked",
+        textfont=dict(color="#555555", size=_text_size(len(blocked))), hoverongaps=False, xgap=gap, ygap=gap,
+        name="masked",
         hovertemplate=f"query %{{customdata[0]}}<br>key %{{customdata[1]}}<br>{what}: {text} "
                       f"(masked: a future token)<extra></extra>")
 
@@ -86,7 +87,8 @@ def matrix_heatmap(values, tokens: list[str], *, allowed=None, kind: str = "scor
     kind "probs": probabilities on the sequential attention scale from 0 to zmax (default: the largest value).
     allowed: [T, T] bool; False cells are drawn grey with masked_text ("−∞" for scores, "0" for probs) instead of
     a colour of the scale. hidden: [T, T] bool, cells left out of the view (e.g. the attention sink when it is
-    hidden), drawn in a very light grey with their own hover text. future_outline draws the boundary between past (j <= i) and future (j > i) keys.
+    hidden), drawn in a very light grey with their own hover text. future_outline draws the boundary between past
+    (j <= i) and future (j > i) keys.
     show_values writes each number in its cell (default: only for tiny matrices) and drops the colour bar.
     colorbar_title: none by default (the figure title says what the colours are; narrow columns need the width).
     """

@@ -124,7 +124,7 @@ def comparison_figure(rows: list[tuple[str, dict[str, int]]], title: str | None 
     fig = go.Figure()
     for group in ("embeddings", "attention", "mlp", "norms", "head"):
         counts = [groups.get(group, 0) for _, groups in rows]
-        shares = [100 * c / max(1, sum(groups.values())) for c, (_, groups) in zip(counts, rows)]
+        shares = [100 * c / max(1, sum(groups.values())) for c, (_, groups) in zip(counts, rows, strict=True)]
         fig.add_trace(go.Bar(
             y=names, x=shares, orientation="h", name=GROUP_LABELS[group], marker_color=GROUP_COLORS[group],
             text=[f"{s:.0f}%" if s >= 5 else "" for s in shares], textposition="inside",

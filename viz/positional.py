@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.theme import (ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, MASKED_COLOR, PALETTE, TICK_FONT_SIZE,
-                       apply_theme)
+from viz.theme import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, MASKED_COLOR, PALETTE, TICK_FONT_SIZE, apply_theme
 
 Q_COLOR, K_COLOR = PALETTE[0], PALETTE[1]          # query blue, key orange, everywhere on the page
 Q_LIGHT, K_LIGHT = "#9ecae1", "#fdd0a2"            # the same vectors before rotation
@@ -222,7 +221,7 @@ def rope_pairs_figure(q_pairs: np.ndarray, q_rot_pairs: np.ndarray, k_pairs: np.
     centers = np.array([(c % n_cols * 2.4, -(c // n_cols) * 3.0) for c in range(len(pair_ids))])  # [P, 2]
     circle = np.linspace(0, 2 * np.pi, 49)
     ring_x, ring_y, label_x, label_y, labels = [], [], [], [], []
-    for (cx, cy), i, th in zip(centers, pair_ids, thetas):
+    for (cx, cy), i, th in zip(centers, pair_ids, thetas, strict=True):
         ring_x += list(cx + np.cos(circle)) + [None]
         ring_y += list(cy + np.sin(circle)) + [None]
         label_x.append(cx)

@@ -102,7 +102,7 @@ def temperature_curves(temperatures, entropy_bits, top1, effective, current: flo
         current_values = tuple(float(np.interp(np.log(current), np.log(t), s)) for s in series)
     fmts = [".2f", ".1%", ".1f"]
     ticks = log_ticks(float(t.min()), float(t.max()), mantissas=(1, 3))   # fits a third of a narrow page
-    for c, (s, name, cur, fmt) in enumerate(zip(series, names, current_values, fmts), start=1):
+    for c, (s, name, cur, fmt) in enumerate(zip(series, names, current_values, fmts, strict=True), start=1):
         fig.add_trace(go.Scatter(x=t, y=s, mode="lines", line=dict(color=PALETTE[0], width=3), name=name,
                                  hovertemplate=f"T = %{{x:.3g}}<br>{name}: %{{y:{fmt}}}<extra></extra>"),
                       row=1, col=c)

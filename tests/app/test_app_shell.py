@@ -119,17 +119,8 @@ def test_loading_an_example_replaces_the_text(lm):
     assert at.query_params["text"] == at.text_area(key="text").value
 
 
-def test_every_existing_page_is_registered_in_order():
-    source = (ROOT / "app.py").read_text()
-    positions = [source.index(path) for path in PAGE_FILES]
-    assert positions == sorted(positions)                                # Attention, Causal mask, Softmax, ...
-    assert ".exists()" in source
-
-
 @pytest.mark.parametrize("page", PAGE_FILES)
 def test_each_page_runs(page, lm):
-    if not (ROOT / page).exists():
-        pytest.skip(f"{page} is not written yet")
     at = run(make_app())
     at.switch_page(page)
     run(at)
@@ -157,10 +148,7 @@ def test_query_params_round_trip(lm):
 
 def test_the_state_survives_a_page_switch(lm):
     at = run(make_app(layer="4", head="6"))
-    others = [p for p in PAGE_FILES[1:] if (ROOT / p).exists()]
-    if not others:
-        pytest.skip("no second page yet")
-    at.switch_page(others[-1])
+    at.switch_page(PAGE_FILES[-1])
     run(at)
     at.switch_page("app_pages/attention.py")
     run(at)

@@ -142,14 +142,11 @@ def test_memory_and_kv_table(app):
     app.selectbox(key=K + "preset").set_value("Llama-3-8B").run()
     kv = table_with(app, "KV bytes / token")
     assert [row.split()[0] for row in kv["attention"]] == ["MHA", "GQA", "MQA"]
-    per_token = dict(zip([row.split()[0] for row in kv["attention"]], kv["KV bytes / token"]))
+    per_token = dict(zip([row.split()[0] for row in kv["attention"]], kv["KV bytes / token"], strict=True))
     assert per_token["MHA"] == 4 * per_token["GQA"] == 32 * per_token["MQA"] == 2 * 32 * 32 * 128 * 2
 
 
 def test_check_against_loaded_model(app):
-    infos = [i.value for i in app.info]
-    if any("could not be loaded" in i for i in infos):
-        pytest.skip(f"the model engine is not available: {infos}")
     assert any("134,515,008" in s.value and "match exactly" in s.value for s in app.success)
     table = table_with(app, "sum of tensors")
     assert list(table["match"]) == ["✓"] * len(table)

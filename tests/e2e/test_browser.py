@@ -23,13 +23,11 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from playwright import sync_api
 
-from browser_harness import CHROMIUM, CHROMIUM_ARGS, IDLE_WITH_CHARTS_JS, free_port
+from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS, IDLE_WITH_CHARTS_JS, free_port
 
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"end-to-end browser tests need Debian's chromium at {CHROMIUM} (apt-get install -y chromium)",
-                allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="end-to-end browser tests need `pip install playwright`")
+assert Path(CHROMIUM).exists(), f"end-to-end browser tests need Debian's chromium at {CHROMIUM} (apt install chromium)"
 
 ROOT = Path(__file__).resolve().parents[2]
 # page -> its URL path; the default page (attention) is served at the root, "/" (/attention is an old link that
@@ -319,8 +317,8 @@ def test_whole_model_overview_click_picks_a_head(browser, app_url, overview):
             x, y = page.evaluate(CELL_CENTRE_JS, [layer, head])
             page.mouse.move(x + 3, y - 4)           # off-centre: anywhere in the cell counts
             page.mouse.click(x + 3, y - 4)
-            page.wait_for_url(lambda url: (query(url).get("layer"), query(url).get("head")) == (str(layer),
-                                                                                                str(head)))
+            want = (str(layer), str(head))
+            page.wait_for_url(lambda url, want=want: (query(url).get("layer"), query(url).get("head")) == want)
             wait_idle_with_charts(page, min_charts=2)
             wait_for_title(page, f"Selected: layer {layer}, head {head}")
         assert_no_exception(page, f"overview clicks ({overview})")

@@ -50,5 +50,5 @@ def test_concurrent_runs_agree(lm):
     alone = [lm.run(t).next_token_logits for t in texts]
     with ThreadPoolExecutor(max_workers=3) as pool:
         together = list(pool.map(lambda t: lm.run(t).next_token_logits, texts))
-    for a, b in zip(alone, together):
+    for a, b in zip(alone, together, strict=True):
         np.testing.assert_array_equal(a, b)

@@ -2,8 +2,19 @@
 import numpy as np
 import pytest
 
-from model.head_stats import (STATISTICS, apply_sink, entropy_bits, has_repeats, head_stats, induction_score,
-                              induction_targets, prev_token_score, self_score, sink_score, top_predictions)
+from model.head_stats import (
+    STATISTICS,
+    apply_sink,
+    entropy_bits,
+    has_repeats,
+    head_stats,
+    induction_score,
+    induction_targets,
+    prev_token_score,
+    self_score,
+    sink_score,
+    top_predictions,
+)
 from model.sampling import softmax
 
 

