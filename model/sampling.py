@@ -125,8 +125,11 @@ def top_k_keep(probs, k: int | None) -> np.ndarray:
     support = p > 0
     if k is None or int(k) <= 0 or int(k) >= int(support.sum()):
         return support
-    keep = np.zeros(p.shape, dtype=bool)
-    keep[_order(p)[: int(k)]] = True
+    k = int(k)
+    kth = np.partition(p, -k)[-k]                      # the k-th largest value: O(V), no full sort
+    keep = p > kth
+    ties = np.flatnonzero(p == kth)[: k - int(keep.sum())]   # ties at the boundary: lower index first
+    keep[ties] = True
     return keep & support
 
 
@@ -141,7 +144,8 @@ def top_p_keep(probs, top_p: float | None) -> np.ndarray:
         return support
     if not float(top_p) > 0:
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
-    order = _order(p)
+    order = np.flatnonzero(support)
+    order = order[_order(p[order])]                    # sort only the support (after top-k: k entries)
     mass = np.cumsum(p[order]) / p.sum()
     n_keep = int(np.searchsorted(mass, float(top_p) - 1e-12, side="left")) + 1   # first prefix reaching top_p
     keep = np.zeros(p.shape, dtype=bool)
@@ -160,7 +164,13 @@ def filter_probs(probs, top_k: int | None = None, top_p: float | None = None) ->
 
 
 def sample(probs, n: int, seed: int) -> np.ndarray:
-    """n draws (indices) from the distribution probs with a seeded generator: same seed, same draws.
+    """n draws (indices) from the distribution probs with a seeded generator: same seed, same draws."""
+    return sample_with(probs, n, np.random.default_rng(int(seed)))
+
+
+def sample_with(probs, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n draws (indices) from probs using the caller's generator, which advances by n uniforms (so one
+    generator can serve a whole sequence of draws, e.g. one per generated token).
 
     Inverse-CDF sampling over the entries with p > 0, so an entry with probability 0 is never drawn.
     """
@@ -173,7 +183,7 @@ def sample(probs, n: int, seed: int) -> np.ndarray:
     cdf = np.cumsum(p[support])
     cdf /= cdf[-1]
     cdf[-1] = 1.0
-    u = np.random.default_rng(int(seed)).random(int(n))      # in [0, 1)
+    u = rng.random(int(n))                                    # in [0, 1)
     return support[np.searchsorted(cdf, u, side="right")]
 
 

@@ -133,6 +133,34 @@ def test_top_p_keeps_smallest_set_reaching_p():
         assert q[keep].min() >= q[~keep].max(initial=0)
 
 
+def test_top_k_and_top_p_match_a_full_sort_on_large_vectors_with_ties():
+    # reference: rank every entry with a full stable sort (ties: lower index first), keep a prefix
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        p = rng.choice([0.0, 1.0, 2.0, 3.0, 5.0], size=5000) * rng.choice([1.0, 1.0001], size=5000)
+        p /= p.sum()
+        order = sorted(range(len(p)), key=lambda i: (-p[i], i))
+        k = int(rng.integers(1, 4000))
+        expected = np.zeros(len(p), dtype=bool)
+        expected[order[:k]] = True
+        np.testing.assert_array_equal(S.top_k_keep(p, k), expected & (p > 0))
+        top_p = float(rng.uniform(0.01, 0.999))
+        n_keep = next(n for n in range(1, len(p) + 1) if p[order[:n]].sum() >= top_p - 1e-12)
+        expected = np.zeros(len(p), dtype=bool)
+        expected[order[:n_keep]] = True
+        np.testing.assert_array_equal(S.top_p_keep(p, top_p), expected)
+
+
+def test_sample_with_continues_one_generator():
+    p = S.softmax([0.3, 1.0, -0.5, 2.0])
+    rng = np.random.default_rng(5)
+    one_by_one = [int(S.sample_with(p, 1, rng)[0]) for _ in range(200)]
+    assert one_by_one == S.sample(p, 200, seed=5).tolist()   # 200 single draws == one seeded batch of 200
+    # inverse CDF by hand: uniforms of the same seed, placed in the cumulative sums
+    u = np.random.default_rng(5).random(200)
+    assert one_by_one == np.searchsorted(np.cumsum(p), u, side="right").tolist()
+
+
 def test_filter_top_k_then_top_p_renormalized():
     keep, kept = S.filter_probs([0.4, 0.3, 0.2, 0.1], top_k=3, top_p=0.7)
     # after top-3: 4/9, 3/9, 2/9 -> 4/9 < 0.7 <= 7/9: keep two, renormalize to 4/7, 3/7
