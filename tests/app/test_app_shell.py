@@ -102,7 +102,7 @@ def test_page_param_names_the_attention_page(name, lm):
 
 def test_examples_cover_the_required_kinds():
     examples = json.loads((ROOT / "assets/examples.json").read_text(encoding="utf-8"))
-    assert 4 <= len(examples) <= 6
+    assert 4 <= len(examples) <= 7
     titles = " ".join(e["title"].lower() for e in examples)
     assert "induction" in titles and "code" in titles and "english" in titles
     induction = next(e["text"] for e in examples if "induction" in e["title"].lower())

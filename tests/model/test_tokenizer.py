@@ -4,7 +4,11 @@ import random
 import pytest
 
 from model.gguf import read_gguf
-from model.tokenizer import readable_token
+from model.tokenizer import Tokenizer, readable_token
+
+# Llama 3's published split regex (its tokenizer.json; llama.cpp src/llama-vocab.cpp quotes it).
+LLAMA3_TOKENIZER_JSON_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+                               r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 WORDS = ["the", "The", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "attention", "is", "all", "you",
          "need", "transformer", "héllo", "naïve", "Zürich", "東京", "日本語", "한국어", "Ёжик", "مرحبا", "שלום",
@@ -49,22 +53,58 @@ def generated_strings(n: int = 2400, seed: int = 1234) -> list[str]:
     return [random_string(rng) for _ in range(n)]
 
 
-@pytest.fixture(scope="module")
-def reference_tokenizer():
+CONTROL_WORDS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<file_sep>", "<jupyter_code>", "<|im_", "im_end|>",
+                 "<|", "|>", "<<|im_end|>>", "<|im_start|><|im_end|>", "<|endoftext|", "<filename", "<|IM_END|>"]
+
+
+def chat_string(rng: random.Random) -> str:
+    """Control tokens mixed with text: adjacent, at the start or end, inside words, partial ones that stay text."""
+    parts = []
+    for _ in range(rng.randrange(1, 10)):
+        kind = rng.randrange(4)
+        if kind == 0:
+            parts.append(rng.choice(CONTROL_WORDS))
+        elif kind == 1:
+            parts.append(rng.choice(WORDS) + rng.choice(CONTROL_WORDS) + rng.choice(WORDS))  # inside a word
+        elif kind == 2:
+            parts.append(rng.choice(["user", "assistant", "system"]) + rng.choice(["\n", " ", "", "\n\n"]))
+        else:
+            parts.append(random_string(rng))
+    return "".join(parts)
+
+
+def gguf_vocab():
+    """SmolLM2's tokens, token types and merges (strings) from the installed GGUF."""
     import gguf
-    import tokenizers
 
     g = read_gguf()
-    reader = gguf.GGUFReader(g.path)
-    merges_field = reader.fields["tokenizer.ggml.merges"]
-    merges = [tuple(bytes(merges_field.parts[i]).decode("utf-8").split(" ")) for i in merges_field.data]
-    vocab = {t.decode("utf-8"): i for i, t in enumerate(g.tokens)}
-    bpe = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=merges))
-    bpe.pre_tokenizer = tokenizers.pre_tokenizers.Sequence([
-        tokenizers.pre_tokenizers.Digits(individual_digits=True),
-        tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    merges_field = gguf.GGUFReader(g.path).fields["tokenizer.ggml.merges"]
+    return g.tokens, g.token_types, [bytes(merges_field.parts[i]) for i in merges_field.data]
+
+
+def reference_bpe(pre_tokenizer, ignore_merges: bool = False):
+    """tokenizers BPE over SmolLM2's vocab/merges, control tokens added as special tokens the way transformers'
+    tokenizer.json declares them (whole-string match anywhere, not normalized)."""
+    import tokenizers
+
+    tokens, token_types, merges = gguf_vocab()
+    vocab = {t.decode("utf-8"): i for i, t in enumerate(tokens)}
+    pairs = [tuple(m.decode("utf-8").split(" ")) for m in merges]
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=pairs, ignore_merges=ignore_merges))
+    bpe.pre_tokenizer = pre_tokenizer
     bpe.decoder = tokenizers.decoders.ByteLevel()
+    bpe.add_special_tokens([tokenizers.AddedToken(t.decode("utf-8"), special=True, normalized=False)
+                            for t, kind in zip(tokens, token_types, strict=True) if kind == 3])
     return bpe
+
+
+@pytest.fixture(scope="module")
+def reference_tokenizer():
+    import tokenizers
+
+    return reference_bpe(tokenizers.pre_tokenizers.Sequence([
+        tokenizers.pre_tokenizers.Digits(individual_digits=True),
+        tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)]))
 
 
 def test_identical_ids_on_generated_strings(lm, reference_tokenizer):
@@ -73,6 +113,48 @@ def test_identical_ids_on_generated_strings(lm, reference_tokenizer):
     mismatches = [(s, lm.encode(s), reference_tokenizer.encode(s).ids) for s in strings
                   if lm.encode(s) != reference_tokenizer.encode(s).ids]
     assert not mismatches, f"{len(mismatches)} of {len(strings)} differ, first: {mismatches[:3]!r}"
+
+
+def test_identical_ids_on_strings_with_control_tokens(lm, reference_tokenizer):
+    rng = random.Random(7)
+    strings = [chat_string(rng) for _ in range(1500)]
+    assert sum("<|im_end|>" in s for s in strings) > 300 and sum("<|im_" in s.replace("<|im_end|>", "").replace(
+        "<|im_start|>", "") for s in strings) > 100
+    mismatches = [(s, lm.encode(s), reference_tokenizer.encode(s).ids) for s in strings
+                  if lm.encode(s) != reference_tokenizer.encode(s).ids]
+    assert not mismatches, f"{len(mismatches)} of {len(strings)} differ, first: {mismatches[:3]!r}"
+
+
+def test_control_tokens_are_single_tokens_with_their_own_label(lm):
+    ids = lm.encode("<|im_start|>user\nHi!<|im_end|>\n<|im_")
+    assert ids[0] == 1 and ids[5] == 2
+    assert lm.token_strings(ids) == ["<|im_start|>", "user", "↵", "Hi", "!", "<|im_end|>", "↵", "<", "|", "im", "_"]
+    assert lm.decode(ids) == "<|im_start|>user\nHi!<|im_end|>\n<|im_"
+
+
+@pytest.mark.parametrize("pre", ["gpt-2", "llama-bpe"])
+def test_other_pre_tokenizers_match_tokenizers(pre):
+    """The split patterns of the gpt-2 and llama-bpe pre-tokenizers, on SmolLM2's vocabulary, against tokenizers'
+    ByteLevel (GPT-2 regex) and the Llama 3 tokenizer.json Split + ByteLevel (ignore_merges) pipelines."""
+    import tokenizers
+    from tokenizers import pre_tokenizers
+
+    if pre == "gpt-2":
+        reference = reference_bpe(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True))
+    else:
+        reference = reference_bpe(pre_tokenizers.Sequence([
+            pre_tokenizers.Split(tokenizers.Regex(LLAMA3_TOKENIZER_JSON_REGEX), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]), ignore_merges=True)
+    tokens, token_types, merges = gguf_vocab()
+    ours = Tokenizer(tokens, token_types, merges, pre=pre)
+    rng = random.Random(3)
+    strings = generated_strings(n=1500, seed=5) + [chat_string(rng) for _ in range(300)] + [
+        "year 2024: 1234567 items", "I'M HERE, it'S 'Ll", "a\r\n\r\nb  \n  c", "x'ſ y"]
+    mismatches = [(s, ours.encode(s), reference.encode(s).ids) for s in strings
+                  if ours.encode(s) != reference.encode(s).ids]
+    assert not mismatches, f"{len(mismatches)} of {len(strings)} differ, first: {mismatches[:3]!r}"
+    smollm = Tokenizer(tokens, token_types, merges, pre="smollm")
+    assert sum(ours.encode(s) != smollm.encode(s) for s in strings) > 50  # the pattern matters on these strings
 
 
 def test_identical_ids_on_the_21_untokenizable_bytes(lm, reference_tokenizer):
@@ -104,3 +186,24 @@ def test_readable_labels():
     assert readable_token("é".encode()) == "é"
     assert readable_token("世".encode()[:2]) == "<0xE4><0xB8>"
     assert readable_token(b"\x00") == "<U+0000>"
+
+
+def test_chat_example_is_the_models_own_chat_template(lm, reference_tokenizer):
+    """assets/examples.json's chat example == the GGUF's tokenizer.chat_template rendered by transformers'
+    apply_chat_template from the example's messages."""
+    import json
+    from pathlib import Path
+
+    import transformers
+
+    examples = json.loads((Path(__file__).resolve().parents[2] / "assets/examples.json").read_text(encoding="utf-8"))
+    chat = next(e for e in examples if "messages" in e)
+    template = read_gguf().chat_template
+    assert "<|im_start|>" in template
+    hf_tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=reference_tokenizer, chat_template=template)
+    rendered = hf_tokenizer.apply_chat_template(chat["messages"], tokenize=False,
+                                                add_generation_prompt=chat["add_generation_prompt"])
+    assert rendered == chat["text"]
+    ids = lm.encode(chat["text"])
+    assert ids == reference_tokenizer.encode(chat["text"]).ids
+    assert lm.token_strings(ids).count("<|im_start|>") == len(chat["messages"]) + 2  # + system + generation prompt
