@@ -10,6 +10,7 @@ import math
 import os
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -21,6 +22,12 @@ from model.gguf import read_gguf
 from model.positional import apply_rope, rope_cos_sin
 from model.tokenizer import Tokenizer
 from model.trace import ForwardTrace, LayerDetail
+
+if TYPE_CHECKING:
+    from model.attribution import LogitAttribution
+    from model.block_walk import BlockWalk
+    from model.lens import LensTop
+    from model.stream import ResidualNorms
 
 DEFAULT_MAX_TOKENS = 512
 CHECKPOINT_EVERY = 6  # keep every 6th layer's input: layer_detail re-runs at most 5 blocks; 1/6 of the memory
@@ -43,6 +50,7 @@ class AttentionIntermediates:
     k_rot: torch.Tensor    # [KV, T, hd]
     scores: torch.Tensor | None  # [H, T, T] before the mask (only when asked for)
     pattern: torch.Tensor  # [H, T, T]
+    mixed: torch.Tensor    # [H, T, hd] pattern @ v per head (zero for switched-off heads), before the projection
     out: torch.Tensor      # [T, d_model] after the output projection
 
 
@@ -55,10 +63,12 @@ class Attention:
         self.w_o = w_o                                                # [D, H hd]
 
     def __call__(self, h: torch.Tensor, cos, sin, mask: torch.Tensor, keep_scores: bool = False,
-                 pattern_out: torch.Tensor | None = None) -> AttentionIntermediates:
+                 pattern_out: torch.Tensor | None = None,
+                 heads_off: torch.Tensor | None = None) -> AttentionIntermediates:
         """One KV group at a time, so only [group, T, T] float32 buffers are alive. The forward pass writes the
         pattern straight into the trace (pattern_out, possibly float16) and keeps no scores; layer_detail asks
-        for float32 scores and pattern. Either way the numbers are computed the same way."""
+        for float32 scores and pattern. Either way the numbers are computed the same way.
+        heads_off ([H] bool) zeroes those heads' mixed values before the output projection (head ablation)."""
         cfg = self.cfg
         T = h.shape[0]
         g = cfg.group_size
@@ -84,8 +94,21 @@ class Attention:
             group_pattern = torch.softmax(group_scores.masked_fill_(future, float("-inf")), dim=-1)  # [g, T, T]
             pattern[heads] = group_pattern
             torch.mm(group_pattern.view(g * T, T), v[kv], out=mixed[heads].view(g * T, cfg.head_dim))  # [g T, hd]
+        if heads_off is not None:
+            mixed[heads_off] = 0.0
         out = F.linear(mixed.transpose(0, 1).reshape(T, -1), self.w_o)         # [T, D]
-        return AttentionIntermediates(q, k, v, q_rot, k_rot, scores, pattern, out)
+        return AttentionIntermediates(q, k, v, q_rot, k_rot, scores, pattern, mixed, out)
+
+
+@dataclass(frozen=True)
+class MLPIntermediates:
+    """Named tensors of one SwiGLU MLP."""
+
+    gate: torch.Tensor     # [T, F] gate projection
+    act: torch.Tensor      # [T, F] silu(gate)
+    up: torch.Tensor       # [T, F] up projection
+    product: torch.Tensor  # [T, F] silu(gate) * up
+    out: torch.Tensor      # [T, d_model] down projection
 
 
 class SwiGLU:
@@ -99,6 +122,26 @@ class SwiGLU:
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
         gate, up = F.linear(h, self.w_gate_up).split(self.d_ff, dim=-1)  # [T, F] each, views of one buffer
         return F.linear(F.silu(gate, inplace=True).mul_(up), self.w_down)  # [T, D]
+
+    def parts(self, h: torch.Tensor) -> MLPIntermediates:
+        """__call__ with every intermediate kept (the same operations, not in place)."""
+        gate, up = F.linear(h, self.w_gate_up).split(self.d_ff, dim=-1)  # [T, F] each
+        act = F.silu(gate)                                               # [T, F]
+        product = act * up                                               # [T, F]
+        return MLPIntermediates(gate, act, up, product, F.linear(product, self.w_down))
+
+
+@dataclass(frozen=True)
+class BlockIntermediates:
+    """Named tensors of one block, in the order the block computes them."""
+
+    x: torch.Tensor          # [T, D] residual stream in
+    attn_in: torch.Tensor    # [T, D] rms_norm(x) * attn_norm weight
+    attn: AttentionIntermediates
+    mid: torch.Tensor        # [T, D] x + attn.out
+    mlp_in: torch.Tensor     # [T, D] rms_norm(mid) * mlp_norm weight
+    mlp: MLPIntermediates
+    out: torch.Tensor        # [T, D] mid + mlp.out: the next block's input
 
 
 class Block:
@@ -116,12 +159,23 @@ class Block:
         self.mlp = SwiGLU(take("ffn_gate"), take("ffn_up"), take("ffn_down"))
 
     def attention(self, x: torch.Tensor, cos, sin, mask, keep_scores: bool = False,
-                  pattern_out: torch.Tensor | None = None) -> AttentionIntermediates:
-        return self.attn(rms_norm(x, self.attn_norm, self.eps), cos, sin, mask, keep_scores, pattern_out)
+                  pattern_out: torch.Tensor | None = None,
+                  heads_off: torch.Tensor | None = None) -> AttentionIntermediates:
+        return self.attn(rms_norm(x, self.attn_norm, self.eps), cos, sin, mask, keep_scores, pattern_out, heads_off)
 
-    def __call__(self, x: torch.Tensor, cos, sin, mask, pattern_out: torch.Tensor | None = None) -> torch.Tensor:
-        x = x + self.attention(x, cos, sin, mask, pattern_out=pattern_out).out  # [T, D]
+    def __call__(self, x: torch.Tensor, cos, sin, mask, pattern_out: torch.Tensor | None = None,
+                 heads_off: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attention(x, cos, sin, mask, pattern_out=pattern_out, heads_off=heads_off).out  # [T, D]
         return x + self.mlp(rms_norm(x, self.mlp_norm, self.eps))              # [T, D]
+
+    def parts(self, x: torch.Tensor, cos, sin, mask, keep_scores: bool = True) -> BlockIntermediates:
+        """__call__ step by step with every intermediate kept (the same operations in the same order)."""
+        attn_in = rms_norm(x, self.attn_norm, self.eps)                        # [T, D]
+        attn = self.attn(attn_in, cos, sin, mask, keep_scores)
+        mid = x + attn.out                                                     # [T, D]
+        mlp_in = rms_norm(mid, self.mlp_norm, self.eps)                        # [T, D]
+        mlp = self.mlp.parts(mlp_in)
+        return BlockIntermediates(x, attn_in, attn, mid, mlp_in, mlp, mid + mlp.out)
 
 
 class LanguageModel:
@@ -223,6 +277,42 @@ class LanguageModel:
         return LayerDetail(layer=layer, q=att.q.numpy(), q_rot=att.q_rot.numpy(), k=att.k.numpy(),
                            k_rot=att.k_rot.numpy(), v=att.v.numpy(), scores=att.scores.numpy(),
                            mask=mask.numpy(), pattern=att.pattern.numpy())
+
+    def block_walk(self, trace: ForwardTrace, layer: int, position: int) -> BlockWalk:
+        """Every step of block `layer` for the token at `position`, with the forward pass's numbers."""
+        from model.block_walk import block_walk
+
+        return block_walk(self, trace, layer, position)
+
+    def residual_norms(self, trace: ForwardTrace) -> ResidualNorms:
+        """Norms of the residual stream after every layer and of each layer's attention / MLP outputs."""
+        from model.stream import residual_norms
+
+        return residual_norms(self, trace)
+
+    def logit_lens(self, trace: ForwardTrace, position: int = -1) -> np.ndarray:
+        """[n_layers + 1, vocab_size] float32: row 0 from the embeddings, row l after layer l (last row: logits)."""
+        from model.lens import logit_lens
+
+        return logit_lens(self, trace, position)
+
+    def logit_lens_top(self, trace: ForwardTrace, k: int = 5, positions=None) -> LensTop:
+        """Top-k ids and probabilities of the logit lens at every (layer, position): [n_layers + 1, P, k]."""
+        from model.lens import logit_lens_top
+
+        return logit_lens_top(self, trace, k, positions)
+
+    def logit_attribution(self, trace: ForwardTrace, token_id: int, position: int = -1) -> LogitAttribution:
+        """Direct contributions of the embedding, every head and every MLP to token_id's logit at position."""
+        from model.attribution import logit_attribution
+
+        return logit_attribution(self, trace, token_id, position)
+
+    def ablate_heads(self, trace: ForwardTrace, heads) -> np.ndarray:
+        """Next-token logits [vocab_size] with the given (layer, head) pairs switched off."""
+        from model.ablation import ablate_heads
+
+        return ablate_heads(self, trace, heads)
 
     def generate(self, text: str, n_new_tokens: int = 8) -> str:
         """Greedy continuation of text (for sanity checks; re-runs the full forward per token)."""

@@ -1,0 +1,55 @@
+"""Head ablation: switch attention heads off and see how the next-token prediction changes.
+
+A switched-off head adds nothing to its layer's attention output (its mixed values are zeroed before the output
+projection, the same as zeroing its columns of o_proj). The ablation travels as an argument through the forward
+pass (Block.__call__'s heads_off), so the shared weights are never touched and concurrent calls are safe. The
+blocks before the first ablated layer are unchanged, so the pass restarts from the trace's nearest checkpoint.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import torch
+
+from model.decoder import CHECKPOINT_EVERY, LanguageModel, rms_norm
+from model.stream import Positions
+from model.trace import ForwardTrace
+
+
+def heads_off_by_layer(lm: LanguageModel, heads: Iterable[tuple[int, int]]) -> dict[int, torch.Tensor]:
+    """{layer: [n_heads] bool, True for the heads to switch off} from (layer, head) pairs."""
+    cfg = lm.config
+    off: dict[int, torch.Tensor] = {}
+    for pair in heads:
+        try:
+            layer, head = pair
+        except (TypeError, ValueError):
+            raise ValueError(f"each head must be a (layer, head) pair of integers, got {pair!r}") from None
+        if not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in (layer, head)):
+            raise ValueError(f"each head must be a (layer, head) pair of integers, got {pair!r}")
+        layer, head = int(layer), int(head)
+        if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
+            raise ValueError(f"head (layer {layer}, head {head}) does not exist: layers are 0 to {cfg.n_layers - 1}, "
+                             f"heads 0 to {cfg.n_heads - 1}")
+        off.setdefault(layer, torch.zeros(cfg.n_heads, dtype=torch.bool))[head] = True
+    return off
+
+
+def ablate_heads(lm: LanguageModel, trace: ForwardTrace, heads: Iterable[tuple[int, int]]) -> np.ndarray:
+    """Next-token logits ([vocab_size] float32) with the given (layer, head) pairs switched off.
+
+    With no heads the result is the trace's own next-token logits.
+    """
+    off = heads_off_by_layer(lm, heads)
+    if not off:
+        return trace.next_token_logits.copy()
+    first = min(off)
+    start = first - first % CHECKPOINT_EVERY
+    with torch.inference_mode():
+        pos = Positions.for_trace(lm, trace)
+        x = torch.from_numpy(trace.checkpoints[start].copy())                  # [T, D]
+        for i in range(start, lm.config.n_layers):
+            x = lm.blocks[i](x, pos.cos, pos.sin, pos.mask, heads_off=off.get(i))
+        last = rms_norm(x[-1], lm.out_norm, lm.config.norm_eps)                # [D]
+        return lm.lm_head.logits(last).numpy()

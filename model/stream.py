@@ -1,0 +1,97 @@
+"""The residual stream of a traced text, replayed with the decoder's own blocks, and its size layer by layer.
+
+A ForwardTrace keeps the residual stream only every CHECKPOINT_EVERY layers. The helpers here re-run the model's
+blocks from a checkpoint (as LanguageModel.layer_detail does), so every number is the forward pass's own, bit for
+bit; nothing here re-implements a block. Callers wrap them in torch.inference_mode().
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from model.decoder import CHECKPOINT_EVERY, LanguageModel, causal_mask
+from model.positional import rope_cos_sin
+from model.trace import ForwardTrace
+
+
+@dataclass(frozen=True)
+class Positions:
+    """What every block of a T-token pass needs besides the residual stream: RoPE angles and the causal mask."""
+
+    cos: torch.Tensor   # [T, hd/2]
+    sin: torch.Tensor   # [T, hd/2]
+    mask: torch.Tensor  # [T, T] bool, True where key j <= query i
+
+    @classmethod
+    def for_trace(cls, lm: LanguageModel, trace: ForwardTrace) -> Positions:
+        T = trace.n_tokens
+        cos, sin = rope_cos_sin(range(T), lm.config.head_dim, lm.config.rope_theta)
+        return cls(cos, sin, causal_mask(T))
+
+
+@dataclass(frozen=True, eq=False)
+class ResidualNorms:
+    """L2 norms of the residual stream and of what each layer adds to it, for every position."""
+
+    resid: np.ndarray  # [n_layers + 1, T] float32: row 0 the embeddings, row l after layer l
+    attn: np.ndarray   # [n_layers, T] float32: norm of layer l's attention output (what it adds)
+    mlp: np.ndarray    # [n_layers, T] float32: norm of layer l's MLP output
+
+
+def check_layer(lm: LanguageModel, layer: int) -> int:
+    n = lm.config.n_layers
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer < n:
+        raise ValueError(f"layer must be an integer from 0 to {n - 1}, got {layer!r}")
+    return int(layer)
+
+
+def check_position(trace: ForwardTrace, position: int) -> int:
+    """position as an index from 0 (negative positions count from the end, as in Python)."""
+    T = trace.n_tokens
+    if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or not -T <= position < T:
+        raise ValueError(f"position must be an integer from {-T} to {T - 1} (the text has {T} tokens), "
+                         f"got {position!r}")
+    return int(position) % T
+
+
+def layer_input(lm: LanguageModel, trace: ForwardTrace, layer: int, pos: Positions) -> torch.Tensor:
+    """The residual stream entering `layer` ([T, D] float32), re-run from the nearest checkpoint."""
+    start = layer - layer % CHECKPOINT_EVERY
+    x = torch.from_numpy(trace.checkpoints[start].copy())                  # [T, D]
+    for block in lm.blocks[start:layer]:
+        x = block(x, pos.cos, pos.sin, pos.mask)
+    return x
+
+
+def residual_stream(lm: LanguageModel, trace: ForwardTrace, pos: Positions) -> Iterator[torch.Tensor]:
+    """The residual stream after the embedding, then after every layer: n_layers + 1 tensors [T, D]."""
+    x = torch.from_numpy(trace.checkpoints[0].copy())                      # [T, D]
+    yield x
+    for block in lm.blocks:
+        x = block(x, pos.cos, pos.sin, pos.mask)
+        yield x
+
+
+def residual_norms(lm: LanguageModel, trace: ForwardTrace) -> ResidualNorms:
+    """Norm of every position's residual stream after every layer, and of each layer's attention and MLP outputs.
+
+    One pass through the blocks (Block.parts without scores): about the cost of one forward pass.
+    """
+    L, T = lm.config.n_layers, trace.n_tokens
+    resid = np.empty((L + 1, T), dtype=np.float32)
+    attn = np.empty((L, T), dtype=np.float32)
+    mlp = np.empty((L, T), dtype=np.float32)
+    with torch.inference_mode():
+        pos = Positions.for_trace(lm, trace)
+        x = torch.from_numpy(trace.checkpoints[0].copy())                  # [T, D]
+        resid[0] = torch.linalg.vector_norm(x, dim=-1).numpy()
+        for i, block in enumerate(lm.blocks):
+            parts = block.parts(x, pos.cos, pos.sin, pos.mask, keep_scores=False)
+            attn[i] = torch.linalg.vector_norm(parts.attn.out, dim=-1).numpy()
+            mlp[i] = torch.linalg.vector_norm(parts.mlp.out, dim=-1).numpy()
+            x = parts.out
+            resid[i + 1] = torch.linalg.vector_norm(x, dim=-1).numpy()
+    return ResidualNorms(resid=resid, attn=attn, mlp=mlp)
