@@ -1,0 +1,111 @@
+"""The step-by-step BPE walk ends where tiktoken's real encoding ends, one lowest-rank merge at a time."""
+import random
+
+import pytest
+
+from model.bpe import MAX_PIECE_BYTES, bpe_merge_steps, bpe_walk
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog; it's what they'd call unbelievably antidisestablishmentarian.",
+    "Order #4521 shipped on 2024-06-01 at 13:45, total $12,345.67 (3.14159 rad), phone +44 20 7946 0958.",
+    "東京は日本の首都です。北京欢迎你！한국어 텍스트도 있습니다.",
+    "Emoji 🌍🚀👩‍💻🇯🇵 and symbols ∑∫√≠ → ✓",
+    "Zürich café naïve Ångström ÉLAN façade São Paulo Kraków Þingvellir",
+    "   leading  spaces\n\n\ttabs\r\n  and\u00a0nbsp, trailing   ",
+    "def fibonacci(n: int) -> list[int]:\n    return [a for a in range(n) if a % 2 == 0]  # even\n",
+]
+
+
+def random_texts(n: int = 40, seed: int = 0) -> list[str]:
+    """Mixed-script strings from ASCII, Latin-1 supplement, CJK, Cyrillic and emoji code points."""
+    rng = random.Random(seed)
+    ranges = [(0x20, 0x7E), (0xA0, 0xFF), (0x4E00, 0x4E80), (0x0410, 0x044F), (0x1F300, 0x1F320)]
+    out = []
+    for _ in range(n):
+        chars = []
+        for _ in range(rng.randint(5, 40)):
+            lo, hi = rng.choice(ranges)
+            chars.append(chr(rng.randint(lo, hi)))
+        out.append("".join(chars))
+    return out
+
+
+@pytest.fixture(scope="module")
+def tok(lm):
+    return lm.tokenizer
+
+
+def ordinary_ids(tok, text: str) -> list[int]:
+    """tokenizer.encode without the BOS prefix some models add."""
+    return tok.encode(text)[len(tok.prefix_ids):]
+
+
+@pytest.mark.parametrize("text", TEXTS + random_texts())
+def test_last_step_is_the_real_encoding(tok, text):
+    pieces = tok.pieces(text)
+    assert "".join(pieces) == text
+    walked = []
+    for piece in pieces:
+        walk = bpe_walk(tok, piece)
+        assert list(walk.tokens) == ordinary_ids(tok, piece), piece
+        walked.extend(walk.tokens)
+    assert walked == ordinary_ids(tok, text)
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_each_step_joins_the_lowest_ranked_adjacent_pair(tok, text):
+    for piece in tok.pieces(text):
+        walk = bpe_walk(tok, piece)
+        assert [bytes([b]) for b in walk.raw] == list(walk.steps[0])
+        assert len(walk.merges) == len(walk.steps) - 1
+        for before, after, merge in zip(walk.steps[:-1], walk.steps[1:], walk.merges, strict=True):
+            i = merge.index
+            assert len(after) == len(before) - 1
+            assert after[:i] == before[:i] and after[i + 1:] == before[i + 2:]
+            assert (before[i], before[i + 1]) == (merge.left, merge.right)
+            assert after[i] == merge.left + merge.right
+            assert tok.token_bytes(merge.rank) == merge.left + merge.right   # rank is the GGUF token id
+            pair_ranks = [tok.rank(a + b) for a, b in zip(before[:-1], before[1:], strict=True)]
+            available = [r for r in pair_ranks if r is not None]
+            assert merge.rank == min(available)
+            assert pair_ranks.index(merge.rank) == i                          # leftmost on a tie
+        last = walk.steps[-1]
+        assert all(tok.rank(a + b) is None for a, b in zip(last[:-1], last[1:], strict=True))  # nothing left
+        for step, ids in zip(walk.steps, walk.ids, strict=True):
+            assert [tok.token_bytes(i) for i in ids] == list(step)
+
+
+def test_a_known_word(tok):
+    steps = bpe_merge_steps(tok, " the")
+    assert steps[0] == [b" ", b"t", b"h", b"e"]
+    assert steps[-1] == [b" the"]
+    assert bpe_walk(tok, " the").tokens == (tok.encode(" the")[-1],)
+
+
+def test_digits_are_single_pieces_and_single_tokens(tok):
+    assert tok.pieces("2024") == ["2", "0", "2", "4"]
+    walk = bpe_walk(tok, "7")
+    assert walk.steps == ((b"7",),) and walk.merges == ()
+
+
+def test_control_token_is_one_piece_without_merges(tok):
+    pieces = tok.pieces("<|im_start|>user\nHi<|im_end|>")
+    assert pieces[0] == "<|im_start|>" and pieces[-1] == "<|im_end|>"
+    walk = bpe_walk(tok, "<|im_start|>")
+    assert walk.special and walk.merges == ()
+    assert list(walk.tokens) == ordinary_ids(tok, "<|im_start|>")
+    assert len(walk.tokens) == 1 and walk.tokens[0] in tok.special_ids
+
+
+def test_bytes_without_a_token_are_dropped_as_encode_does(tok):
+    piece = "!\x04?"  # one punctuation piece; byte 0x04 has no token in this vocabulary
+    assert tok.pieces(piece) == [piece]
+    assert b"\x04" in tok.missing_bytes
+    walk = bpe_walk(tok, piece)
+    assert walk.raw == b"!?"
+    assert list(walk.tokens) == ordinary_ids(tok, piece)
+
+
+def test_too_long_piece_is_refused(tok):
+    with pytest.raises(ValueError, match="shorter word"):
+        bpe_walk(tok, "a" * (MAX_PIECE_BYTES + 1))
