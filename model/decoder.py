@@ -196,8 +196,7 @@ class LanguageModel:
     @classmethod
     def from_gguf(cls, path: str | os.PathLike | None = None) -> LanguageModel:
         g = read_gguf(path)
-        tokenizer = Tokenizer(g.tokens, g.token_types, name=g.path.stem)
-        lm = cls(g.config, g.weights, tokenizer, str(g.path), g.tensor_sizes)
+        lm = cls(g.config, g.weights, g.tokenizer, str(g.path), g.tensor_sizes)
         del g
         release_free_heap()
         return lm
@@ -207,6 +206,7 @@ class LanguageModel:
         return self.config.name
 
     def encode(self, text: str) -> list[int]:
+        """Token ids of text, after the BOS id when the model file asks for one (tokenizer.ggml.add_bos_token)."""
         return self.tokenizer.encode(text)
 
     def decode(self, ids: list[int]) -> str:
@@ -229,7 +229,7 @@ class LanguageModel:
         if not isinstance(text, str) or not text.strip():
             raise ValueError("The text is empty. Type some text (at least one non-space character) to run the model.")
         all_ids = self.encode(text)
-        if not all_ids:
+        if len(all_ids) == len(self.tokenizer.prefix_ids):
             raise ValueError("The text has no tokens this model can read (only bytes outside its vocabulary). "
                              "Type some ordinary text.")
         ids = all_ids[:max_tokens]
