@@ -1,12 +1,12 @@
-"""Attention Atlas: router only. Each view lives in app_pages/; the shared sidebar and URL state in _state."""
-
+"""Attention Atlas: the router. Each view lives in app_pages/; the frame around it (link, state, shared controls)
+in app_pages/_shell.py."""
 import streamlit as st
 
-from app_pages import _state as state
+from app_pages import _shell as shell
 
-# (file, title, icon, name). The name is the page's URL path, except for
-# the first (default) page: Streamlit serves the default page at "/" only, whatever its url_path, so it is
-# registered with url_path "" and the app never makes a link to /attention (share links use "/?...").
+# (file, title, icon, name). The name is the page's URL path and its schema's name, except that the first
+# (default) page is served at "/" only: Streamlit ignores a default page's url_path, so it is registered with
+# url_path "" and share links use "/?...".
 PAGES = [
     ("app_pages/attention.py", "Attention", ":material/grid_on:", "attention"),
     ("app_pages/causal_mask.py", "Causal mask", ":material/change_history:", "causal-mask"),
@@ -14,13 +14,6 @@ PAGES = [
     ("app_pages/positional.py", "Positional encodings", ":material/waves:", "positional"),
     ("app_pages/parameters.py", "Parameters", ":material/calculate:", "parameters"),
 ]
-# Narrow screens (1024 px projectors): less empty padding around the main column. Static CSS, no user text.
-NARROW_CSS = """<style>
-[data-testid="stMainBlockContainer"] { padding-top: 3.5rem; }
-@media (max-width: 1200px) {
-  [data-testid="stMainBlockContainer"] { padding-left: 1.5rem; padding-right: 1.5rem; }
-}
-</style>"""
 
 
 def _old_attention_link() -> None:
@@ -32,17 +25,20 @@ def _old_attention_link() -> None:
 st.set_page_config(page_title="Attention Atlas", page_icon="🔭", layout="wide")
 pages = [st.Page(path, title=title, icon=icon, url_path="" if i == 0 else name, default=(i == 0))
          for i, (path, title, icon, name) in enumerate(PAGES)]
-old_link = st.Page(_old_attention_link, title="Attention (old link)", url_path=PAGES[0][3],
-                   visibility="hidden")
-page = st.navigation(pages + [old_link])
+names = {p.url_path: name for p, (_, _, _, name) in zip(pages, PAGES, strict=True)}
+old_link = st.Page(_old_attention_link, title="Attention (old link)", url_path=PAGES[0][3], visibility="hidden")
+page = st.navigation(pages + [old_link], position="top" if shell.presenter_mode() else "sidebar")
 if page is old_link:
     page.run()              # switches to the default page: nothing below runs for the old path
-st.html(NARROW_CSS)
-state.init_from_url({name: p for (_, _, _, name), p in zip(PAGES, pages, strict=True)}, page)
-state.shell_sidebar()
-state.show_url_notes()
-state.write_url()       # before the page: a page may st.stop()
+wanted = st.query_params.get("page")  # ?page=<name>: links from the first version name the page in a parameter
+if wanted is not None and not st.session_state.get(shell.URL_READ):
+    target = next((p for p in pages if names[p.url_path] == wanted.strip().strip("/")), None)
+    rest = {k: v for k, v in st.query_params.to_dict().items() if k != "page"}
+    if target is not None and target.url_path != page.url_path:
+        st.switch_page(target, query_params=rest)
+    st.query_params.from_dict(rest)
+shell.start(names[page.url_path])
 try:
     page.run()
 finally:
-    state.write_url()   # after: the page may have clamped or set defaults
+    shell.finish()          # also after a page's st.stop(): the link still describes the view

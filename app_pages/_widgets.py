@@ -1,11 +1,16 @@
-"""Small helpers shared by every page: safe text for Markdown-rendering widgets, figure config, labels."""
+"""Small helpers shared by every page: safe text for Markdown-rendering widgets, figures, selections, labels."""
 from __future__ import annotations
 
 import re
 
 import streamlit as st
 
+from viz.labels import symbol_legend
+from viz.theme import scale_fonts
+
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^])")
+PRESENTER_FONT_SCALE = 1.25     # presenter mode: chart text 14 -> 18 px, 16 -> 20 px
+PRESENT_KEY = "present"         # _schemas.PRESENT.key (not imported: _schemas imports the model package)
 
 
 def escape_markdown(text: str) -> str:
@@ -21,6 +26,13 @@ def token_label(tokens: list[str], i: int, max_chars: int = 16) -> str:
     return f"#{i} {tok}"
 
 
+def token_legend(tokens: list[str], where=None) -> None:
+    """A caption saying what the token symbols shown mean (nothing when there are none)."""
+    legend = symbol_legend(tokens)
+    if legend:
+        (where or st).caption(f"Token symbols: {escape_markdown(legend)}")
+
+
 def plotly_config(filename: str) -> dict:
     """st.plotly_chart config: PNG download (toolbar camera button) with a meaningful file name."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", filename).strip("_") or "figure"
@@ -31,7 +43,10 @@ def plotly_config(filename: str) -> dict:
 
 
 def show_figure(fig, key: str, filename: str, **kwargs):
-    """st.plotly_chart with the shared config (PNG button named after the view) and an explicit key."""
+    """st.plotly_chart with the shared config (PNG button named after the view), an explicit key, and larger
+    text in presenter mode."""
+    if st.session_state.get(PRESENT_KEY):
+        scale_fonts(fig, PRESENTER_FONT_SCALE)
     return st.plotly_chart(fig, key=key, config=plotly_config(filename), **kwargs)
 
 
@@ -63,7 +78,7 @@ def picked_layer_head(points: list) -> tuple[int, int] | None:
         data = point.get("customdata")
         if isinstance(data, dict):
             data = [data.get("0", data.get(0)), data.get("1", data.get(1))]
-        candidates = [data[:2] if isinstance(data, (list, tuple)) and len(data) >= 2 else None,
+        candidates = [data[:2] if isinstance(data, list | tuple) and len(data) >= 2 else None,
                       [point.get("x"), point.get("y")]]
         for pair in candidates:
             try:

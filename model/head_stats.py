@@ -43,6 +43,21 @@ def apply_sink(pattern: np.ndarray, hide_sink: bool = True) -> np.ndarray:
     return out
 
 
+SINK_BLANK_ROWS = 2     # with the sink hidden, query 0 has no key left and query 1 only itself: nothing to show
+
+
+def sink_hidden_view(pattern: np.ndarray) -> np.ndarray:
+    """What a figure shows with the sink hidden (float32 copy of [..., T, T]): key 0 NaN, every other row
+    renormalized over keys 1..i, and rows 0 and 1 NaN (no key, or a single key whose weight is 1 by construction).
+
+    NaN marks "not shown"; the caller knows which NaN cells are the causal mask (j > i) and which are hidden.
+    """
+    out = apply_sink(pattern, True)
+    out[..., :, 0] = np.nan
+    out[..., : SINK_BLANK_ROWS, :] = np.nan
+    return out
+
+
 def _finite(pattern: np.ndarray) -> np.ndarray:
     """float32 copy-or-view with NaN (masked) cells read as 0."""
     p = np.asarray(pattern, dtype=np.float32)

@@ -39,18 +39,18 @@ LIMITS = {
 MAX_CONTEXT = 1_000_000_000   # context length for KV-cache / FLOPs figures
 MAX_BATCH = 1_000_000
 
-LABELS = {   # human names of the shape fields, for messages and forms
+LABELS = {   # plain-language names of the shape fields (the code name in brackets), for messages and forms
     "vocab_size": "vocabulary size",
-    "d_model": "d_model (residual width)",
-    "n_layers": "layers",
-    "n_heads": "query heads",
-    "n_kv_heads": "KV heads",
-    "head_dim": "head_dim",
-    "d_ff": "d_ff (MLP width)",
+    "d_model": "model width (d_model)",
+    "n_layers": "number of layers",
+    "n_heads": "number of heads",
+    "n_kv_heads": "key/value heads",
+    "head_dim": "head size (head_dim)",
+    "d_ff": "MLP width (d_ff)",
     "mlp": "MLP type",
     "norm": "norm type",
     "positional": "positional encoding",
-    "max_positions": "max positions (context)",
+    "max_positions": "context length",
     "tied_embeddings": "tied embeddings",
     "qkv_bias": "q/k/v bias",
     "out_bias": "output-projection bias",
@@ -67,11 +67,13 @@ FIELDS = tuple(LABELS)
 
 
 class ShapeError(ValueError):
-    """A shape field is missing or invalid; `.field` names it (a key of LABELS) for a form to show it there."""
+    """A shape field is missing or invalid; `.field` names it (a key of LABELS) for a form to show it there, and
+    `.short` says what is wrong in a few words (for under the field; the message is the full sentence)."""
 
-    def __init__(self, field: str, message: str):
+    def __init__(self, field: str, message: str, short: str | None = None):
         super().__init__(message)
         self.field = field
+        self.short = short or message
 
 
 @dataclass(frozen=True)
@@ -107,15 +109,18 @@ def shape_errors(**shape) -> list[ShapeError]:
     """Every problem with a shape, one ShapeError per bad field (empty list: the shape is valid)."""
     errors: dict[str, ShapeError] = {}
 
-    def bad(field: str, message: str) -> None:
-        errors.setdefault(field, ShapeError(field, message))
+    def bad(field: str, message: str, short: str | None = None) -> None:
+        errors.setdefault(field, ShapeError(field, message, short))
+
+    def name(key: str) -> str:
+        return LABELS.get(key, key)
 
     for key in shape:
         if key not in LABELS:
             bad(key, f"Unknown shape field {key!r}; known fields: {', '.join(FIELDS)}.")
     for key in REQUIRED:
         if shape.get(key) is None:
-            bad(key, f"{key} ({LABELS[key]}) is required.")
+            bad(key, f"The {name(key)} is required.", "required")
     values = {**DEFAULTS, **{k: v for k, v in shape.items() if v is not None}}
 
     for key in LIMITS:
@@ -123,26 +128,36 @@ def shape_errors(**shape) -> list[ShapeError]:
         if value is None or key in errors:
             continue
         if isinstance(value, bool) or not isinstance(value, Integral):
-            bad(key, f"{key} must be a whole number, got {value!r}.")
+            bad(key, f"The {name(key)} must be a whole number, got {value!r}.", "a whole number, please")
         elif value < 1:
-            bad(key, f"{key} must be at least 1, got {value:,}.")
+            bad(key, f"The {name(key)} must be at least 1, got {value:,}.", "at least 1")
         elif value > LIMITS[key]:
-            bad(key, f"{key} = {value:,} is beyond the sane upper bound {LIMITS[key]:,} for {LABELS[key]}.")
+            bad(key, f"The {name(key)} = {value:,} is beyond the sane upper bound {LIMITS[key]:,}.",
+                f"at most {LIMITS[key]:,}")
     for key, kinds in (("mlp", MLP_KINDS), ("norm", NORM_KINDS), ("positional", POSITIONAL_KINDS)):
         if values[key] not in kinds:
-            bad(key, f"{key} must be one of {', '.join(kinds)}; got {values[key]!r}.")
+            bad(key, f"The {name(key)} must be one of {', '.join(kinds)}; got {values[key]!r}.",
+                f"one of {', '.join(kinds)}")
     for key in ("tied_embeddings", "qkv_bias", "out_bias", "mlp_bias", "qk_norm"):
         if not isinstance(values[key], bool):
-            bad(key, f"{key} must be True or False, got {values[key]!r}.")
+            bad(key, f"{name(key).capitalize()} must be on or off, got {values[key]!r}.", "on or off")
 
     heads_ok = "n_heads" not in errors
     if heads_ok and "d_model" not in errors and values["head_dim"] is None and values["d_model"] % values["n_heads"]:
-        bad("n_heads", f"n_heads ({values['n_heads']:,}) must divide d_model ({values['d_model']:,}) when head_dim "
-                       f"is not given (head_dim = d_model / n_heads).")
+        bad("n_heads", f"The number of heads ({values['n_heads']:,}) must divide the model width "
+                       f"({values['d_model']:,}) when the head size is automatic (head size = width / heads).",
+            f"must divide the width {values['d_model']:,} (or set the head size)")
+    if heads_ok and "d_model" not in errors and values["head_dim"] is None \
+            and values["d_model"] // values["n_heads"] > LIMITS["head_dim"]:
+        bad("n_heads", f"With {values['n_heads']:,} heads the automatic head size would be "
+                       f"{values['d_model'] // values['n_heads']:,}, beyond the sane upper bound "
+                       f"{LIMITS['head_dim']:,}: use more heads or set the head size.",
+            f"head size would be {values['d_model'] // values['n_heads']:,}: too big")
     if heads_ok and values["n_kv_heads"] is not None and "n_kv_heads" not in errors \
             and values["n_heads"] % values["n_kv_heads"]:
-        bad("n_kv_heads", f"n_kv_heads ({values['n_kv_heads']:,}) must divide n_heads ({values['n_heads']:,}): "
-                          f"each KV head serves a whole group of query heads.")
+        bad("n_kv_heads", f"The key/value heads ({values['n_kv_heads']:,}) must divide the number of heads "
+                          f"({values['n_heads']:,}): each key/value head serves a whole group of query heads.",
+            f"must divide the {values['n_heads']:,} heads")
     return list(errors.values())
 
 
@@ -502,28 +517,22 @@ def gguf_tensor_group(name: str) -> str:
     raise ValueError(f"unknown GGUF tensor {name!r}")
 
 
-# ----------------------------------------------------------------------------------------------------- formatting
-
-def human_count(n: int) -> str:
-    """134515008 -> '134.5 M'; 8030261248 -> '8.03 B' (4 significant digits)."""
-    for value, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "k")):
-        if abs(n) >= value:
-            return f"{n / value:.4g} {suffix}" if n / value < 1000 else f"{n / value:,.0f} {suffix}"
-    return f"{n:,}"
-
-
-def human_bytes(n: int) -> str:
-    """Decimal units (1 GB = 10^9 bytes), as model cards quote them: 269030016 -> '269 MB'."""
-    for value, suffix in ((10**12, "TB"), (10**9, "GB"), (10**6, "MB"), (10**3, "kB")):
-        if abs(n) >= value:
-            return f"{n / value:.3g} {suffix}" if n / value < 1000 else f"{n / value:,.0f} {suffix}"
-    return f"{n:,} B"
+def tensor_group_sums(tensor_sizes: dict[str, int]) -> dict[str, int]:
+    """Parameters per group (gguf_tensor_group; 'other' for a tensor it does not know) of a model file's tensors."""
+    sums: dict[str, int] = {}
+    for name, n in tensor_sizes.items():
+        try:
+            group = gguf_tensor_group(name)
+        except ValueError:
+            group = "other"
+        sums[group] = sums.get(group, 0) + int(n)
+    return sums
 
 
 __all__ = [
     "Breakdown", "CUSTOM", "DTYPE_BITS", "FIELDS", "Flops", "LABELS", "LIMITS", "LayerBreakdown", "PRESETS",
     "PRESET_SOURCES", "Shape", "ShapeError", "attention_flops_crossover", "attention_variants", "count_parameters",
-    "forward_flops_per_token", "gguf_tensor_group", "human_bytes", "human_count", "kv_cache_bytes",
+    "forward_flops_per_token", "gguf_tensor_group", "kv_cache_bytes",
     "kv_cache_bytes_per_token", "make_shape", "matmul_parameters", "shape_errors", "shape_from_config",
-    "weight_memory",
+    "tensor_group_sums", "weight_memory",
 ]

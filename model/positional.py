@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from model.sampling import softmax
+
 CONVENTIONS = ("half", "adjacent")  # pairs (i, i + d/2) as in common PyTorch code; (2i, 2i+1) as in the RoPE paper
 
 
@@ -188,14 +190,6 @@ def aligned_envelope(q, k, distances, base: float) -> np.ndarray:
     return np.cos(angles) @ weight / np.sqrt(d)
 
 
-def masked_softmax(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis where mask is True (0 elsewhere), in float64."""
-    s = np.where(mask, np.asarray(scores, dtype=np.float64), -np.inf)
-    s = s - s.max(-1, keepdims=True)
-    e = np.exp(s)
-    return e / e.sum(-1, keepdims=True)
-
-
 def attention_without_rope(q: np.ndarray, k: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """One head's pattern with RoPE switched off: softmax of masked q.k / sqrt(d) on the pre-RoPE vectors.
 
@@ -203,4 +197,65 @@ def attention_without_rope(q: np.ndarray, k: np.ndarray, mask: np.ndarray) -> np
     """
     q = np.asarray(q, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
-    return masked_softmax(q @ k.T / np.sqrt(q.shape[-1]), mask)
+    return softmax(np.where(mask, q @ k.T / np.sqrt(q.shape[-1]), -np.inf), axis=-1)
+
+
+# ------------------------------------------------------------------------------------------ what the page shows
+
+def thin(n: int, max_n: int) -> np.ndarray:
+    """Indices 0..n-1 with a constant stride so that at most max_n remain (a figure never needs more cells)."""
+    return np.arange(0, n, max(1, -(-n // max_n)))
+
+
+def thin_pairs(d: int, max_d: int) -> np.ndarray:
+    """Dimension indices 0..d-1 thinned by whole sin/cos pairs (2i, 2i+1), so both members of a pair stay."""
+    pairs = thin(d // 2, max(1, max_d // 2))
+    return np.stack((2 * pairs, 2 * pairs + 1), axis=-1).reshape(-1)
+
+
+def default_wave_dims(d_model: int) -> list[int]:
+    """Five even (sine) dimensions from fastest to slowest."""
+    return sorted({0, 2 * (d_model // 16), 2 * (d_model // 8), 2 * (d_model // 4), d_model - 2})
+
+
+def pe_view(d_model: int, n_positions: int, base: float, max_cells: int):
+    """What the two PE heatmaps show, thinned to <= max_cells per axis: (pe [R, C], positions [R], dims [C],
+    similarity [R, R] of the shown positions over all d_model dims)."""
+    positions = thin(n_positions, max_cells)
+    dims = thin_pairs(d_model, max_cells)
+    rows = sinusoidal_pe_at(positions, d_model, base)                               # [R, d]
+    return rows[:, dims], positions, dims, pe_similarity(rows)
+
+
+def pe_offsets(d_model: int, n_positions: int, base: float):
+    """(starts, offsets, PE(p)·PE(p+k) [3, K]) for three start positions p: the curves that lie on each other."""
+    starts = sorted({0, n_positions // 3, 2 * n_positions // 3})
+    max_offset = max(1, n_positions - 1)
+    return starts, np.arange(max_offset + 1), pe_offset_dots(d_model, base, starts, max_offset)
+
+
+def rope_curves(q: np.ndarray, k: np.ndarray, m: int, n: int, base: float, max_distance: int, max_shift: int):
+    """Scores of one real q/k content at moved positions: (shifts, {label: scores over shifts}, distances,
+    scores over distance, aligned envelope). Shifted pairs keep m−n, and m−n+1, m−n+16 for contrast."""
+    shifts = np.arange(0, max_shift + 1, max(1, max_shift // 400))
+    distances = np.arange(max_distance + 1)
+    gap = m - n
+    gaps = list(dict.fromkeys((gap, gap + 1, gap + 16)))
+    q_pos, k_pos = [], []                                      # all curves in one rope_scores_at call
+    for g in gaps:
+        q_pos.append(m + shifts if m - g >= 0 else g + shifts)
+        k_pos.append(m - g + shifts if m - g >= 0 else shifts)
+    q_pos.append(distances)                                    # distance curve: key at 0, query at Δ
+    k_pos.append(np.zeros_like(distances))
+    scores = np.split(rope_scores_at(q, k, np.concatenate(q_pos), np.concatenate(k_pos), base),
+                      np.cumsum([len(p) for p in q_pos])[:-1])
+    curves = {f"m−n = {g}" + (" (the real pair)" if g == gap else ""): y
+              for g, y in zip(gaps, scores[:-1], strict=True)}
+    return shifts, curves, distances, scores[-1], aligned_envelope(q, k, distances, base)
+
+
+def strongest_key(row: np.ndarray, m: int) -> int:
+    """The key a head attends to most from query m, leaving out token 0 (the sink) when there is another."""
+    if m == 0:
+        return 0
+    return 1 + int(np.argmax(np.asarray(row)[1:m + 1]))

@@ -191,3 +191,30 @@ def sample_counts(probs, n: int, seed: int) -> np.ndarray:
     """How many of n seeded draws fell on each entry: int array shaped like probs."""
     p = np.asarray(probs, dtype=np.float64).reshape(-1)
     return np.bincount(sample(p, n, seed), minlength=len(p))
+
+
+def total_variation(p, q) -> float:
+    """Half the summed absolute difference of two distributions over the same buckets (0 = equal, 1 = disjoint)."""
+    return 0.5 * float(np.abs(np.asarray(p, dtype=np.float64) - np.asarray(q, dtype=np.float64)).sum())
+
+
+def expected_total_variation(probs, n: int) -> float:
+    """About how far n samples' frequencies land from probs by chance alone (total variation, normal
+    approximation: each bucket's |error| has mean sqrt(2 p (1 - p) / (pi n))); shrinks as 1/sqrt(n)."""
+    p = np.asarray(probs, dtype=np.float64)
+    return 0.5 * float(np.sqrt(2.0 * p * (1.0 - p) / (np.pi * max(int(n), 1))).sum())
+
+
+def top_buckets(probs, counts, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The k most probable entries with p > 0, plus one bucket for all the others with p > 0: (ids [<= k],
+    expected [len(ids) + 1] probabilities, observed [len(ids) + 1] frequencies of counts). The last bucket is
+    "every other candidate" (0 when there is none); with few buckets the frequencies settle as the count grows."""
+    p = np.asarray(probs, dtype=np.float64).reshape(-1)
+    c = np.asarray(counts, dtype=np.float64).reshape(-1)
+    support = _order(p)[: int((p > 0).sum())]
+    ids = support[:k]
+    rest = support[k:]
+    n = c.sum() or 1.0
+    expected = np.append(p[ids], p[rest].sum())
+    observed = np.append(c[ids], c[rest].sum()) / n
+    return ids, expected, observed

@@ -1,10 +1,11 @@
 """Figures for the Attention page: one head, one layer, the whole model, one query token, next-token predictions.
 
 Pure functions: numpy arrays + token labels in, plotly figures out (no streamlit, no torch).
-Conventions: query tokens run down (y), key tokens across (x). Token axes are categorical with position-prefixed
-labels ("12 ␣fox"), so repeated tokens never merge and the hover names both tokens without a T x T customdata
-array; tick texts are thinned for long texts. Cells the causal mask forbids (j > i) are NaN, drawn in MASKED_COLOR
-(light grey) — never a colour of the scale — while a weight of 0 is the dark end of the scale.
+Conventions: query tokens run down (y), key tokens across (x). Token axes are declared categorical with
+position-prefixed labels (viz.labels), so repeated tokens never merge, a token such as "8" never turns the axis
+numeric, and hovers name both tokens without a T x T customdata array. Cells the causal mask forbids (j > i) are
+NaN drawn in MASKED_COLOR; with the attention sink hidden, key 0 and the rows left with nothing to show are drawn
+in HIDDEN_COLOR with a hover that says why; a weight of 0 is the dark end of the scale.
 """
 from __future__ import annotations
 
@@ -15,47 +16,20 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz.theme import ACCENT, ATTENTION_SCALE, MASKED_COLOR, PALETTE, apply_theme
+from viz.format import percent_labels
+from viz.labels import plotly_escape, position_labels, row_axis, token_axis, token_categories
+from viz.theme import ACCENT, ATTENTION_SCALE, HIDDEN_COLOR, MASKED_COLOR, PALETTE, apply_theme
 
-MAX_TICK_CHARS = 10      # token tick labels are cut to this many characters
 GRID_MAX_CELLS = 128     # small multiples are mean-pooled to at most this many rows/columns per head
 THUMB_CELLS = 20         # whole-model thumbnails: each head pooled to at most this many rows/columns
+STRETCH_PERCENTILE = 99  # "stretch colours": the scale ends at this percentile of the shown weights
+SINK_BLANK_ROWS = 2      # with the sink hidden, rows 0 and 1 have nothing to show (see head_stats.sink_hidden_view)
+HIDDEN_KEY_NOTE = "key 0 (the attention sink) is hidden; the row is renormalized without it"
+BLANK_ROW_NOTES = ("query 0 can only attend to token 0, which is hidden: nothing to show",
+                   "query 1 has one key left (itself): its weight is 1 by construction, so it is not shown")
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
-def plotly_text(text: str) -> str:
-    """Text shown literally by plotly, which reads a few HTML tags (<b>, <br>, <a>) in titles, ticks and hovers:
-    a token like '<0xF0>' or '<br>' must not be interpreted."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def position_labels(tokens: list[str]) -> list[str]:
-    """Unique labels for a token axis: '0 The', '1 ␣cat', ... (raw text: the CSV header uses them as they are)."""
-    return [f"{i} {t}" for i, t in enumerate(tokens)]
-
-
-def _categories(tokens: list[str]) -> list[str]:
-    """position_labels made safe for plotly: the category names of a token axis (and what hovers show)."""
-    return [plotly_text(label) for label in position_labels(tokens)]
-
-
-def _short(token: str, n: int = MAX_TICK_CHARS) -> str:
-    """Cut to n characters and make safe for plotly."""
-    return plotly_text(token if len(token) <= n else token[: n - 1] + "…")
-
-
-def category_ticks(tokens: list[str], max_labels: int = 40) -> tuple[list[str], list[str]]:
-    """(tickvals, ticktext) for a categorical token axis: every token when short, else every k-th with its
-    position (so a thinned axis still says where it is)."""
-    T = len(tokens)
-    step = max(1, math.ceil(T / max(1, max_labels)))
-    cats = _categories(tokens)
-    idx = range(0, T, step)
-    if step == 1:
-        return [cats[i] for i in idx], [_short(tokens[i]) for i in idx]
-    return [cats[i] for i in idx], [f"{i}:{_short(tokens[i], 8)}" for i in idx]
-
-
 def causal_nan(pattern: np.ndarray) -> np.ndarray:
     """float32 copy of [..., T, T] with the masked cells (j > i) set to NaN."""
     p = np.array(pattern, dtype=np.float32, copy=True)
@@ -83,55 +57,100 @@ def pool_square(matrix: np.ndarray, max_cells: int) -> tuple[np.ndarray, int]:
     return pooled.astype(np.float32), f
 
 
-def _zmax(values: np.ndarray) -> float:
-    """The largest finite value (1 when there is none), the top of a colour scale starting at 0."""
-    finite = values[np.isfinite(values)]
-    top = float(finite.max()) if finite.size else 1.0
-    return top if top > 0 else 1.0
+def colour_top(values: np.ndarray, stretch: bool = False, skip_rows: int = 1) -> float:
+    """The top of a colour scale that starts at 0: the largest finite value (or, stretched, the 99th percentile)
+    of rows skip_rows.. (row 0 always puts 1.0 on itself and would squash the scale); 1 when there is none."""
+    rows = values[..., skip_rows:, :] if values.shape[-2] > skip_rows else values
+    finite = rows[np.isfinite(rows)]
+    if not finite.size:
+        return 1.0
+    top = float(np.percentile(finite, STRETCH_PERCENTILE)) if stretch else float(finite.max())
+    return top if top > 0 else (float(finite.max()) or 1.0)
+
+
+def _single_colour(colour: str) -> list:
+    return [[0, colour], [1, colour]]
+
+
+def sink_hidden_layers(cats: list[str], n_rows: int, allowed: np.ndarray | None = None) -> list[go.Heatmap]:
+    """Sink hidden: key 0 (rows 2..) and the blank rows 0-1 in HIDDEN_COLOR, each cell's hover saying why.
+
+    cats: the token categories of both axes; allowed: [T, T] bool cells that are not masked (default j <= i)."""
+    T = len(cats)
+    ok = np.tri(T, dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
+    layers = []
+    if n_rows > SINK_BLANK_ROWS:
+        rows = cats[SINK_BLANK_ROWS:n_rows]
+        layers.append(go.Heatmap(
+            z=np.ones((len(rows), 1)), x=cats[:1], y=rows, colorscale=_single_colour(HIDDEN_COLOR), showscale=False,
+            zmin=0, zmax=1, name="hidden", hovertemplate=f"query %{{y}}<br>{HIDDEN_KEY_NOTE}<extra></extra>"))
+    blank = min(SINK_BLANK_ROWS, n_rows, T)
+    z = np.where(ok[:blank, :blank], 1.0, np.nan)
+    text = np.array([[BLANK_ROW_NOTES[i]] * blank for i in range(blank)], dtype=object)
+    layers.append(go.Heatmap(
+        z=z, x=cats[:blank], y=cats[:blank], text=text, colorscale=_single_colour(HIDDEN_COLOR), showscale=False,
+        zmin=0, zmax=1, hoverongaps=False, name="nothing to show",
+        hovertemplate="query %{y}, key %{x}<br>%{text}<extra></extra>"))
+    return layers
 
 
 # --------------------------------------------------------------------------------------------------- one head
+LABEL_PX = 18            # a token tick label (14 px text, turned 90° when crowded) needs this much room
+SQUARE_CHROME_PX = (150, 130)   # a square token heatmap's (width, height) outside its plot area: labels, title
+
+
+def square_size(height: int, show_scale: bool = True) -> tuple[int, int]:
+    """(width, plot side) of a square token heatmap `height` px tall, colour bar included."""
+    side = max(120, height - SQUARE_CHROME_PX[1])
+    return side + SQUARE_CHROME_PX[0] + (70 if show_scale else 0), side
+
+
 def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = None, query: int | None = None,
-                 zmax: float | None = None, max_labels: int = 40, height: int | None = None,
-                 show_scale: bool = True) -> go.Figure:
+                 zmax: float | None = None, stretch: bool = False, sink_hidden: bool = False,
+                 max_labels: int | None = None, height: int = 560, show_scale: bool = True) -> go.Figure:
     """One head's [T, T] attention: query i down, key j across; masked cells grey, weight 0 = dark.
 
-    query marks one query row with an accent outline. zmax defaults to the largest weight in rows 1.. (row 0
-    can only attend to itself: its 1.0 would squash the scale for everything else). show_scale=False drops the
-    colour bar (a small preview: the matrix gets its width; the hover still gives every weight).
+    A square figure of its own size (height x square_size(height)[0]): show it at that width, so the colour bar
+    sits by the matrix. pattern: the weights to show (with the sink hidden: head_stats.sink_hidden_view, whose NaN
+    cells this draws as hidden). query outlines one query row. zmax defaults to the largest weight shown in rows
+    1.. (stretch: the 99th percentile). Tick labels are thinned to what the side fits (or max_labels).
+    show_scale=False drops the colour bar (a small preview; the hover still gives every weight).
     """
     p = np.asarray(pattern)
     T = len(tokens)
     if p.shape != (T, T):
         raise ValueError(f"pattern must be [T, T] = [{T}, {T}], got {p.shape}")
     z = causal_nan(p)
-    cats = _categories(tokens)
-    top = zmax or _zmax(z[1:] if T > 1 else z)        # row 0 always puts 1.0 on itself: leave it out of the scale
+    cats = token_categories(tokens)
+    top = zmax or colour_top(z, stretch, SINK_BLANK_ROWS if sink_hidden else 1)
+    gap = 1 if T <= 48 else 0
     fig = go.Figure(go.Heatmap(
-        z=z, x=cats, y=cats, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=top, hoverongaps=False,
-        xgap=1 if T <= 48 else 0, ygap=1 if T <= 48 else 0, name="attention", showscale=show_scale,
-        colorbar=dict(title=dict(text="weight"), thickness=14),
+        z=z, x=cats, y=cats, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=top, hoverongaps=False, xgap=gap, ygap=gap,
+        name="attention", showscale=show_scale, colorbar=dict(title=dict(text="weight"), thickness=14),
         hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"))
+    if sink_hidden:
+        fig.add_traces(sink_hidden_layers(cats, T))
     if query is not None and 0 <= query < T:
         fig.add_shape(type="rect", x0=-0.5, x1=query + 0.5, y0=query - 0.5, y1=query + 0.5,
                       line=dict(color=ACCENT, width=2), fillcolor="rgba(0,0,0,0)")
-    vals, text = category_ticks(tokens, max_labels)
-    fig.update_xaxes(title_text="key j (attended to)", tickmode="array", tickvals=vals, ticktext=text,
-                     tickangle=-60, showgrid=False, zeroline=False, constrain="domain")
-    fig.update_yaxes(title_text="query i (attending)", tickmode="array", tickvals=vals, ticktext=text,
-                     autorange="reversed", showgrid=False, zeroline=False, scaleanchor="x", constrain="domain")
-    apply_theme(fig, title=title, height=height or int(min(760, max(380, 200 + 17 * T))))
-    fig.update_layout(plot_bgcolor=MASKED_COLOR, margin_pad=0)   # no pad: a grey frame would read as masked
+    width, side = square_size(height, show_scale)
+    labels = max_labels or max(4, side // LABEL_PX)
+    fig.update_xaxes(title_text="key j (attended to)", **token_axis(tokens, labels), autotickangles=[0, 45, 90],
+                     showgrid=False, zeroline=False, constrain="domain")
+    fig.update_yaxes(title_text="query i (attending)", **token_axis(tokens, labels), autorange="reversed",
+                     showgrid=False, zeroline=False, scaleanchor="x", constrain="domain")
+    apply_theme(fig, title=title, height=height)
+    fig.update_layout(width=width, plot_bgcolor=MASKED_COLOR, margin_pad=0)   # no pad: a grey frame reads as masked
     return fig
 
 
 # -------------------------------------------------------------------------------------------------- one layer
 def layer_grid(patterns: np.ndarray, *, selected: int | None = None, title: str | None = None,
-               ncols: int | None = None, max_cells: int = GRID_MAX_CELLS, height: int | None = None) -> go.Figure:
-    """All heads of one layer as small multiples [H, T, T], one colour scale; long texts are mean-pooled.
-
-    selected outlines that head in the accent colour. Rows are queries, columns keys (no token ticks: too small).
-    """
+               stretch: bool = False, sink_hidden: bool = False, ncols: int | None = None,
+               max_cells: int = GRID_MAX_CELLS, height: int | None = None) -> go.Figure:
+    """All heads of one layer as small multiples [H, T, T], each head on its own colour scale (0 to its largest
+    weight, or its 99th percentile when stretched), so every head's shape shows even on long texts; long texts
+    are mean-pooled. selected outlines that head. Rows are queries, columns keys (no token ticks: too small)."""
     p = np.asarray(patterns)
     if p.ndim != 3 or p.shape[1] != p.shape[2]:
         raise ValueError(f"patterns must be [heads, T, T], got shape {p.shape}")
@@ -140,31 +159,28 @@ def layer_grid(patterns: np.ndarray, *, selected: int | None = None, title: str 
     n = pooled.shape[-1]
     ncols = ncols or math.ceil(math.sqrt(H))
     nrows = math.ceil(H / ncols)
-    titles = [f"head {h}" for h in range(H)]
-    fig = make_subplots(rows=nrows, cols=ncols, subplot_titles=titles, horizontal_spacing=0.02,
-                        vertical_spacing=0.08 if nrows > 1 else 0.0)
+    fig = make_subplots(rows=nrows, cols=ncols, subplot_titles=[f"head {h}" for h in range(H)],
+                        horizontal_spacing=0.02, vertical_spacing=0.08 if nrows > 1 else 0.0)
     pos = (np.arange(n) * f + (f - 1) / 2).astype(np.float32)      # pooled cell centres, in token positions
-    zmax = _zmax(pooled[:, 1:] if n > 1 else pooled)                # without row 0 (always 1.0 on itself)
+    skip = 1 if f > 1 else (SINK_BLANK_ROWS if sink_hidden else 1)
     for h in range(H):
-        r, c = h // ncols + 1, h % ncols + 1
+        axis = "coloraxis" if h == 0 else f"coloraxis{h + 1}"
         fig.add_trace(go.Heatmap(
-            z=pooled[h], x=pos, y=pos, coloraxis="coloraxis", hoverongaps=False, name=f"head {h}",
+            z=pooled[h], x=pos, y=pos, coloraxis=axis, hoverongaps=False, name=f"head {h}",
             hovertemplate=f"head {h}<br>query %{{y:.0f}}<br>key %{{x:.0f}}<br>weight %{{z:.3f}}<extra></extra>"),
-            row=r, col=c)
-    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, range=[-0.5, T - 0.5])
-    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, range=[T - 0.5, -0.5])
+            row=h // ncols + 1, col=h % ncols + 1)
+        fig.update_layout({axis: dict(colorscale=ATTENTION_SCALE, cmin=0.0, cmax=colour_top(pooled[h], stretch, skip),
+                                      showscale=False)})
+    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, range=[-0.5, T - 0.5], type="linear")
+    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, range=[T - 0.5, -0.5], type="linear")
     for h in range(H):
         suffix = "" if h == 0 else str(h + 1)
-        bg = dict(type="rect", xref=f"x{suffix}", yref=f"y{suffix}", x0=-0.5, x1=T - 0.5, y0=-0.5, y1=T - 0.5,
-                  line=dict(width=0), fillcolor=MASKED_COLOR, layer="below")
-        fig.add_shape(**bg)
+        box = dict(type="rect", xref=f"x{suffix}", yref=f"y{suffix}", x0=-0.5, x1=T - 0.5, y0=-0.5, y1=T - 0.5)
+        fig.add_shape(**box, line=dict(width=0), fillcolor=MASKED_COLOR, layer="below")
         if h == selected:
-            fig.add_shape(type="rect", xref=f"x{suffix}", yref=f"y{suffix}", x0=-0.5, x1=T - 0.5, y0=-0.5,
-                          y1=T - 0.5, line=dict(color=ACCENT, width=4), fillcolor="rgba(0,0,0,0)")
+            fig.add_shape(**box, line=dict(color=ACCENT, width=4), fillcolor="rgba(0,0,0,0)")
     if selected is not None and 0 <= selected < H:
         fig.layout.annotations[selected].update(text=f"<b>head {selected}</b>", font=dict(color=ACCENT))
-    fig.update_layout(coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0.0, cmax=zmax,
-                                     colorbar=dict(title=dict(text="weight"), thickness=14)))
     row_height = int(min(280, 760 / ncols + 30))          # about square in a ~900 px wide main column
     apply_theme(fig, title=title, height=height or row_height * nrows + (70 if title else 40))
     fig.update_layout(plot_bgcolor="white")
@@ -179,11 +195,11 @@ VALUES_MAX_COLUMNS = 12     # write the numbers into the cells only up to this m
 
 def _overview_axes(fig: go.Figure, L: int, H: int) -> None:
     step = 1 if L <= 16 else 2 if L <= 40 else math.ceil(L / 20)
-    fig.update_xaxes(title_text="layer", tickmode="array", tickvals=list(range(0, L, step)),
+    fig.update_xaxes(title_text="layer", type="linear", tickmode="array", tickvals=list(range(0, L, step)),
                      ticktext=[str(i) for i in range(0, L, step)], showgrid=False, zeroline=False,
                      range=[-0.5, L - 0.5])
-    fig.update_yaxes(title_text="head", tickmode="array", tickvals=list(range(H)), ticktext=[str(h) for h in range(H)],
-                     showgrid=False, zeroline=False, range=[H - 0.5, -0.5])
+    fig.update_yaxes(title_text="head", type="linear", tickmode="array", tickvals=list(range(H)),
+                     ticktext=[str(h) for h in range(H)], showgrid=False, zeroline=False, range=[H - 0.5, -0.5])
 
 
 def _overview_height(H: int, height: int | None, title: str | None) -> tuple[int, float]:
@@ -234,9 +250,9 @@ def stat_overview(values: np.ndarray, *, label: str, selected: tuple[int, int] |
     text = np.where(np.isfinite(z), np.char.mod("%.2f", np.nan_to_num(z)), "")
     fig = go.Figure(go.Heatmap(
         z=z, x=list(range(L)), y=list(range(H)), colorscale=ATTENTION_SCALE, zmin=zmin,
-        zmax=zmax if zmax is not None else (_zmax(v) if zmin is not None else None), hoverongaps=False,
-        text=text if show else None, texttemplate="%{text}" if show else None, textfont=dict(size=12),
-        xgap=1, ygap=1, hoverinfo="skip", name=label,
+        zmax=zmax if zmax is not None else (colour_top(v, skip_rows=0) if zmin is not None else None),
+        hoverongaps=False, text=text if show else None, texttemplate="%{text}" if show else None,
+        textfont=dict(size=12), xgap=1, ygap=1, hoverinfo="skip", name=label,
         colorbar=dict(title=dict(text=scale_title or "", side="right"), thickness=12)))
     hover = [f"{label}: {x:.3f}" if np.isfinite(x) else f"{label}: n/a" for x in v.ravel()]
     fig.add_trace(_click_layer(L, H, size=row_px * 0.9, text=hover))
@@ -254,7 +270,7 @@ def thumbnail_tiles(attention: np.ndarray, *, per_layer=None, cells: int = THUMB
 
     Mean-pooled over blocks of tokens (masked cells NaN) and scaled to the head's own maximum, so the shape of
     the pattern (diagonal, vertical stripe, blur) shows even where weights are small. per_layer, if given, maps
-    one layer's [H, T, T] first (e.g. hiding the attention sink). One layer at a time: bounded memory at T = 512.
+    one layer's [H, T, T] first (e.g. head_stats.sink_hidden_view). One layer at a time: bounded memory at T = 512.
     """
     a = np.asarray(attention)
     if a.ndim != 4 or a.shape[-1] != a.shape[-2]:
@@ -316,47 +332,58 @@ def thumbnail_overview(tiles: np.ndarray, *, selected: tuple[int, int] | None = 
 
 # ---------------------------------------------------------------------------------------------- one query row
 def query_heads_heatmap(rows: np.ndarray, tokens: list[str], query: int, *, selected: int | None = None,
-                        title: str | None = None, max_labels: int = 40, height: int | None = None) -> go.Figure:
-    """Attention of one query token over keys 0..query for every head of a layer: rows [H, T] -> heads x keys."""
+                        sink_hidden: bool = False, title: str | None = None, max_labels: int = 40,
+                        height: int | None = None) -> go.Figure:
+    """Attention of one query token over keys 0..query for every head of a layer: rows [H, T] -> heads x keys.
+
+    With the sink hidden (rows renormalized without key 0, key 0 NaN) key 0 is drawn as hidden."""
     r = np.asarray(rows, dtype=np.float32)
     T = len(tokens)
     if r.ndim != 2 or r.shape[1] != T or not 0 <= query < T:
         raise ValueError(f"rows must be [heads, {T}] and 0 <= query < {T}, got {r.shape} and {query}")
     H = r.shape[0]
     z = r[:, : query + 1]
-    cats = _categories(tokens)[: query + 1]
+    shown = tokens[: query + 1]
+    cats = token_categories(shown)
     heads = [f"head {h}" for h in range(H)]
+    finite = z[np.isfinite(z)]
     fig = go.Figure(go.Heatmap(
-        z=z, x=cats, y=heads, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=_zmax(z), xgap=1 if query < 48 else 0,
-        ygap=1, colorbar=dict(title=dict(text="weight"), thickness=14), name="attention",
-        hovertemplate=f"query #{query} → key %{{x}}<br>%{{y}}: weight %{{z:.4f}}"
-                      "<extra></extra>"))
+        z=z, x=cats, y=heads, colorscale=ATTENTION_SCALE, zmin=0.0,
+        zmax=float(finite.max()) if finite.size and finite.max() > 0 else 1.0, xgap=1 if query < 48 else 0,
+        ygap=1, colorbar=dict(title=dict(text="weight"), thickness=14), name="attention", hoverongaps=False,
+        hovertemplate=f"query #{query} → key %{{x}}<br>%{{y}}: weight %{{z:.4f}}<extra></extra>"))
+    if sink_hidden:
+        fig.add_trace(go.Heatmap(z=np.ones((H, 1)), x=cats[:1], y=heads, colorscale=_single_colour(HIDDEN_COLOR),
+                                 showscale=False, zmin=0, zmax=1, name="hidden",
+                                 hovertemplate=f"%{{y}}: {HIDDEN_KEY_NOTE}<extra></extra>"))
     if selected is not None and 0 <= selected < H:
         fig.add_shape(type="rect", x0=-0.5, x1=query + 0.5, y0=selected - 0.5, y1=selected + 0.5,
                       line=dict(color=ACCENT, width=3), fillcolor="rgba(0,0,0,0)")
-    vals, text = category_ticks(tokens[: query + 1], max_labels)
-    fig.update_xaxes(title_text="key j (earlier tokens)", tickmode="array", tickvals=vals, ticktext=text,
-                     tickangle=-60, showgrid=False)
-    fig.update_yaxes(autorange="reversed", showgrid=False)
+    fig.update_xaxes(title_text="key j (earlier tokens)", **token_axis(shown, max_labels), autotickangles=[0, 45, 90],
+                     showgrid=False)
+    fig.update_yaxes(type="category", autorange="reversed", showgrid=False)
     apply_theme(fig, title=title, height=height or 150 + 34 * H)
+    fig.update_layout(plot_bgcolor=MASKED_COLOR)
     return fig
 
 
 # ------------------------------------------------------------------------------------------ next-token panel
 def next_token_bars(labels: list[str], probs: np.ndarray, *, title: str | None = None,
                     height: int | None = None) -> go.Figure:
-    """Top-k next-token predictions as horizontal bars, most likely on top, with the probability written."""
+    """Top-k next-token predictions as horizontal bars, most likely on top, with the probability written.
+
+    Rows sit at positions 0..k-1 with the token as tick text (a token such as '8' never makes the axis numeric)."""
     p = np.asarray(probs, dtype=np.float64)
     if len(labels) != p.size:
         raise ValueError(f"{len(labels)} labels for {p.size} probabilities")
-    names = [f"{k + 1}. {_short(t, 18)}" for k, t in enumerate(labels)]
+    names = [f"{k + 1}. {t}" for k, t in enumerate(labels)]
     fig = go.Figure(go.Bar(
-        x=p, y=names, orientation="h", marker_color=[ACCENT] + [PALETTE[0]] * (p.size - 1),
-        text=[f"{v:.1%}" for v in p], textposition="outside", cliponaxis=False, name="probability",
-        hovertemplate="%{y}: %{x:.4f}<extra></extra>"))
-    fig.update_yaxes(autorange="reversed", showgrid=False)
-    fig.update_xaxes(title_text="probability", tickformat=".0%", range=[0, min(1.0, float(p.max(initial=0)) * 1.25
-                                                                              + 0.02)])
+        x=p, y=np.arange(p.size), orientation="h", marker_color=[ACCENT] + [PALETTE[0]] * (p.size - 1),
+        text=percent_labels(p), textposition="outside", cliponaxis=False, name="probability",
+        customdata=[plotly_escape(n) for n in names], hovertemplate="%{customdata}: %{x:.4f}<extra></extra>"))
+    fig.update_yaxes(**row_axis(names, max_chars=20), showgrid=False)
+    fig.update_xaxes(title_text="probability", tickformat=".0%",
+                     range=[0, min(1.0, float(p.max(initial=0)) * 1.25 + 0.02)])
     apply_theme(fig, title=title, height=height or 90 + 34 * p.size)
     return fig
 
@@ -364,7 +391,7 @@ def next_token_bars(labels: list[str], probs: np.ndarray, *, title: str | None =
 # ----------------------------------------------------------------------------------------------------- export
 def matrix_csv(pattern: np.ndarray, tokens: list[str]) -> str:
     """One head's [T, T] matrix as CSV: header and first column are position-prefixed token labels (the same
-    labels as the axes); masked cells (j > i) are left empty."""
+    labels as the axes); masked (j > i) and hidden cells are left empty."""
     p = causal_nan(np.asarray(pattern))
     labels = position_labels(tokens)
     out = io.StringIO()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from viz.format import format_bytes, format_si
 from viz.theme import FONT_SIZE, PALETTE, TICK_FONT_SIZE, TITLE_FONT_SIZE, apply_theme
 
 # One colour per part, used by every figure on the page (so "MLP" is always the same green).
@@ -22,19 +23,11 @@ TREEMAP_MIN_TEXT = 12     # px: a box too small for its label at this size shows
 VARIANT_COLORS = {"MHA": PALETTE[3], "GQA": PALETTE[1], "MQA": PALETTE[8]}
 
 
-def si(n: float, unit: str = "", digits: int = 4) -> str:
-    """Short label: 134515008 -> '134.5M', 2.5e9 bytes with unit 'B' -> '2.5 GB' (digits significant digits)."""
-    sep = " " if unit else ""
-    for value, suffix in ((1e12, "T"), (1e9, "G" if unit else "B"), (1e6, "M"), (1e3, "k")):
-        if abs(n) >= value:
-            return f"{n / value:.{digits}g}{sep}{suffix}{unit}"
-    return f"{n:.{digits}g}{sep}{unit}"
-
-
 def breakdown_treemap(parts: dict[str, dict[str, int]], title: str | None = None, height: int = 460) -> go.Figure:
     """Treemap of group -> tensor kind -> parameters (e.g. Breakdown.parts()); areas are exact shares of the total."""
     total = sum(sum(leaves.values()) for leaves in parts.values())
-    ids, labels, parents, values, colors, texts = ["total"], ["Model"], [""], [total], ["#ffffff"], [si(total)]
+    ids, labels, parents, values, colors = ["total"], ["Model"], [""], [total], ["#ffffff"]
+    texts = [format_si(total, digits=4)]
     for group, leaves in parts.items():
         group_total = sum(leaves.values())
         color = GROUP_COLORS.get(group, PALETTE[9])
@@ -43,16 +36,16 @@ def breakdown_treemap(parts: dict[str, dict[str, int]], title: str | None = None
         parents.append("total")
         values.append(group_total)
         colors.append(color)
-        texts.append(f"{si(group_total)} · {100 * group_total / total:.1f}%")
+        texts.append(f"{format_si(group_total, digits=4)} · {100 * group_total / total:.1f}%")
         for leaf, value in leaves.items():
             ids.append(f"{group}/{leaf}")
             labels.append(leaf)
             parents.append(group)
             values.append(value)
             colors.append(color)
-            texts.append(f"{si(value, digits=3)}<br>{100 * value / total:.1f}%")   # narrow: fits the q/k/v boxes
+            texts.append(f"{format_si(value)}<br>{100 * value / total:.1f}%")   # narrow: fits the q/k/v boxes
     fig = go.Figure(go.Treemap(
-        ids=ids, labels=labels, parents=parents, values=values, branchvalues="total",
+        ids=ids, labels=labels, parents=parents, values=[float(v) for v in values], branchvalues="total",
         marker=dict(colors=colors, line=dict(color="white", width=2)),
         text=texts, texttemplate="<b>%{label}</b><br>%{text}", textfont=dict(size=FONT_SIZE),
         hovertemplate="<b>%{label}</b><br>%{value:,} parameters<br>%{percentRoot:.2%} of the model<extra></extra>",
@@ -96,18 +89,19 @@ def memory_figure(weights: dict[str, int], kv: dict[str, int], context_len: int,
                         subplot_titles=("Weights", f"KV cache · {context_len:,} tokens"
                                                     + (f" × batch {batch:,}" if batch > 1 else "")))
     fig.add_trace(go.Bar(
-        x=list(weights), y=list(weights.values()), marker_color=[DTYPE_COLORS.get(k, PALETTE[0]) for k in weights],
-        text=[si(v, "B", digits=3) for v in weights.values()], textposition="outside", textfont=dict(size=FONT_SIZE),
+        x=list(weights), y=[float(v) for v in weights.values()],
+        marker_color=[DTYPE_COLORS.get(k, PALETTE[0]) for k in weights],
+        text=[format_bytes(v) for v in weights.values()], textposition="outside", textfont=dict(size=FONT_SIZE),
         cliponaxis=False, hovertemplate="weights at %{x}: %{y:,} bytes<extra></extra>", showlegend=False,
     ), row=1, col=1)
     fig.add_trace(go.Bar(
-        x=[k.replace(" (", "<br>(") for k in kv], y=list(kv.values()),
+        x=[k.replace(" (", "<br>(") for k in kv], y=[float(v) for v in kv.values()],
         marker_color=[VARIANT_COLORS.get(k.split()[0], PALETTE[5]) for k in kv],
-        text=[si(v, "B", digits=3) for v in kv.values()], textposition="outside", textfont=dict(size=FONT_SIZE),
+        text=[format_bytes(v) for v in kv.values()], textposition="outside", textfont=dict(size=FONT_SIZE),
         cliponaxis=False, hovertemplate="KV cache, %{x}: %{y:,} bytes<extra></extra>", showlegend=False,
     ), row=1, col=2)
     apply_theme(fig, title, height)
-    top = max([*weights.values(), *kv.values(), 1])
+    top = float(max([*weights.values(), *kv.values(), 1]))   # floats: exact ints may exceed 64 bits
     fig.update_yaxes(range=[0, top * 1.18], title_text="bytes", tickformat="~s", ticksuffix="B", row=1, col=1)
     fig.update_yaxes(range=[0, top * 1.18], row=1, col=2)
     fig.update_annotations(font=dict(size=TITLE_FONT_SIZE - 2))
@@ -120,7 +114,7 @@ def comparison_figure(rows: list[tuple[str, dict[str, int]]], title: str | None 
 
     rows: [(model name, {"embeddings": n, "attention": n, "mlp": n, "norms": n, "head": n}), ...]
     """
-    names = [f"{name}<br>{si(sum(groups.values()))}" for name, groups in rows]
+    names = [f"{name}<br>{format_si(sum(groups.values()), digits=4)}" for name, groups in rows]
     fig = go.Figure()
     for group in ("embeddings", "attention", "mlp", "norms", "head"):
         counts = [groups.get(group, 0) for _, groups in rows]
@@ -152,9 +146,9 @@ def _percent_bars_layout(fig: go.Figure, title: str | None, height: int, x_title
 def flops_figure(matmul: int, attention_per_position: int, context_lens: list[int], marker: int | None = None,
                  title: str | None = None, height: int = 380) -> go.Figure:
     """Forward FLOPs per token vs context length: the flat matmul part and the attention part that grows with it."""
-    attention = [attention_per_position * n for n in context_lens]
+    attention = [float(attention_per_position * n) for n in context_lens]    # floats: ints may exceed 64 bits
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=context_lens, y=[matmul] * len(context_lens), name="matmuls (2 × weights)",
+    fig.add_trace(go.Scatter(x=context_lens, y=[float(matmul)] * len(context_lens), name="matmuls (2 × weights)",
                              mode="lines", stackgroup="flops", line=dict(color=GROUP_COLORS["mlp"]),
                              hovertemplate="matmuls: %{y:.3s} FLOPs<extra></extra>"))
     fig.add_trace(go.Scatter(x=context_lens, y=attention, name="attention (QKᵀ and AV)", mode="lines",

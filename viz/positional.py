@@ -4,32 +4,17 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from viz.format import SI, format_si
+from viz.labels import position_axis
 from viz.theme import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, MASKED_COLOR, PALETTE, TICK_FONT_SIZE, apply_theme
 
 Q_COLOR, K_COLOR = PALETTE[0], PALETTE[1]          # query blue, key orange, everywhere on the page
 Q_LIGHT, K_LIGHT = "#9ecae1", "#fdd0a2"            # the same vectors before rotation
 
 
-def thin(n: int, max_n: int) -> np.ndarray:
-    """Indices 0..n-1 with a constant stride so that at most max_n remain (a figure never needs more cells)."""
-    return np.arange(0, n, max(1, -(-n // max_n)))
-
-
-def thin_pairs(d: int, max_d: int) -> np.ndarray:
-    """Dimension indices 0..d-1 thinned by whole sin/cos pairs (2i, 2i+1), so both members of a pair stay."""
-    pairs = thin(d // 2, max(1, max_d // 2))
-    return np.stack((2 * pairs, 2 * pairs + 1), axis=-1).reshape(-1)
-
-
 def _fmt_tokens(x: float) -> str:
-    """A token count or wavelength readable at a glance: 6.28, 62.8, 628, 6.3k, 1.2M."""
-    if x >= 1e6:
-        return f"{x / 1e6:.3g}M"
-    if x >= 1e4:
-        return f"{x / 1e3:.3g}k"
-    if x >= 1e3:
-        return f"{x:,.0f}"
-    return f"{x:.3g}"
+    """A token count or wavelength readable at a glance: 6.28, 62.8, 628, 6.28 k, 1.2 M."""
+    return format_si(x, digits=3, prefixes=SI)
 
 
 # --------------------------------------------------------------------------------------------- sinusoidal PE
@@ -314,25 +299,25 @@ def distance_figure(distances: np.ndarray, scores: np.ndarray, envelope: np.ndar
     return apply_theme(fig, None, height)
 
 
-def pattern_pair_figure(with_rope: np.ndarray, without_rope: np.ndarray, mask: np.ndarray, key_positions: np.ndarray,
-                        query_ticks: tuple[list, list], key_ticks: tuple[list, list], query: int | None = None,
+def pattern_pair_figure(with_rope: np.ndarray, without_rope: np.ndarray, tokens: list[str], query: int | None = None,
                         height: int = 540) -> go.Figure:
     """One head's attention pattern with RoPE and with RoPE switched off, side by side, one colour scale.
 
-    Patterns and mask are [T, K] (K = T, or T-1 when key 0 is hidden; key_positions gives their positions).
-    Masked cells (future keys) are left empty over a grey background (MASKED_COLOR).
+    Patterns are [T, T] with NaN where nothing is shown (future keys; with the sink hidden, key 0 and rows 0-1),
+    drawn as the grey background (MASKED_COLOR). Token axes are positions with the tokens as tick text.
     """
-    allowed = mask.any()
-    zmax = max(float(with_rope[mask].max()), float(without_rope[mask].max())) if allowed else 1.0
-    rows = np.arange(mask.shape[0])
+    shown = np.concatenate([with_rope[np.isfinite(with_rope)], without_rope[np.isfinite(without_rope)]])
+    zmax = float(shown.max()) if shown.size and shown.max() > 0 else 1.0
+    positions = np.arange(len(tokens))
     hover = "query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"
-    traces = [go.Heatmap(z=np.where(mask, pat, np.nan).astype(np.float32), x=key_positions, y=rows,
-                         coloraxis="coloraxis", hoverongaps=False, hovertemplate=hover, xaxis=xa, yaxis=ya)
+    traces = [go.Heatmap(z=np.asarray(pat, dtype=np.float32), x=positions, y=positions, coloraxis="coloraxis",
+                         hoverongaps=False, hovertemplate=hover, xaxis=xa, yaxis=ya)
               for pat, xa, ya in ((with_rope, "x", "y"), (without_rope, "x2", "y2"))]
-    xaxis = dict(tickvals=key_ticks[0], ticktext=key_ticks[1], tickangle=-60, title="key", showgrid=False,
+    xaxis = dict(position_axis(tokens, max_labels=12, max_chars=8), tickangle=-60, title="key", showgrid=False,
                  zeroline=False)
-    yaxis = dict(tickvals=query_ticks[0], ticktext=query_ticks[1], autorange="reversed", showgrid=False,
+    yaxis = dict(position_axis(tokens, max_labels=40, max_chars=9), autorange="reversed", showgrid=False,
                  zeroline=False)
+    yaxis.pop("range")
     shapes = [] if query is None else [
         dict(type="line", xref=f"{xa} domain", x0=0, x1=1, yref=ya, y0=query, y1=query,
              line=dict(color=ACCENT, width=1.5, dash="dot")) for xa, ya in (("x", "y"), ("x2", "y2"))]
@@ -341,7 +326,7 @@ def pattern_pair_figure(with_rope: np.ndarray, without_rope: np.ndarray, mask: n
         xaxis=dict(xaxis, domain=[0, 0.475]), xaxis2=dict(xaxis, domain=[0.525, 1], anchor="y2"),
         yaxis=dict(yaxis, title="query"), yaxis2=dict(yaxis, anchor="x2", matches="y", showticklabels=False),
         shapes=shapes, plot_bgcolor=MASKED_COLOR,
-        coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, cmax=zmax or 1.0,
+        coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, cmax=zmax,
                        colorbar=dict(title=dict(text="weight", side="top"), thickness=10, xpad=6)),
         annotations=[dict(text="<b>with RoPE</b>", x=0.2375, y=1.0, xref="paper", yref="paper",
                           yanchor="bottom", showarrow=False, font=small),

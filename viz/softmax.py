@@ -1,7 +1,7 @@
 """Figures for the softmax & temperature page: probability bars, curves over temperature, sampling histogram.
 
-Rows are numeric positions with the labels as tick text (token strings are not unique). Pure plotly: no streamlit,
-no torch.
+Rows are numeric positions with the (escaped) labels as tick text: token strings are not unique, and a token such
+as "8" must not turn the axis numeric. One percentage format per chart. Pure plotly: no streamlit, no torch.
 """
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from viz.format import percent_labels, percent_tickformat
+from viz.labels import plotly_escape, row_axis
 from viz.theme import ACCENT, MASKED_COLOR, PALETTE, apply_theme
 
 KEPT_COLOR = PALETTE[0]
@@ -23,8 +25,7 @@ def _rows(labels: list[str], values, name: str) -> tuple[list[str], np.ndarray]:
 
 
 def _label_axis(fig: go.Figure, labels: list[str], **kw) -> None:
-    fig.update_yaxes(tickmode="array", tickvals=list(range(len(labels))), ticktext=labels,
-                     range=[len(labels) - 0.5, -0.5], **kw)
+    fig.update_yaxes(**row_axis(labels, max_chars=22), **kw)
 
 
 def probability_bars(labels: list[str], probs, *, keep=None, renormalized=None, title: str | None = None,
@@ -46,8 +47,8 @@ def probability_bars(labels: list[str], probs, *, keep=None, renormalized=None, 
     fig.add_trace(go.Bar(
         x=p, y=np.arange(n), orientation="h", name="probability",
         marker=dict(color=np.where(keep, KEPT_COLOR, MASKED_COLOR).tolist(), line=dict(width=0)),
-        text=[f"{v:.1%}" if v >= 0.0005 else f"{v:.1e}" for v in p], textposition="outside", cliponaxis=False,
-        customdata=np.stack([np.asarray(labels, dtype=object), status, renorm], axis=-1),
+        text=percent_labels(p), textposition="outside", cliponaxis=False,
+        customdata=np.stack([np.asarray([plotly_escape(s) for s in labels], dtype=object), status, renorm], axis=-1),
         hovertemplate="%{customdata[0]}<br>p = %{x:.4f}<br>%{customdata[1]}<br>after renormalizing: "
                       "%{customdata[2]:.4f}<extra></extra>"))
     if renormalized is not None and (~keep).any():
@@ -58,7 +59,8 @@ def probability_bars(labels: list[str], probs, *, keep=None, renormalized=None, 
         fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0))
     _label_axis(fig, labels, title_text=None)
     top = float(np.nanmax(np.concatenate([p, renorm]))) if n else 1.0
-    fig.update_xaxes(title_text="probability", range=[0, min(1.0, top) * 1.18 or 1.0], tickformat=".0%")
+    top = min(1.0, top) * 1.25 or 1.0                  # room for the labels right of the bars
+    fig.update_xaxes(title_text="probability", range=[0, top], tickformat=percent_tickformat(top), nticks=6)
     apply_theme(fig, title=title, height=height or int(min(720, 120 + 26 * max(n, 4))))
     fig.update_layout(showlegend=renormalized is not None and bool((~keep).any()), bargap=0.25)
     return fig
@@ -133,18 +135,20 @@ def sample_histogram(labels: list[str], expected, observed, n_samples: int, *, t
     _, o = _rows(labels, observed, "observed")
     n = len(labels)
     fig = go.Figure()
+    escaped = [plotly_escape(s) for s in labels]
     fig.add_trace(go.Bar(x=e, y=np.arange(n), orientation="h", name="expected probability",
-                         marker_color=KEPT_COLOR, customdata=labels,
+                         marker_color=KEPT_COLOR, customdata=escaped,
                          hovertemplate="%{customdata}<br>expected: %{x:.4f}<extra></extra>"))
     counts = np.rint(o * n_samples).astype(int)
     fig.add_trace(go.Bar(x=o, y=np.arange(n), orientation="h", name=f"share of {n_samples:,} samples",
-                         marker_color=SAMPLED_COLOR, customdata=np.stack([np.asarray(labels, dtype=object),
+                         marker_color=SAMPLED_COLOR, customdata=np.stack([np.asarray(escaped, dtype=object),
                                                                           counts], axis=-1),
                          hovertemplate="%{customdata[0]}<br>sampled %{customdata[1]} times: %{x:.4f}"
                                        "<extra></extra>"))
     _label_axis(fig, labels)
-    top = float(max(e.max(initial=0), o.max(initial=0)))
-    fig.update_xaxes(title_text="probability / frequency", range=[0, min(1.0, top * 1.1) or 1.0], tickformat=".0%")
+    top = min(1.0, float(max(e.max(initial=0), o.max(initial=0))) * 1.1) or 1.0
+    fig.update_xaxes(title_text="probability / frequency", range=[0, top], tickformat=percent_tickformat(top),
+                     nticks=6)
     apply_theme(fig, title=title, height=height or int(min(760, 140 + 34 * max(n, 3))))
     fig.update_layout(barmode="group", bargap=0.2, bargroupgap=0.05,
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0))

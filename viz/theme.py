@@ -9,6 +9,7 @@ TITLE_FONT_SIZE = 20
 ATTENTION_SCALE = "Viridis"   # sequential, perceptually uniform, colour-blind safe, dark = 0
 DIVERGING_SCALE = "RdBu_r"    # signed values (scores, PE, dot products), white = 0
 MASKED_COLOR = "#d9d9d9"      # cells the causal mask forbids: light grey, never a colour of the scale
+HIDDEN_COLOR = "#f2f2f2"      # cells left out of a view (the attention sink when it is hidden): paler still
 ACCENT = "#d62728"            # marks the current choice (temperature, query token, head)
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf"]
@@ -42,8 +43,25 @@ def apply_theme(fig: go.Figure, title: str | None = None, height: int | None = N
     return fig
 
 
-def token_tick_labels(tokens: list[str], max_labels: int = 64) -> tuple[list[int], list[str]]:
-    """Tick positions and texts for a token axis: unique by position, thinned to at most max_labels."""
-    step = max(1, -(-len(tokens) // max_labels))
-    positions = list(range(0, len(tokens), step))
-    return positions, [f"{tokens[i]}" for i in positions]
+def scale_fonts(fig: go.Figure, factor: float) -> go.Figure:
+    """Every font size of fig (layout, title, axes, annotations, colour bars, trace text) times factor, in place:
+    presenter mode enlarges chart text without each figure knowing about it."""
+    def scale(font) -> None:
+        if font is not None and font.size:
+            font.size = round(font.size * factor)
+
+    layout = fig.layout
+    layout.font.size = round((layout.font.size or FONT_SIZE) * factor)
+    scale(layout.title.font)
+    scale(layout.hoverlabel.font)
+    scale(layout.legend.font)
+    fig.for_each_xaxis(lambda ax: (scale(ax.tickfont), scale(ax.title.font)))
+    fig.for_each_yaxis(lambda ax: (scale(ax.tickfont), scale(ax.title.font)))
+    for annotation in layout.annotations:
+        scale(annotation.font)
+    for trace in fig.data:
+        scale(getattr(trace, "textfont", None))
+        colorbar = getattr(trace, "colorbar", None)
+        if colorbar is not None:
+            scale(colorbar.tickfont)
+    return fig

@@ -1,0 +1,105 @@
+"""A thread-safe cache bounded by the bytes its values hold (pure Python: no Streamlit).
+
+A hosted server serves many sessions from one process, so caches are bounded in bytes, not entries: a 512-token
+trace is ~150 MB, a 20-token one ~1 MB. Values are shared read-only objects. Several sessions asking for the same
+key at once wait for one computation; an evicted value is simply computed again the next time it is asked for; a
+value larger than the whole budget is still returned (a full cache never blocks anyone), just not kept.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any
+
+import numpy as np
+
+
+def nbytes(value: Any) -> int:
+    """Bytes held by the numpy arrays inside value (dataclasses, dicts, lists and tuples are walked)."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if is_dataclass(value) and not isinstance(value, type):
+        return sum(nbytes(getattr(value, f.name)) for f in fields(value))
+    if isinstance(value, dict):
+        return sum(nbytes(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return sum(nbytes(v) for v in value)
+    return 0
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+
+
+class ByteBudgetCache:
+    """Least-recently-used cache whose values together hold at most budget_bytes (measured by size_of)."""
+
+    def __init__(self, name: str, budget_bytes: int, size_of: Callable[[Any], int] = nbytes):
+        self.name = name
+        self.budget_bytes = int(budget_bytes)
+        self._size_of = size_of
+        self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._total = 0
+        self._lock = threading.Lock()
+        self._key_locks: dict[Hashable, threading.Lock] = {}
+        self.stats = CacheStats()
+
+    @property
+    def total_bytes(self) -> int:
+        return self._total
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._entries
+
+    def _lookup(self, key: Hashable):
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            self.stats.hits += 1
+            return entry
+
+    def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """The cached value for key, or compute() (once, even when several threads ask at the same time)."""
+        entry = self._lookup(key)
+        if entry is not None:
+            return entry[0]
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            entry = self._lookup(key)                  # another thread may have computed it meanwhile
+            if entry is not None:
+                return entry[0]
+            value = compute()
+            self._store(key, value)
+        with self._lock:
+            self._key_locks.pop(key, None)
+        return value
+
+    def _store(self, key: Hashable, value: Any) -> None:
+        size = int(self._size_of(value))
+        with self._lock:
+            self.stats.misses += 1
+            if size > self.budget_bytes:
+                return
+            while self._entries and self._total + size > self.budget_bytes:
+                _, (_, old_size) = self._entries.popitem(last=False)
+                self._total -= old_size
+                self.stats.evictions += 1
+            self._entries[key] = (value, size)
+            self._total += size
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._total = 0

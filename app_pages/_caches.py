@@ -1,0 +1,99 @@
+"""Every shared cache of the app: the model (loaded once per server process) and byte-bounded caches of what it
+computes per text. Values are read-only and shared by all sessions; a value evicted to stay in budget is computed
+again when next asked for.
+
+Budget: ATLAS_CACHE_MB (environment variable or Streamlit secret `cache_mb`), default 600 MB, split between the
+traces (70%), recomputed layer details (20%) and small derived arrays (10%).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import streamlit as st
+
+from app_pages._budget import ByteBudgetCache
+from model import ForwardTrace, LayerDetail, load_model
+from model.gguf import ModelLoadError
+from model.head_stats import apply_sink, head_stats
+from viz.attention import thumbnail_tiles
+
+DEFAULT_MAX_TOKENS = 512
+DEFAULT_CACHE_MB = 600
+SHARES = {"traces": 0.7, "layer_details": 0.2, "derived": 0.1}
+
+
+def cache_budget_mb() -> int:
+    """ATLAS_CACHE_MB from the environment, else the secret `cache_mb`, else DEFAULT_CACHE_MB."""
+    raw = os.environ.get("ATLAS_CACHE_MB")
+    if raw is None:
+        try:
+            raw = st.secrets.get("cache_mb")
+        except (FileNotFoundError, KeyError, st.errors.StreamlitSecretNotFoundError):
+            raw = None
+    try:
+        return max(16, int(raw)) if raw is not None else DEFAULT_CACHE_MB
+    except (TypeError, ValueError):
+        return DEFAULT_CACHE_MB
+
+
+@st.cache_resource(show_spinner=False)
+def _caches() -> dict[str, ByteBudgetCache]:
+    total = cache_budget_mb() * 2**20
+    return {name: ByteBudgetCache(name, int(total * share)) for name, share in SHARES.items()}
+
+
+def caches() -> dict[str, ByteBudgetCache]:
+    """The server's caches by name (for the bench and the tests)."""
+    return _caches()
+
+
+@st.cache_resource(show_spinner="Loading SmolLM2-135M (first start only, a few seconds)…")
+def _load_model():
+    return load_model()
+
+
+def get_model():
+    """The shared, read-only language model. If it cannot be loaded, the app shows the loader's message (which
+    says what to do) and stops; nothing is cached, so a fix is picked up on the next run."""
+    try:
+        return _load_model()
+    except ModelLoadError as exc:
+        st.error(f"**The language model could not be loaded.** {exc}", icon=":material/error:")
+        st.stop()
+
+
+def get_trace(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> ForwardTrace:
+    """The forward trace of a text (shared by every session that shows the same text)."""
+    lm = get_model()
+    return _caches()["traces"].get((lm.source, text, max_tokens), lambda: lm.run(text, max_tokens=max_tokens))
+
+
+def get_layer_detail(text: str, layer: int, max_tokens: int = DEFAULT_MAX_TOKENS) -> LayerDetail:
+    """q/k/v before and after RoPE, scores before the mask, mask and pattern of one layer (recomputed)."""
+    lm = get_model()
+    return _caches()["layer_details"].get((lm.source, text, max_tokens, layer),
+                                           lambda: lm.layer_detail(get_trace(text, max_tokens), layer))
+
+
+def cached(name: str, key, compute):
+    """A small derived value (a page's arrays) from the shared byte-bounded cache: compute() on a miss."""
+    return _caches()["derived"].get((name, key), compute)
+
+
+def get_head_stats(text: str, hide_sink: bool, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict[str, np.ndarray]:
+    """model.head_stats.head_stats of the trace: {statistic: [n_layers, n_heads]}."""
+    def compute():
+        trace = get_trace(text, max_tokens)
+        return head_stats(trace.attention, trace.token_ids, hide_sink=hide_sink)
+
+    return _caches()["derived"].get(("stats", get_model().source, text, max_tokens, hide_sink), compute)
+
+
+def get_thumbnail_tiles(text: str, hide_sink: bool, max_tokens: int = DEFAULT_MAX_TOKENS) -> np.ndarray:
+    """viz.attention.thumbnail_tiles of the trace (sink hidden or not): [n_layers, n_heads, n, n]."""
+    def compute():
+        trace = get_trace(text, max_tokens)
+        return thumbnail_tiles(trace.attention, per_layer=(lambda a: apply_sink(a, True)) if hide_sink else None)
+
+    return _caches()["derived"].get(("thumbs", get_model().source, text, max_tokens, hide_sink), compute)

@@ -1,0 +1,120 @@
+"""Widgets bound to the app's state: each uses its setting's state key (see _schemas.py) as its widget key, with
+persist_state="session", so its value survives page switches and is exactly what the share link carries.
+
+Every function takes `where` (the sidebar, a row of the page, a column) and draws one control there. Ranges come
+from the model's config and the trace, never hard-coded.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from app_pages import _schemas as S
+from app_pages._examples import load_examples
+from app_pages._widgets import escape_markdown, token_label
+from model import ForwardTrace, ModelConfig
+
+PERSIST = dict(persist_state="session")
+STRIP_MAX_TOKENS = 60        # up to this many tokens the query token is picked from clickable token pills
+PICK = "q_pick"              # the pills' own key; they copy the pick into the query setting
+
+
+def _pick_example() -> None:
+    choice = st.session_state.get("w_example")
+    examples = load_examples()
+    if choice is not None and 0 <= choice < len(examples):
+        st.session_state[S.TEXT.key] = examples[choice]["text"]
+        st.session_state[S.QUERY.key] = None           # new text: the query goes back to the last token
+    st.session_state["w_example"] = None
+
+
+def _text_changed() -> None:
+    st.session_state[S.QUERY.key] = None
+
+
+def example_picker(where) -> None:
+    examples = load_examples()
+    where.selectbox("Example texts", options=list(range(len(examples))), index=None, key="w_example",
+                    format_func=lambda i: examples[i]["title"], placeholder="Load an example text…",
+                    on_change=_pick_example, label_visibility="collapsed")
+
+
+def text_box(where, height: int = 110) -> None:
+    where.text_area("Text", key=S.TEXT.key, height=height, max_chars=S.MAX_TEXT_CHARS, on_change=_text_changed,
+                    help="The model reads this text; every page shows what it did with it. Ctrl+Enter to apply.",
+                    **PERSIST)
+
+
+def layer_slider(where, cfg: ModelConfig, width="stretch") -> None:
+    if cfg.n_layers > 1:
+        where.slider("Layer", 0, cfg.n_layers - 1, key=S.LAYER.key, width=width,
+                     help=f"Which of the {cfg.n_layers} transformer blocks (0 = first)", **PERSIST)
+
+
+def head_slider(where, cfg: ModelConfig, width="stretch") -> None:
+    if cfg.n_heads > 1:
+        where.slider("Head", 0, cfg.n_heads - 1, key=S.HEAD.key, width=width,
+                     help=f"Which of the layer's {cfg.n_heads} query heads (head h reads key/value head "
+                          f"h // {cfg.group_size})", **PERSIST)
+
+
+def sink_toggle(where, label: str = "Hide attention sink (token 0)") -> None:
+    where.toggle(label, key=S.SINK.key,
+                 help="From layer 12 on, most heads put 50-84% of their attention on the first token. This hides "
+                      "that column and rescales every row to sum to 1, so the rest becomes visible. Rows with "
+                      "nothing left to show turn grey.", **PERSIST)
+
+
+def step(key: str, delta: int, lo: int, hi: int) -> None:
+    """Button callback: move a whole-number setting by delta, inside [lo, hi]."""
+    st.session_state[key] = max(lo, min(hi, int(st.session_state.get(key, lo)) + delta))
+
+
+def _copy_pick() -> None:
+    pick = st.session_state.get(PICK)
+    if pick is not None:
+        st.session_state[S.QUERY.key] = pick
+
+
+def query_slider(trace: ForwardTrace, where=None, label: str = "Query token", width="stretch") -> None:
+    """The query token as a one-line slider over the text's positions (compact: fits above a chart)."""
+    tokens = trace.tokens
+    (where or st).select_slider(label, options=list(range(trace.n_tokens)), key=S.QUERY.key, width=width,
+                                format_func=lambda i: token_label(tokens, i, 20),
+                                help="Drag (or use the arrow keys on it) to move the query token along the text",
+                                **PERSIST)
+
+
+def query_picker(trace: ForwardTrace, where=None, label: str = "Query token") -> None:
+    """The query token: clickable token pills for short texts, the slider over positions for long ones."""
+    where = st if where is None else where
+    tokens = trace.tokens
+    if trace.n_tokens > STRIP_MAX_TOKENS:
+        query_slider(trace, where, label)
+        return
+    st.session_state[PICK] = st.session_state.get(S.QUERY.key)
+    where.pills(label, options=list(range(trace.n_tokens)), key=PICK, on_change=_copy_pick, required=True,
+                format_func=lambda i: escape_markdown(tokens[i]), help="Click a token to make it the query")
+
+
+def head_picker(cfg: ModelConfig, where=None, label: str = "Open a head") -> None:
+    """A row of head buttons bound to the head setting."""
+    where = st if where is None else where
+    st.session_state["w_head_pick"] = st.session_state.get(S.HEAD.key, 0)
+    where.segmented_control(label, options=list(range(cfg.n_heads)), format_func=lambda h: f"head {h}",
+                            required=True, key="w_head_pick",
+                            on_change=lambda: st.session_state.update({S.HEAD.key: st.session_state["w_head_pick"]}))
+
+
+def view_tabs(param, labels: dict[str, str]):
+    """st.tabs over a page's views, kept in the view setting (param, a Choice) and so in the link. Returns (the open
+    view's slug, its tab container): only the open view's content should be computed, inside that container."""
+    slug = st.session_state.get(param.key) or param.default
+    widget = param.key + "_tabs"
+
+    def changed() -> None:
+        label = st.session_state.get(widget)
+        st.session_state[param.key] = next((s for s, lab in labels.items() if lab == label), param.default)
+
+    st.session_state[widget] = labels[slug]
+    tabs = st.tabs(list(labels.values()), key=widget, on_change=changed)
+    return slug, tabs[list(labels).index(slug)]

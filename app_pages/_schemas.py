@@ -1,0 +1,177 @@
+"""Every page's settings, declared once: what a share link can carry, with bounds and defaults (pure Python).
+
+A page's widgets use exactly these state keys, so what a user sets is what the link restores. The settings shared
+by the model pages (text, layer, head, query token, sink switch) are declared once and reused; `present`
+(presenter mode) is added to every page. A setting's `when` says on which view it does something: the shell draws
+only those controls and the link carries only those settings.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from app_pages._examples import default_text
+from app_pages._url import Choice, Context, Flag, Float, Int, IntList, Param, Schema, Text
+from model.params import (
+    CUSTOM,
+    DEFAULTS,
+    LIMITS,
+    MAX_BATCH,
+    MAX_CONTEXT,
+    MLP_KINDS,
+    NORM_KINDS,
+    POSITIONAL_KINDS,
+    PRESETS,
+)
+from model.sampling import T_MAX, T_MIN
+
+MAX_TEXT_CHARS = 8_000          # longer texts (typed or from a link) are cut: 512 tokens need far fewer characters
+URL_TEXT_LIMIT = 16_000         # URL-encoded characters of text we still put into the share link
+
+
+def _last_token(ctx: Context) -> int | None:
+    return None if ctx.n_tokens is None else ctx.n_tokens - 1
+
+
+TEXT = Text("text", "text", default=default_text(), max_chars=MAX_TEXT_CHARS, url_limit=URL_TEXT_LIMIT)
+LAYER = Int("layer", "layer", 0, lo=0, hi=lambda c: c.n_layers - 1)
+HEAD = Int("head", "head", 0, lo=0, hi=lambda c: c.n_heads - 1)
+QUERY = Int("q", "q", _last_token, lo=0, hi=_last_token)           # default: the last token
+SINK = Flag("sink", "sink")
+PRESENT = Flag("present", "present")
+SHARED_KEYS = (TEXT.key, LAYER.key, HEAD.key, QUERY.key, SINK.key)   # the shell draws these controls
+
+
+def _view_is(key: str, *views: str):
+    return lambda state: state.get(key) in views
+
+
+def _view_is_not(key: str, *views: str):
+    return lambda state: state.get(key) not in views
+
+
+def _with(param: Param, when) -> Param:
+    """The same setting, applying only when `when(state)` holds."""
+    return replace(param, when=when)
+
+
+# ------------------------------------------------------------------------------------------------------ Attention
+ATTENTION_VIEWS = {"head": "One head", "layer": "All heads of a layer", "model": "Whole model",
+                   "query": "Query token", "next": "Next token"}
+OVERVIEW_KINDS = ("thumbs", "prev_token", "induction", "sink", "self", "entropy")
+_A_VIEW = "attention_view"
+ATTENTION = Schema("attention", (
+    Choice("view", _A_VIEW, "head", options=tuple(ATTENTION_VIEWS)),
+    TEXT,
+    _with(LAYER, _view_is_not(_A_VIEW, "next")),
+    _with(HEAD, _view_is_not(_A_VIEW, "next")),
+    _with(QUERY, _view_is(_A_VIEW, "head", "query")),
+    _with(SINK, _view_is_not(_A_VIEW, "next")),
+    Flag("stretch", "attention_stretch", when=_view_is(_A_VIEW, "head", "layer")),
+    Choice("color", "attention_overview", "prev_token", options=OVERVIEW_KINDS, when=_view_is(_A_VIEW, "model")),
+))
+
+# --------------------------------------------------------------------------------------------------- Causal mask
+MASK_TOKENS = 16                # the first N tokens shown by default: cells stay readable on a projector
+CAUSAL_MASK = Schema("causal-mask", (
+    TEXT, LAYER, HEAD, SINK,
+    Int("n", "mask_n", lambda c: min(MASK_TOKENS, c.n_tokens or 2), lo=2, hi=lambda c: max(2, c.n_tokens or 2)),
+    Flag("side", "mask_side"),
+))
+
+# ------------------------------------------------------------------------------------------ Softmax & temperature
+SOFTMAX_SOURCES = {"next": "Next-token logits", "attention": "One head's scores"}
+MAX_SAMPLES = 100_000
+_S_SOURCE = "softmax_source"
+_attention_source = _view_is(_S_SOURCE, "attention")
+SOFTMAX = Schema("softmax", (
+    TEXT,
+    Choice("source", _S_SOURCE, "next", options=tuple(SOFTMAX_SOURCES)),
+    Float("temp", "temp", 1.0, lo=T_MIN, hi=T_MAX),
+    _with(LAYER, _attention_source), _with(HEAD, _attention_source), _with(QUERY, _attention_source),
+    _with(SINK, _attention_source),
+    Int("top_k", "softmax_top_k", 0, lo=0, hi=lambda c: c.vocab_size),
+    Float("top_p", "softmax_top_p", 1.0, lo=0.01, hi=1.0),
+    Int("seed", "softmax_seed", 0, lo=0, hi=2**31 - 1),
+    Int("draws", "softmax_draws", 1000, lo=1, hi=MAX_SAMPLES),
+))
+
+# ---------------------------------------------------------------------------------------- Positional encodings
+POSITIONAL_VIEWS = {"sin": "Sinusoidal PE", "rope": "RoPE: the rotation", "model": "RoPE inside the model"}
+D_MODEL_OPTIONS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+PE_BASE_OPTIONS = (100, 1_000, 10_000, 100_000, 1_000_000)
+MAX_PE_POSITIONS = 2048
+DISTANCE_OPTIONS = (512, 2048, 4096, 8192)
+_P_VIEW = "positional_view"
+_sin, _rope, _model = (_view_is(_P_VIEW, v) for v in POSITIONAL_VIEWS)
+POSITIONAL = Schema("positional", (
+    Choice("view", _P_VIEW, "sin", options=tuple(POSITIONAL_VIEWS)),
+    Choice("d", "pos_d_model", 128, options=D_MODEL_OPTIONS, when=_sin),
+    Int("positions", "pos_n_positions", 256, lo=16, hi=MAX_PE_POSITIONS, when=_sin),
+    Choice("base", "pos_base", 10_000, options=PE_BASE_OPTIONS, when=_sin),
+    IntList("dims", "pos_dims", None, lo=0, hi=max(D_MODEL_OPTIONS) - 1, max_items=8, when=_sin),  # None: auto
+    Float("rbase", "pos_rot_base", None, lo=100.0, hi=1e8, when=_rope),                          # None: the model's
+    Int("rpositions", "pos_rot_positions", 64, lo=2, hi=512, when=_rope),
+    Int("pa", "pos_pair_a", 0, lo=0, hi=lambda c: c.head_dim // 2 - 1, when=_rope),
+    Int("pb", "pos_pair_b", lambda c: c.head_dim // 4, lo=0, hi=lambda c: c.head_dim // 2 - 1, when=_rope),
+    _with(TEXT, _model), _with(LAYER, _model), _with(HEAD, _model), _with(QUERY, _model), _with(SINK, _model),
+    Int("k", "pos_key", None, lo=0, hi=_last_token, when=_model),                                # None: strongest
+    Choice("dist", "pos_max_distance", 4096, options=DISTANCE_OPTIONS, when=_model),
+))
+
+# ----------------------------------------------------------------------------------------------------- Parameters
+DEFAULT_PRESET = "SmolLM2-135M"
+SHAPE_NUMBERS = ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "max_positions")
+SHAPE_CHOICES = {"mlp": MLP_KINDS, "norm": NORM_KINDS, "positional": POSITIONAL_KINDS}
+SHAPE_FLAGS = ("tied_embeddings", "qkv_bias", "out_bias", "mlp_bias", "qk_norm")
+AUTO_FIELDS = ("n_kv_heads", "head_dim")          # empty = automatic (= query heads, = d_model / heads)
+KV_DTYPES = ("fp32", "bf16", "int8", "int4")
+COMPARE_OPTIONS = ("shape above", *PRESETS)
+_URL_NAMES = {"vocab_size": "vocab", "d_model": "d", "n_layers": "layers", "d_ff": "ff", "n_heads": "heads",
+              "n_kv_heads": "kv", "head_dim": "hd", "max_positions": "ctx_max", "mlp": "mlp", "norm": "norm",
+              "positional": "pos", "tied_embeddings": "tied", "qkv_bias": "qkv_bias", "out_bias": "out_bias",
+              "mlp_bias": "mlp_bias", "qk_norm": "qk_norm"}
+PARAMS_KEY = "params_"           # prefix of the Parameters page's state keys: params_<field>
+
+
+def preset_values(name: str) -> dict:
+    """Every form field of a preset (DEFAULTS filled in), or the default preset's for 'custom'."""
+    return {**DEFAULTS, **PRESETS.get(name, PRESETS[DEFAULT_PRESET])}
+
+
+def _is_custom(state) -> bool:
+    return state.get(PARAMS_KEY + "preset") == CUSTOM
+
+
+def _shape_params() -> tuple[Param, ...]:
+    base = preset_values(DEFAULT_PRESET)
+    out: list[Param] = []
+    for field in SHAPE_NUMBERS:
+        default = None if field in AUTO_FIELDS else base[field]
+        out.append(Int(_URL_NAMES[field], PARAMS_KEY + field, default, lo=1, hi=LIMITS[field], when=_is_custom))
+    for field, kinds in SHAPE_CHOICES.items():
+        out.append(Choice(_URL_NAMES[field], PARAMS_KEY + field, base[field], options=kinds, when=_is_custom))
+    for field in SHAPE_FLAGS:
+        out.append(Flag(_URL_NAMES[field], PARAMS_KEY + field, bool(base[field]), when=_is_custom))
+    return tuple(out)
+
+
+PARAMETERS = Schema("parameters", (
+    Choice("preset", PARAMS_KEY + "preset", DEFAULT_PRESET, options=(*PRESETS, CUSTOM)),
+    *_shape_params(),
+    Int("ctx", PARAMS_KEY + "context", None, lo=1, hi=MAX_CONTEXT),       # None: the shape's max positions
+    Int("batch", PARAMS_KEY + "batch", 1, lo=1, hi=MAX_BATCH),
+    Choice("kv_dtype", PARAMS_KEY + "kv_dtype", "bf16", options=KV_DTYPES),
+    Choice("left", PARAMS_KEY + "cmp_a", "GPT-2 small", options=COMPARE_OPTIONS),
+    Choice("right", PARAMS_KEY + "cmp_b", DEFAULT_PRESET, options=COMPARE_OPTIONS),
+))
+
+# ---------------------------------------------------------------------------------------------------------- all
+SCHEMAS: dict[str, Schema] = {
+    s.page: Schema(s.page, (*s.params, PRESENT))
+    for s in (ATTENTION, CAUSAL_MASK, SOFTMAX, POSITIONAL, PARAMETERS)
+}
+
+
+def schema(page: str) -> Schema:
+    """The schema of a page by its name (its URL path; 'attention' for the default page)."""
+    return SCHEMAS[page]

@@ -1,0 +1,252 @@
+"""The frame around every page: reading the share link, clamping the state, the shared controls (sidebar, or one
+row on the page in presenter mode), the page header with the share link, and writing the link back.
+
+app.py calls start(page) before the page runs and finish() after it. A page then reads its settings from
+st.session_state (already valid: clamped once per run here) and draws its own controls and figures.
+"""
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from app_pages import _caches as caches
+from app_pages import _controls as controls
+from app_pages import _schemas as S
+from app_pages._examples import default_text, note_for
+from app_pages._url import Context, Schema, clamp, decode, encode
+from app_pages._widgets import escape_markdown
+from model import ForwardTrace
+
+NOTES = "_url_notes"
+URL_READ = "_url_read"
+RUN = "_run"                # this run's page name, schema and context (set by start)
+TEXT_HEIGHT = 110           # px: short enough that layer, head and the sink switch fit a 768 px high screen
+CSS = """<style>
+[data-testid="stHeader"] { background: transparent; }
+[data-testid="stMainBlockContainer"] { padding-top: 3.6rem; padding-bottom: 2rem; }
+@media (max-width: 1200px) {
+  [data-testid="stMainBlockContainer"] { padding-left: 1.2rem; padding-right: 1.2rem; }
+}
+.st-key-keyboard_shortcuts { display: none; }
+h1, h2, h3 { scroll-margin-top: 3rem; }
+</style>"""
+PRESENTER_CSS = """<style>
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"]
+  { display: none; }
+</style>"""
+# Keyboard shortcuts (hidden buttons): arrows move the head (left/right) and the layer (up/down).
+SHORTCUTS = (("Left", "head", -1), ("Right", "head", +1), ("Down", "layer", -1), ("Up", "layer", +1))
+
+
+# ------------------------------------------------------------------------------------------------------- state
+def presenter_mode() -> bool:
+    """Presenter mode, from the state (or, on a session's first run, from the link)."""
+    ss = st.session_state
+    if S.PRESENT.key in ss:
+        return bool(ss[S.PRESENT.key])
+    raw = st.query_params.get(S.PRESENT.name)
+    try:
+        return raw is not None and bool(S.PRESENT.parse(raw))
+    except ValueError:
+        return False
+
+
+def current_text() -> str:
+    text = st.session_state.get(S.TEXT.key, "")
+    return text if isinstance(text, str) else ""
+
+
+def trace_or_reason(text: str) -> tuple[ForwardTrace | None, str | None]:
+    """(trace, None), or (None, why) for empty or unreadable text. Shows a spinner while the model runs."""
+    if not text.strip():
+        return None, "The text is empty. Type some text, or load an example, to run the model."
+    try:
+        if (caches.get_model().source, text, caches.DEFAULT_MAX_TOKENS) in caches.caches()["traces"]:
+            return caches.get_trace(text), None
+        with st.spinner("Running the model on your text…"):
+            return caches.get_trace(text), None
+    except ValueError as err:
+        return None, str(err)
+
+
+def current_trace() -> ForwardTrace | None:
+    """The trace of the current text; None after showing why (empty or unreadable text)."""
+    trace, why = trace_or_reason(current_text())
+    if trace is None:
+        st.info(why, icon=":material/edit_note:")
+    return trace
+
+
+def _context(schema: Schema) -> Context:
+    cfg = caches.get_model().config
+    n_tokens = None
+    text_param = schema.by_key(S.TEXT.key)
+    if text_param is not None and text_param.applies(st.session_state):
+        trace, _ = trace_or_reason(current_text())
+        n_tokens = trace.n_tokens if trace is not None else None
+    return Context(n_layers=cfg.n_layers, n_heads=cfg.n_heads, head_dim=cfg.head_dim, vocab_size=cfg.vocab_size,
+                   n_tokens=n_tokens)
+
+
+def _query() -> dict[str, list[str]]:
+    return {key: st.query_params.get_all(key) for key in st.query_params}
+
+
+def _read_link(schema: Schema) -> None:
+    """Once per session: the link's settings for this page, with notes for anything fixed or ignored."""
+    ss = st.session_state
+    query = _query()
+    text_only = {k: v for k, v in query.items() if k == S.TEXT.name}
+    values, notes = decode(text_only, schema, _context(schema))      # the text first: it bounds the query token
+    ss.update(values)
+    values, more = decode(query, schema, _context(schema))
+    ss.update(values)
+    ss[NOTES] = list(dict.fromkeys(notes + more))
+
+
+def start(page: str) -> None:
+    """Before the page runs: read the link (first run), fill defaults, clamp, draw the shared controls."""
+    ss = st.session_state
+    schema = S.schema(page)
+    ss.setdefault(S.TEXT.key, default_text())
+    if not ss.get(URL_READ):
+        ss[URL_READ] = True
+        _read_link(schema)
+    ctx = _context(schema)
+    for param in schema.params:
+        if ss.get(param.key) is None and param.default_for(ctx) is not None:
+            ss[param.key] = param.default_for(ctx)
+    fixed, _ = clamp(ss, schema, ctx)
+    ss.update(fixed)
+    ss[RUN] = (page, schema, ctx)
+    st.sidebar.html(CSS + (PRESENTER_CSS if presenter_mode() else ""))   # in the sidebar: no gap on the page
+    _shared_controls(schema)
+
+
+def finish() -> None:
+    """After the page ran: the URL becomes this page's share link (only its settings that apply, non-default)."""
+    page, schema, ctx = st.session_state[RUN]
+    wanted = encode(st.session_state, schema, ctx)
+    if _query() != {k: [v] for k, v in wanted.items()}:
+        st.query_params.from_dict(wanted)
+
+
+def share_link() -> tuple[str, bool]:
+    """(the link to this view, whether the text had to be left out of it because it is too long)."""
+    page, schema, ctx = st.session_state[RUN]
+    wanted = encode(st.session_state, schema, ctx)
+    text_param = schema.by_key(S.TEXT.key)
+    dropped = (text_param is not None and text_param.applies(st.session_state)
+               and S.TEXT.name not in wanted and current_text() != S.TEXT.default)
+    base = st.context.url or ("/" if page == "attention" else f"/{page}")
+    return base + (f"?{urlencode(wanted)}" if wanted else ""), dropped
+
+
+# ---------------------------------------------------------------------------------------------------- drawing
+def _applies(schema: Schema, key: str) -> bool:
+    param = schema.by_key(key)
+    return param is not None and param.applies(st.session_state)
+
+
+def _token_count(where) -> None:
+    trace, _ = trace_or_reason(current_text())
+    limit = caches.DEFAULT_MAX_TOKENS
+    if trace is None:
+        where.caption(f"0 / {limit} tokens")
+    elif trace.truncated:
+        where.caption(f":orange[:material/content_cut: **{trace.n_tokens} / {limit} tokens**: only the first "
+                      f"{limit} of {trace.n_tokens_total:,} tokens are used]")
+    else:
+        where.caption(f"{trace.n_tokens} / {limit} tokens")
+
+
+def _shared_controls(schema: Schema) -> None:
+    """Text, layer, head and sink switch, each only where it applies: in the sidebar, or in presenter mode in one
+    compact row at the top of the page (with the share link and the switch back)."""
+    cfg = caches.get_model().config
+    has = {key: _applies(schema, key) for key in S.SHARED_KEYS}
+    if presenter_mode():
+        row = st.container(horizontal=True, vertical_alignment="bottom", gap="small", key="presenter_row")
+        if has[S.TEXT.key]:
+            with row.popover("Text", icon=":material/edit_note:", help="Change the text the model reads"):
+                controls.example_picker(st)
+                controls.text_box(st, height=200)
+                _token_count(st)
+        if has[S.LAYER.key]:
+            controls.layer_slider(row, cfg, width=230)
+        if has[S.HEAD.key]:
+            controls.head_slider(row, cfg, width=170)
+        if has[S.SINK.key]:
+            controls.sink_toggle(row, label="Hide sink")
+        _share_popover(row)
+        row.toggle("Presenter", key=S.PRESENT.key, help="Presenter mode: switch off to get the sidebar back",
+                   **controls.PERSIST)
+    else:
+        lm = caches.get_model()
+        with st.sidebar:
+            if has[S.TEXT.key]:
+                controls.example_picker(st)
+                controls.text_box(st, height=TEXT_HEIGHT)
+                _token_count(st)
+            if has[S.LAYER.key]:
+                controls.layer_slider(st, cfg)
+            if has[S.HEAD.key]:
+                controls.head_slider(st, cfg)
+            if has[S.SINK.key]:
+                controls.sink_toggle(st)
+            note = note_for(current_text()) if has[S.TEXT.key] else ""
+            if note:
+                st.caption(f":material/lightbulb: {note}")
+            st.caption(f"Model: **{escape_markdown(lm.name)}** · {lm.config.describe()}")
+    if has[S.LAYER.key] or has[S.HEAD.key]:
+        _keyboard_shortcuts(cfg)
+
+
+def _keyboard_shortcuts(cfg) -> None:
+    """Hidden buttons whose shortcuts step the head (left/right arrow) and the layer (up/down arrow)."""
+    limits = {S.HEAD.key: cfg.n_heads - 1, S.LAYER.key: cfg.n_layers - 1}
+    with st.sidebar.container(key="keyboard_shortcuts"):    # mounted (so the keys work) but never shown
+        for key_name, setting, delta in SHORTCUTS:
+            st.button(f"{setting} {delta:+d}", key=f"kbd_{setting}_{delta:+d}", shortcut=key_name,
+                      on_click=controls.step, args=(setting, delta, 0, limits[setting]))
+
+
+def _share_popover(where) -> None:
+    with where.popover("Share link", icon=":material/share:",
+                       help="A link that opens exactly this view: page, tab, text and every setting"):
+        link, dropped = share_link()
+        st.code(link, language=None, wrap_lines=True)
+        st.caption("Copy it with the icon at the right of the box." + (
+            " **The text is too long for a link**: the link keeps every other setting, and opens with the "
+            "default text." if dropped else ""))
+
+
+def header(title: str, caption: str = "") -> None:
+    """The page's compact header: title, one line of explanation, the share link and the presenter switch. In
+    presenter mode the shared-controls row holds the share link and the switch, and the header is only the title."""
+    if presenter_mode():
+        _link_notes()
+        return
+    row = st.container(horizontal=True, vertical_alignment="center", gap="small", key="page_header", wrap=False)
+    row.markdown(f"### {title}", width="content")
+    with row.container(horizontal=True, horizontal_alignment="right", vertical_alignment="center", gap="small",
+                       width="content", wrap=False):
+        _share_popover(st)
+        st.toggle("Presenter", key=S.PRESENT.key, width="content",
+                  help="For a projector: hides the sidebar, puts the controls in one row on the page, enlarges "
+                       "chart text. Arrow keys: ← → head, ↑ ↓ layer.", **controls.PERSIST)
+    if caption:
+        st.caption(caption)
+    _link_notes()
+
+
+def _link_notes() -> None:
+    """The notes about link settings that were fixed or ignored, until the user dismisses them."""
+    notes = st.session_state.get(NOTES)
+    if not notes:
+        return
+    with st.container(horizontal=True, vertical_alignment="center", key="link_notes", wrap=False):
+        st.warning("Some settings in the link were fixed: " + " ".join(escape_markdown(n) for n in notes),
+                   icon=":material/link:")
+        st.button("Dismiss", key="w_dismiss_url_notes", on_click=lambda: st.session_state.pop(NOTES, None))
