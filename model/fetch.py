@@ -66,7 +66,8 @@ def cached_model_path() -> Path | None:
         pass
     if sha256_of(path) != GGUF_SHA256:
         return None
-    _write_atomic(stamp, json.dumps(_stamp(stat, GGUF_SHA256)))
+    with contextlib.suppress(OSError):  # a read-only cache still works, it just hashes at every load
+        _write_atomic(stamp, json.dumps(_stamp(stat, GGUF_SHA256)))
     return path
 
 

