@@ -17,8 +17,8 @@ from model.decoder import LanguageModel, rms_norm
 from model.stream import Positions, check_position, residual_stream
 from model.trace import ForwardTrace
 
-VOCAB_CHUNK = 2048  # LM-head rows dequantized and multiplied at a time
-ROW_BLOCK = 2048    # residual rows per batch: [ROW_BLOCK, VOCAB_CHUNK] float32 logits (16 MB) at a time
+VOCAB_CHUNK = 1024  # LM-head rows dequantized and multiplied at a time
+ROW_BLOCK = 1024    # residual rows per batch: [ROW_BLOCK, VOCAB_CHUNK] float32 logits (4 MB) at a time
 MAX_TOP_K = 100
 
 
