@@ -3,6 +3,7 @@ in app_pages/_shell.py."""
 import streamlit as st
 
 from app_pages import _shell as shell
+from app_pages._url import shown
 
 # (file, title, icon, name). The name is the page's URL path and its schema's name, except that the first
 # (default) page is served at "/" only: Streamlit ignores a default page's url_path, so it is registered with
@@ -36,6 +37,8 @@ if wanted is not None and not st.session_state.get(shell.URL_READ):
     rest = {k: v for k, v in st.query_params.to_dict().items() if k != "page"}
     if target is not None and target.url_path != page.url_path:
         st.switch_page(target, query_params=rest)
+    if target is None:
+        shell.link_note(f"page={shown(wanted)} is not a page of this app: showing {page.title}.")
     st.query_params.from_dict(rest)
 shell.start(names[page.url_path])
 try:

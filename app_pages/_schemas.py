@@ -29,7 +29,12 @@ URL_TEXT_LIMIT = 16_000         # URL-encoded characters of text we still put in
 
 
 def _last_token(ctx: Context) -> int | None:
+    """The last token's position (None: no text known yet, no bound)."""
     return None if ctx.n_tokens is None else ctx.n_tokens - 1
+
+
+def _token_count(ctx: Context) -> int | None:
+    return None if ctx.n_tokens is None else max(2, ctx.n_tokens)
 
 
 TEXT = Text("text", "text", default=default_text(), max_chars=MAX_TEXT_CHARS, url_limit=URL_TEXT_LIMIT)
@@ -74,7 +79,7 @@ ATTENTION = Schema("attention", (
 MASK_TOKENS = 16                # the first N tokens shown by default: cells stay readable on a projector
 CAUSAL_MASK = Schema("causal-mask", (
     TEXT, LAYER, HEAD, SINK,
-    Int("n", "mask_n", lambda c: min(MASK_TOKENS, c.n_tokens or 2), lo=2, hi=lambda c: max(2, c.n_tokens or 2)),
+    Int("n", "mask_n", lambda c: min(MASK_TOKENS, c.n_tokens or 2), lo=2, hi=_token_count),
     Flag("side", "mask_side"),
 ))
 
@@ -123,7 +128,7 @@ DEFAULT_PRESET = "SmolLM2-135M"
 SHAPE_NUMBERS = ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "max_positions")
 SHAPE_CHOICES = {"mlp": MLP_KINDS, "norm": NORM_KINDS, "positional": POSITIONAL_KINDS}
 SHAPE_FLAGS = ("tied_embeddings", "qkv_bias", "out_bias", "mlp_bias", "qk_norm")
-AUTO_FIELDS = ("n_kv_heads", "head_dim")          # empty = automatic (= query heads, = d_model / heads)
+AUTO_FIELDS = ("n_kv_heads", "head_dim", "d_ff")   # empty = automatic (= heads, = d_model / heads, = 4 d_model)
 KV_DTYPES = ("fp32", "bf16", "int8", "int4")
 COMPARE_OPTIONS = ("shape above", *PRESETS)
 _URL_NAMES = {"vocab_size": "vocab", "d_model": "d", "n_layers": "layers", "d_ff": "ff", "n_heads": "heads",

@@ -78,11 +78,11 @@ def current_trace() -> ForwardTrace | None:
     return trace
 
 
-def _context(schema: Schema) -> Context:
+def _context(schema: Schema, with_text: bool = True) -> Context:
+    """The bounds of this run: the model's shape and, when the page shows the text, its token count."""
     cfg = caches.get_model().config
     n_tokens = None
-    text_param = schema.by_key(S.TEXT.key)
-    if text_param is not None and text_param.applies(st.session_state):
+    if with_text and _applies(schema, S.TEXT.key):
         trace, _ = trace_or_reason(current_text())
         n_tokens = trace.n_tokens if trace is not None else None
     return Context(n_layers=cfg.n_layers, n_heads=cfg.n_heads, head_dim=cfg.head_dim, vocab_size=cfg.vocab_size,
@@ -96,13 +96,16 @@ def _query() -> dict[str, list[str]]:
 def _read_link(schema: Schema) -> None:
     """Once per session: the link's settings for this page, with notes for anything fixed or ignored."""
     ss = st.session_state
-    query = _query()
-    text_only = {k: v for k, v in query.items() if k == S.TEXT.name}
-    values, notes = decode(text_only, schema, _context(schema))      # the text first: it bounds the query token
+    values, notes = decode(_query(), schema, _context(schema, with_text=False))
     ss.update(values)
-    values, more = decode(query, schema, _context(schema))
-    ss.update(values)
-    ss[NOTES] = list(dict.fromkeys(notes + more))
+    fixed, more = clamp(values, schema, _context(schema))      # now the text and view are known: the query token
+    ss.update(fixed)
+    ss[NOTES] = list(dict.fromkeys(ss.get(NOTES, []) + notes + more))
+
+
+def link_note(note: str) -> None:
+    """A note about the link for the user (shown with the notes of start())."""
+    st.session_state.setdefault(NOTES, []).append(note)
 
 
 def start(page: str) -> None:
@@ -114,10 +117,10 @@ def start(page: str) -> None:
         ss[URL_READ] = True
         _read_link(schema)
     ctx = _context(schema)
-    for param in schema.params:
-        if ss.get(param.key) is None and param.default_for(ctx) is not None:
+    for param in schema.params:                             # a setting never set yet starts at its default
+        if param.key not in ss and param.default_for(ctx) is not None:
             ss[param.key] = param.default_for(ctx)
-    fixed, _ = clamp(ss, schema, ctx)
+    fixed, _ = clamp(ss, schema, ctx, moving_only=True)    # e.g. the query token of a text that got shorter
     ss.update(fixed)
     ss[RUN] = (page, schema, ctx)
     st.sidebar.html(CSS + (PRESENTER_CSS if presenter_mode() else ""))   # in the sidebar: no gap on the page
@@ -136,17 +139,15 @@ def share_link() -> tuple[str, bool]:
     """(the link to this view, whether the text had to be left out of it because it is too long)."""
     page, schema, ctx = st.session_state[RUN]
     wanted = encode(st.session_state, schema, ctx)
-    text_param = schema.by_key(S.TEXT.key)
-    dropped = (text_param is not None and text_param.applies(st.session_state)
-               and S.TEXT.name not in wanted and current_text() != S.TEXT.default)
+    dropped = _applies(schema, S.TEXT.key) and S.TEXT.name not in wanted and current_text() != S.TEXT.default
     base = st.context.url or ("/" if page == "attention" else f"/{page}")
     return base + (f"?{urlencode(wanted)}" if wanted else ""), dropped
 
 
 # ---------------------------------------------------------------------------------------------------- drawing
 def _applies(schema: Schema, key: str) -> bool:
-    param = schema.by_key(key)
-    return param is not None and param.applies(st.session_state)
+    """Whether the setting with this state key is one of the page's and applies to the open view."""
+    return any(p.key == key for p in schema.active(st.session_state))
 
 
 def _token_count(where) -> None:

@@ -260,7 +260,9 @@ class Schema:
         return next((p for p in self.params if p.key == key), None)
 
     def active(self, state: Mapping[str, Any]) -> list[Param]:
-        return [p for p in self.params if p.applies(state)]
+        """The settings that apply to what the page shows in this state (missing settings at their defaults)."""
+        filled = {**{p.key: p.default for p in self.params if not callable(p.default)}, **state}
+        return [p for p in self.params if p.applies(filled)]
 
 
 def decode(query: Mapping[str, str | Sequence[str]], schema: Schema, ctx: Context) -> tuple[dict, list[str]]:
@@ -290,12 +292,18 @@ def decode(query: Mapping[str, str | Sequence[str]], schema: Schema, ctx: Contex
     return values, notes
 
 
-def clamp(state: Mapping[str, Any], schema: Schema, ctx: Context) -> tuple[dict, list[str]]:
-    """({state key: fixed value} for the settings that are out of bounds now, notes)."""
+def moving_bounds(param: Param) -> bool:
+    """Whether the setting's bounds or default follow the model or the text (they can change between runs)."""
+    return any(callable(getattr(param, name, None)) for name in ("lo", "hi", "default"))
+
+
+def clamp(state: Mapping[str, Any], schema: Schema, ctx: Context, moving_only: bool = False) -> tuple[dict, list[str]]:
+    """({state key: fixed value} for the settings that are out of bounds now, notes). moving_only: only the
+    settings whose bounds follow the model or the text (a widget keeps the others valid, or the page explains)."""
     fixed: dict[str, Any] = {}
     notes: list[str] = []
     for param in schema.params:
-        if param.key not in state:
+        if param.key not in state or (moving_only and not moving_bounds(param)):
             continue
         value, note = param.clamp(state[param.key], ctx)
         if value != state[param.key]:

@@ -55,7 +55,8 @@ HELP = {
     "vocab_size": "Rows of the token embedding (and of the output head when it is not tied).",
     "d_model": "Width of the residual stream: every token is a vector of this size between layers.",
     "n_layers": "Number of identical transformer blocks.",
-    "d_ff": "Hidden width of the MLP (4 × d_model in GPT-2; about 8/3 × d_model, rounded, with SwiGLU).",
+    "d_ff": "Hidden width of the MLP (4 × d_model in GPT-2; about 8/3 × d_model, rounded, with SwiGLU). Leave empty "
+            "for 4 × width.",
     "n_heads": "Query heads per layer.",
     "n_kv_heads": "Key/value heads per layer. Equal to the heads: MHA; 1: MQA; in between (a divisor): GQA. "
                   "Leave empty for 'same as heads'.",

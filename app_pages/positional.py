@@ -119,7 +119,8 @@ def sinusoidal_view() -> None:
         st.select_slider("base", S.PE_BASE_OPTIONS, key=PE_BASE.key, width=180, format_func=lambda b: f"{b:,}",
                          **controls.PERSIST)
     d_model, n_positions, base = int(ss[PE_D.key]), int(ss[PE_N.key]), float(ss[PE_BASE.key])
-    dims = [d for d in (ss.get(PE_DIMS.key) or P.default_wave_dims(d_model)) if d < d_model]
+    picked = ss.get(PE_DIMS.key)                                   # None: automatic; [] : no waves at all
+    dims = [d for d in (P.default_wave_dims(d_model) if picked is None else picked) if d < d_model]
     figs = sinusoidal_figures(d_model, n_positions, base, dims)
     chart(figs["heatmap"], "pos_fig_heatmap")
     stride, thinned_dims = figs["stride"]

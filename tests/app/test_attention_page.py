@@ -1,51 +1,19 @@
 """The Attention page with the real model: every view renders, follows the controls, and exports."""
-import base64
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, selected_rows
 from model.head_stats import apply_sink, prev_token_score
+from tests.app.apptest import array, example, figures, open_page, rerun, titles
 
-ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "app.py")
-INDUCTION = json.loads((ROOT / "assets/examples.json").read_text(encoding="utf-8"))[1]["text"]
+INDUCTION = example("induction")
 VIEWS = ["head", "layer", "model", "query", "next"]
 
 
-def open_app(**params) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def rerun(at: AppTest) -> AppTest:
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def figures(at: AppTest) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
-
-
-def array(value) -> np.ndarray:
-    """A plotly JSON array: a list, or plotly's typed-array form {"dtype", "bdata" (base64), "shape"}."""
-    if isinstance(value, dict) and "bdata" in value:
-        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = value.get("shape")
-        return out.reshape([int(n) for n in str(shape).split(",")]) if shape else out
-    return np.array(value, dtype=float)
-
-
-def titles(at: AppTest) -> list[str]:
-    return [(f["layout"].get("title") or {}).get("text", "") for f in figures(at)]
+def open_app(**params):
+    return open_page("attention", **params)
 
 
 @pytest.mark.parametrize("view", VIEWS)
@@ -58,9 +26,9 @@ def test_each_view_renders(view, lm):
 def test_layer_and_head_controls_update_the_figures(lm):
     at = open_app(view="head")
     assert titles(at) == ["Layer 0, head 0"]
-    assert at.pills(key="w_q")                                           # the query strip sits under the figure
-    at.slider(key="w_layer").set_value(11)
-    at.slider(key="w_head").set_value(7)
+    assert at.pills(key="q_pick")                                           # the query strip sits under the figure
+    at.slider(key="layer").set_value(11)
+    at.slider(key="head").set_value(7)
     rerun(at)
     assert titles(at) == ["Layer 11, head 7"]
     tr = lm.run(at.text_area(key="text").value)
@@ -73,15 +41,21 @@ def test_layer_and_head_controls_update_the_figures(lm):
 
 def test_sink_switch_changes_the_head_view(lm):
     at = open_app(view="head", layer="20", head="3")
-    assert any("attention sink" in i.value for i in at.info)           # the hint to use the switch
+    assert any("attention sink" in c.value for c in at.caption)         # the hint to use the switch
     before = array(figures(at)[0]["data"][0]["z"])
     at.toggle(key="sink").set_value(True)
     rerun(at)
-    after = array(figures(at)[0]["data"][0]["z"])
-    assert np.nanmax(after[1:, 0]) == 0                                   # key 0 hidden ...
-    np.testing.assert_allclose(np.nansum(after[1:], axis=-1), 1, atol=1e-4)   # ... rows renormalized
+    fig = figures(at)[0]
+    after = array(fig["data"][0]["z"])
+    assert np.isnan(after[:, 0]).all()                                      # key 0 hidden ...
+    assert np.isnan(after[:2]).all()                                        # ... rows 0-1 have nothing to show
+    np.testing.assert_allclose(np.nansum(after[2:], axis=-1), 1, atol=1e-3)  # ... the others renormalized
+    hidden = [t for t in fig["data"][1:] if t["type"] == "heatmap"]
+    assert {t["name"] for t in hidden} == {"hidden", "nothing to show"}     # drawn pale, with a hover saying why
+    assert "nothing to show" in str(hidden[1]["text"])
     assert np.nanmax(before[1:, 0]) > 0.5
-    assert not any("attention sink" in i.value for i in at.info)
+    assert fig["data"][0]["zmax"] < 0.999                                  # no bright 1.0 row steals the scale
+    assert not any("attention sink" in c.value for c in at.caption)
 
 
 def test_layer_view_picks_a_head(lm):
@@ -90,11 +64,11 @@ def test_layer_view_picks_a_head(lm):
     assert sum(1 for trace in fig["data"] if trace["type"] == "heatmap") == lm.config.n_heads
     at.segmented_control(key="w_head_pick").set_value(6)
     rerun(at)
-    assert at.slider(key="w_head").value == 6
+    assert at.slider(key="head").value == 6
     assert at.query_params["head"] == "6"
     at.button(key="w_open_head").click()
     rerun(at)
-    assert at.query_params["view"] == "head"
+    assert "view" not in at.query_params                                  # the default view: One head
     assert titles(at) == ["Layer 2, head 6"]
 
 
@@ -122,14 +96,14 @@ def test_whole_model_overview_and_stats_table(lm):
     assert prev[0] == pytest.approx(prev_token_score(tr.attention[layer, head]), abs=1e-6)
     assert table["induction score"].notna().all()                       # the text repeats itself
     for kind in ("thumbs", "induction", "entropy"):
-        at.segmented_control(key="w_overview_kind").set_value(kind)
+        at.segmented_control(key="attention_overview").set_value(kind)
         rerun(at)
         assert figures(at)
 
 
 def test_induction_column_is_explained_when_the_text_has_no_repeats(lm):
     at = open_app(view="model", text="One two three.")
-    at.segmented_control(key="w_overview_kind").set_value("induction")
+    at.segmented_control(key="attention_overview").set_value("induction")
     rerun(at)
     assert any("repeats no token" in i.value for i in at.info)
     assert "induction score" not in at.dataframe[0].value.columns
@@ -138,8 +112,8 @@ def test_induction_column_is_explained_when_the_text_has_no_repeats(lm):
 def test_query_token_strip_selects_the_query(lm):
     at = open_app(view="query", text=INDUCTION, layer="14")
     tr = lm.run(INDUCTION)
-    assert at.pills(key="w_q").value == tr.n_tokens - 1                 # default: the last token
-    at.pills(key="w_q").set_value(20)
+    assert at.select_slider(key="q").value == tr.n_tokens - 1              # default: the last token
+    at.select_slider(key="q").set_value(20)
     rerun(at)
     assert at.query_params["q"] == "20"
     fig = figures(at)[0]
@@ -150,11 +124,13 @@ def test_query_token_strip_selects_the_query(lm):
 
 def test_next_token_panel_shows_top_ten(lm):
     at = open_app(view="next", text=INDUCTION)
-    bars = figures(at)[0]["data"][0]
-    assert bars["type"] == "bar" and len(bars["y"]) == 10
+    fig = figures(at)[0]
+    bars = fig["data"][0]
+    assert bars["type"] == "bar" and len(array(bars["y"])) == 10
+    assert fig["layout"]["yaxis"]["type"] == "linear"                      # rows by position, never guessed
     tr = lm.run(INDUCTION)
     best = lm.token_strings([int(np.argmax(tr.next_token_logits))])[0]
-    assert bars["y"][0] == f"1. {best}"
+    assert fig["layout"]["yaxis"]["ticktext"][0] == f"1. {best}"
 
 
 def test_csv_download_and_png_name(lm):
@@ -189,7 +165,7 @@ def test_chart_event_helpers():
 def test_stretch_colours_lowers_the_top_of_the_scale(lm):
     at = open_app(view="head", text=" ".join(f"w{i}" for i in range(60)), layer="3", head="4")
     before = figures(at)[0]["data"][0]["zmax"]
-    at.toggle(key="w_stretch").set_value(True)
+    at.toggle(key="attention_stretch").set_value(True)
     rerun(at)
     after = figures(at)[0]["data"][0]["zmax"]
     assert 0 < after < before

@@ -2,45 +2,28 @@
 shapes of the figures it sends."""
 from __future__ import annotations
 
-import base64
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
+from tests.app import apptest
+from tests.app.apptest import rerun
+
 TEXT = "The cat sat on the mat because it was tired, and then the cat slept on the warm mat."
-TABS = ("Sinusoidal PE", "RoPE: the rotation", "RoPE inside the model")
+TABS = ("sin", "rope", "model")
 
 
 def open_page(tab: str = TABS[0], text: str = TEXT, **params) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=90)
-    at.query_params["page"] = "positional"
-    at.query_params["text"] = text
-    for key, value in params.items():
-        at.query_params[key] = str(value)
-    at.run()
-    assert not at.exception, at.exception
-    if tab != TABS[0]:
-        at.session_state["pos_tab"] = tab
-        rerun(at)
-    return at
-
-
-def rerun(at: AppTest) -> AppTest:
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    """The Positional page on a view; the text is only in the model view's link (the others do not use it)."""
+    extra = {"text": text} if tab == "model" else {}
+    return apptest.open_page("positional", view=tab, **extra, **{k: str(v) for k, v in params.items()})
 
 
 def _array(v) -> np.ndarray:
-    """A plotly JSON array: a plain list or a base64 typed array {"dtype", "bdata", "shape"}."""
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
-        return a.reshape([int(s) for s in str(v["shape"]).split(",")]) if "shape" in v else a
-    return np.array([np.nan if x is None else x for x in v], dtype=float)
+    a = apptest.array(v)
+    return a.astype(float) if a.dtype == object else a
 
 
 def figures(at: AppTest) -> dict[str, dict]:
@@ -106,7 +89,7 @@ def test_sinusoidal_extremes(d_model, n_positions, base):
 
 def test_sinusoidal_no_wave_dims():
     at = open_page()
-    at.multiselect(key="pos_wave_dims_128").set_value([])
+    at.multiselect(key="pos_dims_pick").set_value([])
     rerun(at)
     assert "waves" not in figures(at)
 
@@ -124,7 +107,7 @@ def test_rope_theory_tab():
     np.testing.assert_allclose(theta["100,000"][1], 100_000 ** (-2 / 64), rtol=1e-6)
     path = [t for t in figs["rot_a"]["data"] if t.get("mode") == "markers"][0]
     assert len(_array(path["x"])) == 64
-    at.slider(key="pos_rot_pair_b").set_value(31)
+    at.slider(key="pos_pair_b").set_value(31)
     at.slider(key="pos_rot_positions").set_value(512)
     at.selectbox(key="pos_rot_base").set_value(1_000_000.0)
     rerun(at)
@@ -145,7 +128,7 @@ def test_model_tab_numbers_match_the_model(lm):
     # per-pair contributions sum to score * sqrt(d) of the model's own layer detail
     tr = lm.run(TEXT)
     det = lm.layer_detail(tr, 3)
-    n = at.selectbox(key="pos_n_3_4_12").value
+    n = at.selectbox(key="pos_key_pick").value
     bars = [t for t in figs["contrib"]["data"] if t["type"] == "bar"]
     assert len(bars) == 2 and all(len(_array(b["y"])) == 32 for b in bars)
     total = _array(bars[1]["y"]).sum()
@@ -174,18 +157,18 @@ def test_model_tab_numbers_match_the_model(lm):
 def test_model_tab_controls_and_extremes():
     at = open_page(TABS[2], layer=29, head=8, q=0, sink=1)
     figs = figures(at)
-    assert at.selectbox(key="pos_n_29_8_0").value == 0                            # m = 0: only n = 0
+    assert at.selectbox(key="pos_key_pick").value == 0                            # m = 0: only n = 0
     left = heatmap_z(figs["patterns"], 0)
-    assert np.all(np.nan_to_num(left[1:, 0]) == 0)                                 # sink hidden, renormalised
-    np.testing.assert_allclose(np.nansum(left[1:], axis=1), 1.0, atol=1e-5)
+    assert np.isnan(left[:, 0]).all() and np.isnan(left[:2]).all()                # sink hidden, rows 0-1 blank
+    np.testing.assert_allclose(np.nansum(left[2:], axis=1), 1.0, atol=1e-5)       # the others renormalised
     at.selectbox(key="pos_max_distance").set_value(8192)
     rerun(at)
     dist = [t for t in figures(at)["distance"]["data"] if t["name"] == "this q and k"][0]
     assert len(_array(dist["x"])) == 8193
-    at.button_group(key="w_q").set_value(7)                  # click token 7 (" it": AppTest matches pills by label)
+    at.select_slider(key="q").set_value(7)
     rerun(at)
     assert "query m = #7 " in " ".join(c.value for c in at.caption)
-    at.selectbox(key="pos_n_29_8_7").set_value(2)
+    at.selectbox(key="pos_key_pick").set_value(2)
     rerun(at)
     assert "distance m − n = 5" in " ".join(c.value for c in at.caption)
 
@@ -199,7 +182,7 @@ def test_model_tab_empty_text_stops_cleanly():
 def test_tabs_switch_back_and_forth():
     at = open_page(TABS[2])
     for tab in (TABS[0], TABS[1], TABS[2], TABS[0]):
-        at.session_state["pos_tab"] = tab
+        at.session_state["positional_view"] = tab
         rerun(at)
         assert figures(at)
 
@@ -223,4 +206,4 @@ def test_model_tab_one_token_text(sink):
     at = open_page(TABS[2], text="Hello", sink=sink)
     figs = figures(at)
     assert heatmap_z(figs["patterns"], 0).shape == (1, 1)
-    assert at.selectbox(key=next(w.key for w in at.selectbox if (w.key or "").startswith("pos_n_"))).value == 0
+    assert at.selectbox(key="pos_key_pick").value == 0

@@ -1,0 +1,85 @@
+"""What the AppTest suites share: opening the app on a page with a link's query params, reruns that fail on an
+exception, and reading the figures the app sent."""
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = str(ROOT / "app.py")
+EXAMPLES = json.loads((ROOT / "assets/examples.json").read_text(encoding="utf-8"))
+PAGE_FILES = {"attention": "app_pages/attention.py", "causal-mask": "app_pages/causal_mask.py",
+              "softmax": "app_pages/softmax.py", "positional": "app_pages/positional.py",
+              "parameters": "app_pages/parameters.py"}
+
+
+def example(word: str) -> str:
+    """The text of the example whose title contains word."""
+    return next(e["text"] for e in EXAMPLES if word.lower() in e["title"].lower())
+
+
+def open_page(page: str = "attention", **params) -> AppTest:
+    """A fresh session opened on a page with these query params, as a share link would open it."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    if page != "attention":
+        at.query_params["page"] = page          # the app's ?page=<name> opens that page with the other params
+    for key, value in params.items():
+        at.query_params[key] = value
+    return rerun(at)
+
+
+def rerun(at: AppTest) -> AppTest:
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def titles(at: AppTest) -> list[str]:
+    return [(f["layout"].get("title") or {}).get("text", "") for f in figures(at)]
+
+
+def array(value) -> np.ndarray:
+    """A plotly JSON array: a list, or plotly's typed-array form {"dtype", "bdata" (base64), "shape"}."""
+    if isinstance(value, dict) and "bdata" in value:
+        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        return out.reshape([int(n) for n in str(shape).split(",")]) if shape else out
+    return np.array(value, dtype=float)
+
+
+def warnings(at: AppTest) -> str:
+    return "\n".join(w.value for w in at.warning).replace("\\", "")
+
+
+def sidebar_widget_keys(at: AppTest) -> list[str]:
+    """The keys of the widgets in the sidebar, top to bottom (captions as their text)."""
+    out = []
+
+    def walk(node):
+        for child in getattr(node, "children", {}).values():
+            if child.type == "caption":
+                out.append(child.value)
+            elif getattr(child, "key", None):
+                out.append(child.key)
+            walk(child)
+    walk(at.sidebar)
+    return out
+
+
+def widget_values(at: AppTest) -> dict[str, object]:
+    """Every keyed widget's value (the hidden keyboard-shortcut buttons left out)."""
+    out = {}
+    for kind in ("slider", "select_slider", "toggle", "checkbox", "selectbox", "number_input", "text_area",
+                 "multiselect", "segmented_control", "pills", "radio"):
+        for widget in at.get(kind):
+            if widget.key and not widget.key.startswith("kbd_"):
+                out[widget.key] = widget.value
+    return out
