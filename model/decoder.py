@@ -9,6 +9,7 @@ import ctypes
 import math
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ from model.trace import ForwardTrace, LayerDetail
 if TYPE_CHECKING:
     from model.attribution import LogitAttribution
     from model.block_walk import BlockWalk
+    from model.generation import Generation, GenerationStep
     from model.lens import LensTop
     from model.stream import ResidualNorms
 
@@ -119,9 +121,10 @@ class SwiGLU:
         self.w_gate_up = torch.cat((w_gate, w_up), dim=0).contiguous()  # [2 F, D]
         self.w_down = w_down                                            # [D, F]
 
-    def __call__(self, h: torch.Tensor) -> torch.Tensor:
-        gate, up = F.linear(h, self.w_gate_up).split(self.d_ff, dim=-1)  # [T, F] each, views of one buffer
-        return F.linear(F.silu(gate, inplace=True).mul_(up), self.w_down)  # [T, D]
+    def __call__(self, h: torch.Tensor, linear=F.linear) -> torch.Tensor:
+        """linear(x, weight): the matmul to use (generation passes numpy's BLAS for one-row inputs)."""
+        gate, up = linear(h, self.w_gate_up).split(self.d_ff, dim=-1)  # [T, F] each, views of one buffer
+        return linear(F.silu(gate, inplace=True).mul_(up), self.w_down)  # [T, D]
 
     def parts(self, h: torch.Tensor) -> MLPIntermediates:
         """__call__ with every intermediate kept (the same operations, not in place)."""
@@ -182,12 +185,13 @@ class LanguageModel:
     """A loaded decoder with its tokenizer: encode / decode / run / layer_detail."""
 
     def __init__(self, config: ModelConfig, weights: dict[str, np.ndarray], tokenizer: Tokenizer, source: str,
-                 tensor_sizes: dict[str, int]):
+                 tensor_sizes: dict[str, int], eos_token_id: int | None = None):
         """Builds the blocks from weights, emptying that dict as it goes."""
         self.config = config
         self.source = source
         self.tokenizer = tokenizer
         self.tensor_sizes = dict(tensor_sizes)
+        self.eos_token_id = eos_token_id                                             # generation stops after it
         self.embedding = embedding_table(weights.pop("token_embd.weight"))           # [V, D]
         self.lm_head = self.embedding if config.tied_embeddings else embedding_table(weights.pop("output.weight"))
         self.out_norm = torch.from_numpy(weights.pop("output_norm.weight"))          # [D]
@@ -196,7 +200,7 @@ class LanguageModel:
     @classmethod
     def from_gguf(cls, path: str | os.PathLike | None = None) -> LanguageModel:
         g = read_gguf(path)
-        lm = cls(g.config, g.weights, g.tokenizer, str(g.path), g.tensor_sizes)
+        lm = cls(g.config, g.weights, g.tokenizer, str(g.path), g.tensor_sizes, g.eos_token_id)
         del g
         release_free_heap()
         return lm
@@ -314,12 +318,23 @@ class LanguageModel:
 
         return ablate_heads(self, trace, heads)
 
-    def generate(self, text: str, n_new_tokens: int = 8) -> str:
-        """Greedy continuation of text (for sanity checks; re-runs the full forward per token)."""
-        ids = self.encode(text)
-        for _ in range(n_new_tokens):
-            ids.append(int(np.argmax(self.run_ids(ids).next_token_logits)))
-        return self.decode(ids[len(self.encode(text)):])
+    def generate(self, prompt: str | list[int], max_new_tokens: int = 32, temperature: float = 1.0, top_k: int = 0,
+                 top_p: float = 1.0, seed: int = 0, on_step=None) -> Generation:
+        """Continue prompt (text, or token ids) with a KV cache, recording each step (model/generation.py).
+        temperature 0 is greedy. on_step(step) is called after each step; returning True from it stops there."""
+        from model import generation
+
+        settings = generation.GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed)
+        return generation.generate(self, prompt, settings, on_step)
+
+    def generate_steps(self, prompt: str | list[int], max_new_tokens: int = 32, temperature: float = 1.0,
+                       top_k: int = 0, top_p: float = 1.0, seed: int = 0) -> Iterator[GenerationStep]:
+        """generate as an iterator: yields each GenerationStep as it is chosen (stop iterating to cancel)."""
+        from model import generation
+
+        settings = generation.GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed)
+        _, ids, _ = generation.prepare_prompt(self, prompt, max_new_tokens)
+        return generation.generate_steps(self, ids, settings)
 
 
 def causal_mask(T: int) -> torch.Tensor:

@@ -1,0 +1,381 @@
+"""Token-by-token generation with a KV cache, recording what the model saw at each step.
+
+Each step feeds one token through the decoder's own weights and building blocks (rms_norm, the fused Attention and
+SwiGLU weights, rope_cos_sin / apply_rope), attending to the rotated keys and values cached from earlier steps, so a
+step costs one token's compute. The cache lives in an IncrementalDecoder made per call: nothing is stored on the
+model, and one model can serve many threads at once.
+
+Matrix products go through numpy's BLAS: for one-row inputs (a matrix-vector product, memory-bound: reading the
+~425 MB of float32 block weights is the step's main cost) numpy's OpenBLAS uses both cores while torch's MKL gemv
+runs on one on this 2-core AMD machine (measured 26 vs 11 GB/s). Attention over the cache is numpy too, and the
+torch ops left in a step (norms, RoPE, SiLU on one row) stay below torch's parallel threshold: switching between
+torch's and OpenBLAS's spinning thread pools at every op would cost far more than the products themselves.
+The price: when other processes keep both cores busy, threaded BLAS waits on descheduled threads and a step gets
+slower than single-threaded MKL would be (bench/bench_generate.py times both on the machine as it is).
+
+Choosing a token uses model/sampling.py: temperature, then top-k, then top-p, renormalize, then one draw from a
+numpy Generator made once per call from the seed (temperature 0: greedy argmax).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from model import sampling
+from model.decoder import rms_norm
+from model.embedding import Q8Embedding
+from model.positional import apply_rope, rope_cos_sin
+
+MAX_NEW_TOKENS = 256
+N_CANDIDATES = 10          # top candidates recorded per step
+PREFILL_CHUNK = 256        # prompt tokens per forward chunk: scores stay [H, 256, T]
+HEAD_CHUNK_ROWS = 512      # LM-head rows dequantized at a time (1.2 MB of float32)
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """How to pick each new token. temperature 0 means greedy (argmax; top_k and top_p then change nothing)."""
+
+    max_new_tokens: int = 32
+    temperature: float = 1.0
+    top_k: int = 0        # 0: off
+    top_p: float = 1.0    # 1: off
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "max_new_tokens", _integer("max_new_tokens", self.max_new_tokens, 1, MAX_NEW_TOKENS))
+        t = _number("temperature", self.temperature)
+        if t != 0 and not sampling.T_MIN <= t <= sampling.T_MAX:
+            raise ValueError(f"temperature must be 0 (greedy) or from {sampling.T_MIN} to {sampling.T_MAX}, "
+                             f"got {self.temperature!r}")
+        set_(self, "temperature", t)
+        set_(self, "top_k", _integer("top_k", self.top_k, 0, None))
+        p = _number("top_p", self.top_p)
+        if not 0 < p <= 1:
+            raise ValueError(f"top_p must be in (0, 1] (1 turns it off), got {self.top_p!r}")
+        set_(self, "top_p", p)
+        set_(self, "seed", _integer("seed", self.seed, 0, None))
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+@dataclass(frozen=True, eq=False)
+class Candidates:
+    """The most probable next tokens at one step (best first), before and after filtering."""
+
+    ids: np.ndarray             # [N] int64, by decreasing probability (the order is the same at every temperature)
+    tokens: tuple[str, ...]     # readable labels (lm.token_strings)
+    probs: np.ndarray           # [N] float64 after temperature, before top-k/top-p (greedy: the T=1 probabilities)
+    raw_probs: np.ndarray       # [N] float64 at T=1
+    kept: np.ndarray            # [N] bool, survived top-k then top-p (greedy: only the argmax)
+    sampling_probs: np.ndarray  # [N] float64 the distribution actually drawn from (0 where filtered out)
+
+
+@dataclass(frozen=True, eq=False)
+class GenerationStep:
+    """Step t: the new token, what it was chosen from, and the attention row of the position that predicted it."""
+
+    index: int                  # t (0 for the first new token)
+    token_id: int
+    token: str                  # readable label
+    candidates: Candidates
+    rank: int                   # 0 = the most probable token
+    prob: float                 # probability it was drawn with (after temperature + filtering; greedy: 1)
+    temperature_prob: float     # after temperature, before filtering (greedy: the T=1 probability)
+    raw_prob: float             # at T=1, no filtering
+    entropy_bits: float         # of the distribution after temperature, before filtering (greedy: at T=1)
+    n_kept: int                 # tokens left after top-k/top-p (greedy: 1)
+    attention: np.ndarray       # [n_layers, n_heads, prompt_len + t] float16: the last fed token's attention over
+    #                             every token so far (itself included), the row that produced this step's logits
+
+
+@dataclass(frozen=True, eq=False)
+class Generation:
+    """A prompt, the settings, and every generated step."""
+
+    prompt: str                 # the prompt text (decoded from the ids when ids were given)
+    prompt_ids: list[int]       # the tokens fed to the model (after truncation)
+    prompt_tokens: list[str]    # their readable labels
+    truncated: bool             # the prompt was longer than context - max_new_tokens: its START was cut
+    n_prompt_tokens_total: int  # prompt tokens before truncation
+    settings: GenerationSettings
+    steps: tuple[GenerationStep, ...]
+    new_text: str               # lm.decode(new_token_ids), the end-of-sequence token's text included
+    stop_reason: str            # "eos", "length" or "cancelled"
+    eos_token_id: int | None
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt_ids)
+
+    @property
+    def new_token_ids(self) -> list[int]:
+        return [s.token_id for s in self.steps]
+
+    @property
+    def new_tokens(self) -> list[str]:
+        return [s.token for s in self.steps]
+
+    @property
+    def tokens(self) -> list[str]:
+        """Labels of prompt + new tokens: steps[t].attention runs over tokens[:prompt_len + t]."""
+        return self.prompt_tokens + self.new_tokens
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate memory held (attention rows dominate), for cache budgets."""
+        return sum(s.attention.nbytes + 64 * N_CANDIDATES for s in self.steps) + 16 * self.prompt_len
+
+
+@dataclass(frozen=True, eq=False)
+class TokenDistribution:
+    """The next-token distributions at one step, over the whole vocabulary."""
+
+    raw: np.ndarray       # [V] float64 softmax at T=1
+    probs: np.ndarray     # [V] float64 after temperature (greedy: raw)
+    keep: np.ndarray      # [V] bool after top-k then top-p (greedy: the argmax only)
+    sampling: np.ndarray  # [V] float64 renormalized over keep: what the token is drawn from
+
+
+def next_token_distribution(logits: np.ndarray, settings: GenerationSettings) -> TokenDistribution:
+    """Temperature, then top-k, then top-p, renormalized (model/sampling.py); greedy keeps the argmax only."""
+    raw = sampling.softmax(logits)
+    if settings.greedy:
+        keep = np.zeros(raw.shape, dtype=bool)
+        keep[int(np.argmax(logits))] = True          # first maximum, as torch.argmax
+        return TokenDistribution(raw, raw, keep, keep.astype(np.float64))
+    probs = sampling.softmax(logits, settings.temperature)
+    keep, kept = sampling.filter_probs(probs, settings.top_k, settings.top_p)
+    return TokenDistribution(raw, probs, keep, kept)
+
+
+def choose_token(dist: TokenDistribution, rng: np.random.Generator) -> int:
+    """One draw from the filtered distribution (a one-hot distribution, as greedy's, consumes no randomness)."""
+    kept = np.flatnonzero(dist.keep)
+    if len(kept) == 1:
+        return int(kept[0])
+    return int(sampling.sample_with(dist.sampling, 1, rng)[0])
+
+
+class IncrementalDecoder:
+    """The model run one sequence at a time with a KV cache: feed(prompt_ids), then feed([token]) per step.
+
+    Holds one sequence's state (the rotated keys and values of every layer for up to `capacity` positions, RoPE
+    tables, a scratch buffer): make one per generation and drop it with it; never store it on the model.
+    """
+
+    def __init__(self, lm, capacity: int):
+        cfg = lm.config
+        self.lm = lm
+        shape = (cfg.n_layers, cfg.n_kv_heads, capacity, cfg.head_dim)
+        self.k = np.empty(shape, np.float32)                                          # [L, KV, C, hd] after RoPE
+        self.v = np.empty(shape, np.float32)                                          # [L, KV, C, hd]
+        self.cos, self.sin = rope_cos_sin(range(capacity), cfg.head_dim, cfg.rope_theta)  # [C, hd/2] each
+        self.capacity = capacity
+        self.length = 0                                                               # positions cached so far
+        head = lm.lm_head
+        self.head_buffer = np.empty((HEAD_CHUNK_ROWS, *head.values.shape[1:]), np.float32) \
+            if isinstance(head, Q8Embedding) else None                              # [chunk, nb, 32]
+
+    def feed(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Run ids (continuing the cached tokens) through the model. Returns the logits after the last one
+        [V] float32 and its attention row [n_layers, n_heads, length] float16."""
+        cfg = self.lm.config
+        if not 1 <= len(ids) <= self.capacity - self.length:
+            raise ValueError(f"Can feed 1 to {self.capacity - self.length} more tokens, got {len(ids)}")
+        with torch.inference_mode():
+            for start in range(0, len(ids), PREFILL_CHUNK):
+                chunk = ids[start:start + PREFILL_CHUNK]
+                last = start + PREFILL_CHUNK >= len(ids)
+                row = np.empty((cfg.n_layers, cfg.n_heads, self.length + len(chunk)), np.float16) if last else None
+                x = self._forward(torch.tensor(list(chunk)), row)                   # [n, D]
+            logits = self._logits(rms_norm(x[-1], self.lm.out_norm, cfg.norm_eps))
+        return logits, row
+
+    def _forward(self, ids: torch.Tensor, row: np.ndarray | None) -> torch.Tensor:
+        """ids [n] at positions length..length+n-1 through every block; caches their keys and values."""
+        start = self.length
+        x = self.lm.embedding.rows(ids)                                              # [n, D]
+        for layer, block in enumerate(self.lm.blocks):
+            h = rms_norm(x, block.attn_norm, block.eps)                             # [n, D]
+            out, pattern = self._attention(block.attn, h, layer, start)            # [n, D], [H, n, T]
+            if row is not None:
+                row[layer] = pattern[:, -1]                                          # [H, T]
+            x = x + out
+            x = x + block.mlp(rms_norm(x, block.mlp_norm, block.eps), linear=blas_linear)  # [n, D]
+        self.length = start + len(ids)
+        return x
+
+    def _attention(self, attn, h: torch.Tensor, layer: int, start: int) -> tuple[torch.Tensor, np.ndarray]:
+        """Causal GQA attention of n new queries over the cached keys plus their own (half-split RoPE), in numpy
+        float32: torch's bmm and softmax would start its thread pool for these small tensors (see the docstring)."""
+        cfg = attn.cfg
+        n, g, hd = h.shape[0], cfg.group_size, cfg.head_dim
+        end = start + n
+        qkv = blas_linear(h, attn.w_qkv).numpy()                                       # [n, (H + 2 KV) hd]
+        q, k, v = np.split(qkv, (cfg.n_heads * hd, (cfg.n_heads + cfg.n_kv_heads) * hd), axis=-1)
+        q = q.reshape(n, cfg.n_heads, hd).transpose(1, 0, 2)                       # [H, n, hd]
+        k = k.reshape(n, cfg.n_kv_heads, hd).transpose(1, 0, 2)                    # [KV, n, hd]
+        v = v.reshape(n, cfg.n_kv_heads, hd).transpose(1, 0, 2)                    # [KV, n, hd]
+        cos, sin = self.cos[start:end], self.sin[start:end]                         # [n, hd/2]
+        self.k[layer, :, start:end] = apply_rope(k, cos, sin)
+        self.v[layer, :, start:end] = v
+        keys, values = self.k[layer, :, :end], self.v[layer, :, :end]              # [KV, T, hd]
+        q_rot = apply_rope(q, cos, sin).reshape(cfg.n_kv_heads, g * n, hd)         # [KV, g n, hd]: a group's heads
+        scores = np.matmul(q_rot, keys.transpose(0, 2, 1))                          # [KV, g n, T]
+        scores *= np.float32(1.0 / math.sqrt(hd))
+        if n > 1:
+            future = np.arange(end)[None, :] > np.arange(start, end)[:, None]       # [n, T] True where j > i
+            scores.reshape(cfg.n_kv_heads, g, n, end)[:, :, future] = -np.inf
+        scores -= scores.max(-1, keepdims=True)                                     # softmax over keys, in place
+        pattern = np.exp(scores, out=scores)
+        pattern /= pattern.sum(-1, keepdims=True)                                   # [KV, g n, T]
+        mixed = np.matmul(pattern, values)                                          # [KV, g n, hd]
+        mixed = mixed.reshape(cfg.n_heads, n, hd).transpose(1, 0, 2).reshape(n, -1)  # [n, H hd]
+        return blas_linear(torch.from_numpy(mixed), attn.w_o), pattern.reshape(cfg.n_heads, n, end)
+
+    def _logits(self, x: torch.Tensor) -> np.ndarray:
+        """Next-token logits [V] float32 of the final-normed vector x [D]."""
+        head, xn = self.lm.lm_head, x.numpy()
+        if self.head_buffer is None:
+            return head.weight.numpy() @ xn
+        # Q8_0: logit = sum over 32-value blocks b of scale_b * (int8 values_b . x_b): the scales are applied
+        # after the block dot products, so the int8 -> float32 copy is the only pass over the table.
+        values, scales = head.values.numpy(), head.scale.numpy()[..., 0]           # [V, nb, 32], [V, nb]
+        x_blocks = xn.reshape(values.shape[1], values.shape[2], 1)                  # [nb, 32, 1]
+        out = np.empty(values.shape[0], np.float32)                                 # [V]
+        for first in range(0, len(out), HEAD_CHUNK_ROWS):
+            rows = slice(first, first + HEAD_CHUNK_ROWS)
+            buf = self.head_buffer[: len(out[rows])]
+            buf[...] = values[rows]                                                 # [c, nb, 32] float32
+            dots = np.matmul(buf.transpose(1, 0, 2), x_blocks)[..., 0]              # [nb, c]
+            out[rows] = np.einsum("bv,vb->v", dots, scales[rows])
+        return out
+
+
+def blas_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x [n, in] @ weight [out, in]^T through numpy's BLAS (both cores for one-row inputs; see the docstring)."""
+    return torch.from_numpy(x.numpy() @ weight.numpy().T)                           # [n, out]
+
+
+def prepare_prompt(lm, prompt: str | Sequence[int], max_new_tokens: int) -> tuple[str, list[int], int]:
+    """(text, ids, n_total): the prompt's tokens, cut at the START to context - max_new_tokens when longer (the
+    BOS that encode puts before a text, if the model asks for one, stays first)."""
+    prefix: list[int] = []
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise ValueError("The prompt is empty. Type some text (at least one non-space character) for the model "
+                             "to continue.")
+        all_ids = lm.encode(prompt)
+        prefix = list(lm.tokenizer.prefix_ids)
+        if len(all_ids) <= len(prefix):
+            raise ValueError("The prompt has no tokens this model can read (only bytes outside its vocabulary). "
+                             "Type some ordinary text.")
+    else:
+        all_ids = [int(i) for i in prompt]
+        if not all_ids:
+            raise ValueError("The prompt is empty: give at least one token id.")
+        bad = [i for i in all_ids if not 0 <= i < lm.config.vocab_size]
+        if bad:
+            raise ValueError(f"Token ids must be from 0 to {lm.config.vocab_size - 1}, got {bad[:5]}")
+    room = lm.config.max_positions - max_new_tokens - len(prefix)
+    if room < 1:
+        raise ValueError(f"max_new_tokens must be below the model's context ({lm.config.max_positions}), "
+                         f"got {max_new_tokens}")
+    body = all_ids[len(prefix):]
+    ids = prefix + body[-room:]
+    text = prompt if isinstance(prompt, str) else lm.decode(all_ids)
+    return text, ids, len(all_ids)
+
+
+def generate_steps(lm, prompt_ids: Sequence[int], settings: GenerationSettings) -> Iterator[GenerationStep]:
+    """Yield each step as soon as it is chosen; stops after max_new_tokens or after the end-of-sequence token.
+    prompt_ids must already fit (prepare_prompt). Close the iterator (or stop iterating) to cancel."""
+    decoder = IncrementalDecoder(lm, len(prompt_ids) + settings.max_new_tokens - 1)
+    rng = np.random.default_rng(settings.seed)
+    fed = list(prompt_ids)
+    for t in range(settings.max_new_tokens):
+        logits, attention = decoder.feed(fed)
+        dist = next_token_distribution(logits, settings)
+        token_id = choose_token(dist, rng)
+        yield _record(lm, t, token_id, dist, attention)
+        if token_id == lm.eos_token_id:
+            return
+        fed = [token_id]
+
+
+def generate(lm, prompt: str | Sequence[int], settings: GenerationSettings,
+             on_step: Callable[[GenerationStep], bool | None] | None = None) -> Generation:
+    """Run generate_steps to the end. on_step(step) is called after each step (progress); if it returns True,
+    generation stops there (stop_reason "cancelled")."""
+    text, ids, n_total = prepare_prompt(lm, prompt, settings.max_new_tokens)
+    steps: list[GenerationStep] = []
+    for step in generate_steps(lm, ids, settings):
+        steps.append(step)
+        if on_step is not None and on_step(step) is True:
+            break
+    if steps[-1].token_id == lm.eos_token_id:
+        stop_reason = "eos"
+    else:
+        stop_reason = "length" if len(steps) == settings.max_new_tokens else "cancelled"
+    new_ids = [s.token_id for s in steps]
+    return Generation(prompt=text, prompt_ids=ids, prompt_tokens=lm.token_strings(ids),
+                      truncated=n_total > len(ids), n_prompt_tokens_total=n_total, settings=settings,
+                      steps=tuple(steps), new_text=lm.decode(new_ids), stop_reason=stop_reason,
+                      eos_token_id=lm.eos_token_id)
+
+
+def first_token_samples(lm, prompt: str | Sequence[int], settings: GenerationSettings,
+                        seeds: Sequence[int]) -> np.ndarray:
+    """The first new token that generate would pick with each seed (same settings otherwise), from one prompt
+    forward: [len(seeds)] int64. Cheap enough for thousands of seeds (a histogram of possible openings)."""
+    _, ids, _ = prepare_prompt(lm, prompt, settings.max_new_tokens)
+    logits, _ = IncrementalDecoder(lm, len(ids)).feed(ids)
+    dist = next_token_distribution(logits, settings)
+    return np.array([choose_token(dist, np.random.default_rng(_integer("seed", s, 0, None))) for s in seeds],
+                    dtype=np.int64)
+
+
+def _record(lm, t: int, token_id: int, dist: TokenDistribution, attention: np.ndarray) -> GenerationStep:
+    n = min(N_CANDIDATES, len(dist.probs))
+    top = np.argpartition(-dist.probs, n - 1)[:n]
+    top = top[np.lexsort((top, -dist.probs[top]))]                                  # by probability, then id
+    p = dist.probs
+    rank = int((p > p[token_id]).sum() + (p[:token_id] == p[token_id]).sum())
+    attention.flags.writeable = False
+    candidates = Candidates(
+        ids=_read_only(top.astype(np.int64)), tokens=tuple(lm.token_strings(top.tolist())),
+        probs=_read_only(p[top]), raw_probs=_read_only(dist.raw[top]), kept=_read_only(dist.keep[top]),
+        sampling_probs=_read_only(dist.sampling[top]))
+    return GenerationStep(
+        index=t, token_id=token_id, token=lm.token_strings([token_id])[0], candidates=candidates, rank=rank,
+        prob=float(dist.sampling[token_id]), temperature_prob=float(p[token_id]),
+        raw_prob=float(dist.raw[token_id]), entropy_bits=float(sampling.entropy_bits(p)),
+        n_kept=int(dist.keep.sum()), attention=attention)
+
+
+def _integer(name: str, value, low: int, high: int | None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low or \
+            (high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be an integer {bound}, got {value!r}")
+    return int(value)
+
+
+def _number(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or \
+            not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
