@@ -32,7 +32,7 @@ LIMITS = {
     "n_layers": 10_000,
     "n_heads": 65_536,
     "n_kv_heads": 65_536,
-    "head_dim": 65_536,
+    "head_dim": 1_048_576,        # as wide as d_model can be: one head of the whole width is a valid shape
     "d_ff": 16_777_216,
     "max_positions": 1_000_000_000,
 }
@@ -140,19 +140,13 @@ def shape_errors(**shape) -> list[ShapeError]:
                 f"one of {', '.join(kinds)}")
     for key in ("tied_embeddings", "qkv_bias", "out_bias", "mlp_bias", "qk_norm"):
         if not isinstance(values[key], bool):
-            bad(key, f"{name(key).capitalize()} must be on or off, got {values[key]!r}.", "on or off")
+            bad(key, f"The setting '{name(key)}' must be on or off, got {values[key]!r}.", "on or off")
 
     heads_ok = "n_heads" not in errors
     if heads_ok and "d_model" not in errors and values["head_dim"] is None and values["d_model"] % values["n_heads"]:
         bad("n_heads", f"The number of heads ({values['n_heads']:,}) must divide the model width "
                        f"({values['d_model']:,}) when the head size is automatic (head size = width / heads).",
             f"must divide the width {values['d_model']:,} (or set the head size)")
-    if heads_ok and "d_model" not in errors and values["head_dim"] is None \
-            and values["d_model"] // values["n_heads"] > LIMITS["head_dim"]:
-        bad("n_heads", f"With {values['n_heads']:,} heads the automatic head size would be "
-                       f"{values['d_model'] // values['n_heads']:,}, beyond the sane upper bound "
-                       f"{LIMITS['head_dim']:,}: use more heads or set the head size.",
-            f"head size would be {values['d_model'] // values['n_heads']:,}: too big")
     if heads_ok and values["n_kv_heads"] is not None and "n_kv_heads" not in errors \
             and values["n_heads"] % values["n_kv_heads"]:
         bad("n_kv_heads", f"The key/value heads ({values['n_kv_heads']:,}) must divide the number of heads "

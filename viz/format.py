@@ -30,7 +30,7 @@ def format_si(value: float, unit: str = "", digits: int = 3, prefixes=COUNT) -> 
     if mantissa >= 1000 and scale == prefixes[-1][1]:
         exponent = int(math.floor(math.log10(mantissa)))
         lead = mantissa / 10**exponent
-        text = f"{lead:.{max(1, digits - 1)}g}e{exponent}"
+        text = f"{lead:.{digits}g}e{exponent}"
     elif scale == 1 and float(x).is_integer():
         text = f"{int(x):,}"
     else:

@@ -41,11 +41,11 @@ def _format(values: np.ndarray, decimals: int) -> np.ndarray:
 
 def _token_axes(fig: go.Figure, tokens: list[str], max_labels: int | None, height: int) -> None:
     """Categorical token axes, square cells; labels thinned to what the side fits (or max_labels)."""
-    side = max(60, height - CHROME_PX)
-    labels = max_labels or max(4, side // LABEL_PX)
-    fig.update_xaxes(title_text="key j (attended to)", **token_axis(tokens, labels), autotickangles=X_TICK_ANGLES,
-                     showgrid=False, zeroline=False, constrain="domain")
-    fig.update_yaxes(title_text="query i (attending)", **token_axis(tokens, labels), autorange="reversed",
+    fits = max(4, max(60, height - CHROME_PX) // LABEL_PX)           # labels the square's side has room for
+    fig.update_xaxes(title_text="key j (attended to)", **token_axis(tokens, max_labels or fits),
+                     autotickangles=X_TICK_ANGLES, showgrid=False, zeroline=False, constrain="domain")
+    fig.update_yaxes(title_text="query i (attending)", **token_axis(tokens, min(max_labels or fits, fits)),
+                     autorange="reversed",
                      showgrid=False, zeroline=False, scaleanchor="x", constrain="domain")
 
 

@@ -17,6 +17,7 @@ from transformers import (
 )
 
 from model.params import (
+    LABELS,
     LIMITS,
     PRESETS,
     Breakdown,
@@ -284,7 +285,7 @@ def test_bad_shapes_name_the_field(bad, field):
         count_parameters(**{**GOOD, **bad})
     assert isinstance(info.value, ShapeError)
     assert info.value.field == field
-    assert field in str(info.value)
+    assert LABELS.get(field, field) in str(info.value)          # the message names the field in plain words
 
 
 def test_missing_required_fields_and_all_errors_listed():
@@ -427,7 +428,7 @@ def test_treemap_labels_fit_small_boxes():
     leaves = {label: text for label, text, parent in zip(tree.data[0].labels, tree.data[0].text,
                                                          tree.data[0].parents, strict=True) if parent == "attention"}
     assert set(leaves) == {"q proj", "k proj", "v proj", "o proj"}
-    assert leaves["k proj"] == "3.32M<br>2.5%"
+    assert leaves["k proj"] == "3.32 M<br>2.5%"
     assert all(len(line) <= 8 for text in leaves.values() for line in text.split("<br>"))
     assert tree.layout.uniformtext.mode == "hide" and tree.layout.uniformtext.minsize == TREEMAP_MIN_TEXT <= 12
     assert tree.layout.font.size >= 16                                           # the shared theme

@@ -156,8 +156,9 @@ def test_next_token_bars():
     fig = va.next_token_bars(["␣a", "<b>", "c"], np.array([0.5, 0.3, 0.2]))
     bar = fig.data[0]
     assert isinstance(bar, go.Bar) and bar.orientation == "h"
-    assert list(bar.y) == ["1. ␣a", "2. &lt;b&gt;", "3. c"]
-    assert list(bar.text) == ["50.0%", "30.0%", "20.0%"]
+    assert list(bar.y) == [0, 1, 2] and fig.layout.yaxis.type == "linear"   # rows by position: "8" stays a label
+    assert list(fig.layout.yaxis.ticktext) == ["1. ␣a", "2. &lt;b&gt;", "3. c"]
+    assert list(bar.text) == ["50%", "30%", "20%"]
 
 
 def test_matrix_csv_round_trip():

@@ -41,15 +41,18 @@ def test_masked_scores_heatmap_grey_minus_inf_cells():
     assert np.array(masked.text)[0, 1] == VM.MINUS_INF and np.array(masked.text)[1, 0] == ""
     assert "−∞" in masked.hovertemplate
     assert np.array(values.text)[1, 0] == "−4.00"                        # numbers written in the cells
-    assert list(fig.layout.xaxis.tickvals) == [0, 1, 2, 3]
+    cats = ["0 The", "1 ␣cat", "2 ␣sat", "3 ␣the"]                         # unique categories, never guessed
+    assert fig.layout.xaxis.type == fig.layout.yaxis.type == "category"
+    assert list(values.x) == list(values.y) == cats == list(fig.layout.xaxis.categoryarray)
     assert list(fig.layout.xaxis.ticktext) == TOKENS and list(fig.layout.yaxis.ticktext) == TOKENS
-    assert fig.layout.yaxis.range == (3.5, -0.5)                          # query 0 on top
+    assert fig.layout.yaxis.autorange == "reversed" and fig.layout.yaxis.scaleanchor == "x"   # square, row 0 on top
 
 
 def test_probs_heatmap_scale_and_outline():
     p = np.full((4, 4), 0.25)
     fig = VM.matrix_heatmap(p, TOKENS, kind="probs", future_outline=True, zmax=1.0)
-    assert [type(t).__name__ for t in fig.data] == ["Heatmap", "Scatter"]
+    assert [type(t).__name__ for t in fig.data] == ["Heatmap"]
+    assert fig.layout.shapes[0].type == "path" and fig.layout.shapes[0].path.startswith("M -0.5,-0.5")
     assert fig.data[0].zmin == 0 and fig.data[0].zmax == 1.0
     assert np.array(fig.data[0].text)[0, 0] == "0.25"                     # tiny matrix: numbers shown by default
     fig = VM.matrix_heatmap(p, TOKENS, kind="probs", show_values=False)
@@ -62,24 +65,26 @@ def test_matrix_heatmap_auto_values_and_thinned_ticks():
     fig = VM.matrix_heatmap(np.zeros((T, T)), toks, allowed=_tri(T), max_labels=20)
     assert fig.data[0].texttemplate is None and fig.data[1].texttemplate is None   # too big for cell text
     assert len(fig.layout.xaxis.tickvals) <= 20
-    assert fig.layout.xaxis.ticktext[1] == toks[fig.layout.xaxis.tickvals[1]]
+    first = fig.layout.xaxis.tickvals[1]
+    position = int(first.split()[0])
+    assert fig.layout.xaxis.ticktext[1] == f"{position}:{toks[position]}"     # thinned: the position says where
 
 
 def test_token_labels_fit_the_figure():
-    """x labels: thinned to max_labels and angled only when they would collide; y labels: as many as the figure's
-    height fits (a 40-token matrix must not stack 40 labels into ~450 px)."""
+    """y labels: as many as the square's side fits at 18 px a label (a 40-token matrix must not stack 40 labels
+    into ~320 px); x labels: max_labels when given, angled only when they would collide."""
     T = 40
     toks = [f"tok{i}" for i in range(T)]
-    fig = VM.matrix_heatmap(np.zeros((T, T)), toks, allowed=_tri(T), max_labels=T)
+    fig = VM.matrix_heatmap(np.zeros((T, T)), toks, allowed=_tri(T), max_labels=T, height=460)
     assert len(fig.layout.xaxis.tickvals) == T
     assert fig.layout.xaxis.tickangle is None and list(fig.layout.xaxis.autotickangles) == [0, 45, 90]
     y_ticks = fig.layout.yaxis.tickvals
-    assert len(y_ticks) < T and (fig.layout.height - 170) / len(y_ticks) >= 16
-    assert list(fig.layout.yaxis.ticktext) == [toks[i] for i in y_ticks]
+    assert len(y_ticks) < T and (fig.layout.height - VM.CHROME_PX) / len(y_ticks) >= 16
     small = VM.matrix_heatmap(np.zeros((4, 4)), TOKENS, height=340)            # the worked example: every label
     assert list(small.layout.yaxis.ticktext) == TOKENS
     bars = VM.leak_bars(np.zeros(T), toks, max_labels=10)
     assert len(bars.layout.xaxis.tickvals) <= 10 and bars.layout.xaxis.tickangle is None
+    assert bars.layout.xaxis.type == "linear" and bars.layout.xaxis.tickmode == "array"
 
 
 def test_matrix_heatmap_rejects_bad_shapes():
@@ -102,7 +107,7 @@ def test_mask_heatmap_zero_and_minus_inf():
 def test_leak_bars():
     fig = VM.leak_bars([0.5, 0.2, 0.1, 0.0], TOKENS)
     assert type(fig.data[0]).__name__ == "Bar" and list(fig.data[0].y) == [0.5, 0.2, 0.1, 0.0]
-    assert list(fig.layout.xaxis.ticktext) == TOKENS
+    assert list(fig.layout.xaxis.ticktext) == TOKENS and fig.layout.xaxis.type == "linear"
 
 
 def test_probability_bars_kept_highlight():
@@ -111,7 +116,8 @@ def test_probability_bars_kept_highlight():
     bars = fig.data[0]
     assert type(bars).__name__ == "Bar" and bars.orientation == "h"
     assert list(bars.y) == [0, 1, 2]                                       # numeric rows: duplicates allowed
-    assert list(fig.layout.yaxis.ticktext) == labels
+    assert list(fig.layout.yaxis.ticktext) == labels and fig.layout.yaxis.type == "linear"
+    assert list(bars.text) == ["50%", "30%", "20%"]                        # one format for every bar
     assert list(bars.marker.color) == [VS.KEPT_COLOR, VS.KEPT_COLOR, MASKED_COLOR]
     marks = fig.data[1]
     assert type(marks).__name__ == "Scatter" and np.isnan(marks.x[2]) and marks.x[0] == 0.625
@@ -145,16 +151,20 @@ def test_sample_histogram():
     assert list(fig.data[1].customdata[:, 1]) == [58, 42, 0]
 
 
-def test_hidden_sink_cells_get_their_own_layer():
+def test_hidden_sink_cells_get_their_own_layers():
+    from model.head_stats import sink_hidden_view
+
     m = _tri(4)
-    hidden = np.zeros((4, 4), bool)
-    hidden[1:, 0] = True
-    fig = VM.matrix_heatmap(np.where(m, 0.25, 0.0), TOKENS, kind="probs", allowed=m, hidden=hidden)
-    assert [t.name for t in fig.data] == ["probability", "hidden", "masked"]
+    fig = VM.matrix_heatmap(sink_hidden_view(np.where(m, 0.25, 0.0)), TOKENS, kind="probs", allowed=m,
+                            sink_hidden=True)
+    assert [t.name for t in fig.data] == ["probability", "hidden", "nothing to show", "masked"]
     z = np.array(fig.data[0].z, dtype=float)
-    assert np.isnan(z[1:, 0]).all() and z[0, 0] == 0.25                   # row 0 keeps its only key
-    assert np.array_equal(~np.isnan(np.array(fig.data[1].z, dtype=float)), hidden)
-    assert "sink" in fig.data[1].hovertemplate
+    assert np.isnan(z[:, 0]).all() and np.isnan(z[:2]).all()               # key 0 and rows 0-1 not shown
+    np.testing.assert_allclose(np.nansum(z[2:], axis=1), 1.0)               # the rest renormalized
+    assert list(fig.data[1].y) == ["2 ␣sat", "3 ␣the"] and "sink" in fig.data[1].hovertemplate
+    blank = fig.data[2]
+    assert np.array_equal(~np.isnan(np.array(blank.z, dtype=float)), m[:2, :2])   # only allowed cells
+    assert "nothing to show" in np.array(blank.text)[0, 0] and "by construction" in np.array(blank.text)[1, 1]
 
 
 def test_log_ticks():

@@ -1,0 +1,84 @@
+"""app_pages/_budget.py: a cache bounded by the bytes its values hold, shared by threads."""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from app_pages._budget import ByteBudgetCache, nbytes
+
+MB = 2**20
+
+
+@dataclass(frozen=True)
+class Trace:
+    attention: np.ndarray
+    checkpoints: dict
+
+
+def test_nbytes_walks_dataclasses_dicts_and_lists():
+    t = Trace(np.zeros((4, 4), np.float32), {0: np.zeros(10), 6: np.zeros(10)})
+    assert nbytes(t) == 64 + 160
+    assert nbytes([np.zeros(3, np.int8), {"a": (np.zeros(2),)}, "text"]) == 3 + 16
+
+
+def test_total_stays_within_the_budget_least_recently_used_first():
+    cache = ByteBudgetCache("t", 10 * MB)
+    for key in range(5):
+        cache.get(key, lambda: np.zeros(3 * MB, np.uint8))
+        assert cache.total_bytes <= 10 * MB
+    assert len(cache) == 3 and 0 not in cache and 1 not in cache
+    cache.get(2, lambda: None)                                   # a hit: 2 becomes the most recent
+    cache.get(9, lambda: np.zeros(3 * MB, np.uint8))
+    assert 2 in cache and 3 not in cache and cache.stats.evictions == 3
+
+
+def test_an_evicted_value_is_computed_again_and_a_too_big_one_is_served():
+    cache = ByteBudgetCache("t", 4 * MB)
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return np.ones(3 * MB, np.uint8)
+
+    a = cache.get("a", compute)
+    cache.get("b", compute)                                     # evicts a
+    assert cache.get("a", compute) is not a and len(calls) == 3
+    huge = cache.get("huge", lambda: np.zeros(8 * MB, np.uint8))
+    assert huge.nbytes == 8 * MB and "huge" not in cache        # returned, not kept
+    assert cache.total_bytes <= 4 * MB
+
+
+def test_concurrent_requests_for_one_key_compute_once():
+    cache = ByteBudgetCache("t", 10 * MB)
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.2)
+        return np.zeros(10, np.uint8)
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cache.get("k", slow))) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(results) == 6 and all(r is results[0] for r in results)
+
+
+def test_a_failed_computation_is_not_cached():
+    cache = ByteBudgetCache("t", MB)
+
+    def broken():
+        raise ValueError("empty text")
+
+    for _ in range(2):
+        try:
+            cache.get("x", broken)
+        except ValueError:
+            pass
+    assert "x" not in cache
+    assert cache.get("x", lambda: np.zeros(1)).shape == (1,)
