@@ -69,6 +69,15 @@ class ByteBudgetCache:
             self.stats.hits += 1
             return entry
 
+    def peek(self, key: Hashable) -> Any:
+        """The cached value for key (counted as a use), or None when it is not cached."""
+        entry = self._lookup(key)
+        return None if entry is None else entry[0]
+
+    def put(self, key: Hashable, value: Any) -> None:
+        """Keep value for key (within the budget, evicting the least recently used)."""
+        self._store(key, value)
+
     def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """The cached value for key, or compute() (once, even when several threads ask at the same time)."""
         entry = self._lookup(key)

@@ -13,6 +13,7 @@ import numpy as np
 import streamlit as st
 
 from app_pages._budget import ByteBudgetCache
+from app_pages._jobs import Job, JobRunner
 from model import ForwardTrace, LayerDetail, load_model
 from model.gguf import ModelLoadError
 from model.head_stats import apply_sink, head_stats
@@ -20,7 +21,7 @@ from viz.attention import thumbnail_tiles
 
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_CACHE_MB = 600
-SHARES = {"traces": 0.7, "layer_details": 0.2, "derived": 0.1}
+SHARES = {"traces": 0.6, "layer_details": 0.15, "derived": 0.1, "generations": 0.15}
 
 
 def cache_budget_mb() -> int:
@@ -97,3 +98,27 @@ def get_thumbnail_tiles(text: str, hide_sink: bool, max_tokens: int = DEFAULT_MA
         return thumbnail_tiles(trace.attention, per_layer=(lambda a: apply_sink(a, True)) if hide_sink else None)
 
     return _caches()["derived"].get(("thumbs", get_model().source, text, max_tokens, hide_sink), compute)
+
+
+@st.cache_resource(show_spinner=False)
+def _generation_jobs() -> JobRunner:
+    return JobRunner(int(cache_budget_mb() * 2**20 * SHARES["generations"]), size_of=lambda g: g.nbytes)
+
+
+def generation_job(text: str, n: int, temperature: float, top_k: int, top_p: float, seed: int) -> Job:
+    """The background generation of text's continuation with these settings (temperature 0: greedy), shared by
+    every session that asks for the same one; job.partial holds the steps so far, job.result the Generation."""
+    lm = get_model()
+    if temperature == 0:
+        top_k, top_p, seed = 0, 1.0, 0                      # greedy: the other settings change nothing
+    key = (lm.source, text, n, temperature, top_k, top_p, seed)
+
+    def work(job: Job):
+        def on_step(step) -> bool:
+            job.partial.append(step)
+            return job.abandoned()
+        g = lm.generate(text, max_new_tokens=n, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                        on_step=on_step)
+        return None if g.stop_reason == "cancelled" else g
+
+    return _generation_jobs().job(key, n, work)

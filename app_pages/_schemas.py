@@ -44,6 +44,7 @@ QUERY = Int("q", "q", _last_token, lo=0, hi=_last_token)           # default: th
 SINK = Flag("sink", "sink")
 PRESENT = Flag("present", "present")
 SHARED_KEYS = (TEXT.key, LAYER.key, HEAD.key, QUERY.key, SINK.key)   # the shell draws these controls
+WHOLE_TEXT_PAGES = ("generate",)     # pages that read the whole text (the others show its first 512 tokens)
 
 
 def _view_is(key: str, *views: str):
@@ -170,10 +171,37 @@ PARAMETERS = Schema("parameters", (
     Choice("right", PARAMS_KEY + "cmp_b", DEFAULT_PRESET, options=COMPARE_OPTIONS),
 ))
 
+# -------------------------------------------------------------------------------------------------------- Generate
+GENERATE_VIEWS = {"write": "Step by step", "compare": "Two temperatures"}
+MAX_NEW_TOKENS = 64
+_G_VIEW = "generate_view"
+_writing = _view_is(_G_VIEW, "write")
+
+
+def _sampling(state) -> bool:
+    """top-k, top-p and the seed act when tokens are drawn: sampled writing, or the temperature comparison."""
+    return state.get(_G_VIEW) == "compare" or not state.get("gen_greedy")
+
+
+GENERATE = Schema("generate", (
+    Choice("view", _G_VIEW, "write", options=tuple(GENERATE_VIEWS)),
+    TEXT,
+    Int("n", "gen_n", 32, lo=1, hi=MAX_NEW_TOKENS),
+    Flag("greedy", "gen_greedy", when=_writing),
+    Float("temp", "gen_temp", 0.7, lo=T_MIN, hi=T_MAX, when=lambda s: _writing(s) and not s.get("gen_greedy")),
+    Int("top_k", "gen_top_k", 0, lo=0, hi=lambda c: c.vocab_size, when=_sampling),
+    Float("top_p", "gen_top_p", 1.0, lo=0.01, hi=1.0, when=_sampling),
+    Int("seed", "gen_seed", 0, lo=0, hi=2**31 - 1, when=_sampling),
+    Int("step", "gen_step", None, lo=0, hi=MAX_NEW_TOKENS - 1, when=_writing),        # None: the last step
+    _with(LAYER, _writing), _with(HEAD, _writing), _with(SINK, _writing),
+    Float("low", "gen_t_low", 0.3, lo=T_MIN, hi=T_MAX, when=_view_is(_G_VIEW, "compare")),
+    Float("high", "gen_t_high", 1.5, lo=T_MIN, hi=T_MAX, when=_view_is(_G_VIEW, "compare")),
+))
+
 # ---------------------------------------------------------------------------------------------------------- all
 SCHEMAS: dict[str, Schema] = {
     s.page: Schema(s.page, (*s.params, PRESENT))
-    for s in (ATTENTION, CAUSAL_MASK, SOFTMAX, POSITIONAL, PARAMETERS)
+    for s in (ATTENTION, CAUSAL_MASK, SOFTMAX, GENERATE, POSITIONAL, PARAMETERS)
 }
 
 

@@ -6,6 +6,7 @@ st.session_state (already valid: clamped once per run here) and draws its own co
 """
 from __future__ import annotations
 
+import functools
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -78,13 +79,19 @@ def current_trace() -> ForwardTrace | None:
     return trace
 
 
+@functools.lru_cache(maxsize=16)
+def token_count(text: str) -> int:
+    """How many tokens the model reads in text (tokenizing is cheap: no model run)."""
+    return len(caches.get_model().encode(text)) if text.strip() else 0
+
+
 def _context(schema: Schema, with_text: bool = True) -> Context:
-    """The bounds of this run: the model's shape and, when the page shows the text, its token count."""
+    """The bounds of this run: the model's shape and, when the page shows the text, its token count (at most the
+    DEFAULT_MAX_TOKENS a trace keeps)."""
     cfg = caches.get_model().config
     n_tokens = None
     if with_text and _applies(schema, S.TEXT.key):
-        trace, _ = trace_or_reason(current_text())
-        n_tokens = trace.n_tokens if trace is not None else None
+        n_tokens = min(token_count(current_text()), caches.DEFAULT_MAX_TOKENS) or None
     return Context(n_layers=cfg.n_layers, n_heads=cfg.n_heads, head_dim=cfg.head_dim, vocab_size=cfg.vocab_size,
                    n_tokens=n_tokens)
 
@@ -150,16 +157,15 @@ def _applies(schema: Schema, key: str) -> bool:
     return any(p.key == key for p in schema.active(st.session_state))
 
 
-def _token_count(where) -> None:
-    trace, _ = trace_or_reason(current_text())
-    limit = caches.DEFAULT_MAX_TOKENS
-    if trace is None:
-        where.caption(f"0 / {limit} tokens")
-    elif trace.truncated:
-        where.caption(f":orange[:material/content_cut: **{trace.n_tokens} / {limit} tokens**: only the first "
-                      f"{limit} of {trace.n_tokens_total:,} tokens are used]")
+def _token_count(where, page: str) -> None:
+    n, limit = token_count(current_text()), caches.DEFAULT_MAX_TOKENS
+    if page in S.WHOLE_TEXT_PAGES:
+        where.caption(f"{n:,} tokens")
+    elif n > limit:
+        where.caption(f":orange[:material/content_cut: **{limit} / {limit} tokens**: only the first {limit} of "
+                      f"{n:,} tokens are used]")
     else:
-        where.caption(f"{trace.n_tokens} / {limit} tokens")
+        where.caption(f"{n} / {limit} tokens")
 
 
 def _shared_controls(schema: Schema) -> None:
@@ -173,7 +179,7 @@ def _shared_controls(schema: Schema) -> None:
             with row.popover("Text", icon=":material/edit_note:", help="Change the text the model reads"):
                 controls.example_picker(st)
                 controls.text_box(st, height=200)
-                _token_count(st)
+                _token_count(st, schema.page)
         if has[S.LAYER.key]:
             controls.layer_slider(row, cfg, width=230)
         if has[S.HEAD.key]:
@@ -189,7 +195,7 @@ def _shared_controls(schema: Schema) -> None:
             if has[S.TEXT.key]:
                 controls.example_picker(st)
                 controls.text_box(st, height=TEXT_HEIGHT)
-                _token_count(st)
+                _token_count(st, schema.page)
             if has[S.LAYER.key]:
                 controls.layer_slider(st, cfg)
             if has[S.HEAD.key]:
@@ -230,7 +236,7 @@ def header(title: str, caption: str = "") -> None:
         _link_notes()
         return
     row = st.container(horizontal=True, vertical_alignment="center", gap="small", key="page_header", wrap=False)
-    row.markdown(f"### {title}", width="content")
+    row.markdown(f"### {title}", width="stretch")
     with row.container(horizontal=True, horizontal_alignment="right", vertical_alignment="center", gap="small",
                        width="content", wrap=False):
         _share_popover(st)

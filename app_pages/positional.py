@@ -132,8 +132,8 @@ def sinusoidal_view() -> None:
                      "are exact.")
     st.caption("Left columns change every token, right columns hardly at all: each position gets a unique pattern, "
                "like the hands of a clock turning at many speeds.")
-    st.latex(r"PE(p, 2i) = \sin(p\,\omega_i), \quad PE(p, 2i{+}1) = \cos(p\,\omega_i), \quad \omega_i = "
-             r"\text{base}^{-2i/d}, \quad \lambda_i = 2\pi\,\text{base}^{2i/d}")
+    st.latex(r"\begin{gathered} PE(p, 2i) = \sin(p\,\omega_i), \quad PE(p, 2i{+}1) = \cos(p\,\omega_i) \\ "
+             r"\omega_i = \text{base}^{-2i/d}, \quad \lambda_i = 2\pi\,\text{base}^{2i/d} \end{gathered}")
     ss[DIMS_PICK] = dims
     st.multiselect("dimensions to draw as waves", list(range(d_model)), key=DIMS_PICK, max_selections=8,
                    on_change=_dims_picked,

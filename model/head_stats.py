@@ -160,3 +160,14 @@ def top_predictions(logits: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.nda
     ids = np.argpartition(-probs, k - 1)[:k]
     ids = ids[np.argsort(-probs[ids], kind="stable")]
     return ids, probs[ids]
+
+
+def mean_distance_back(rows: np.ndarray) -> np.ndarray:
+    """How far back each head looks from one query: rows [..., n] (the query is position n - 1; NaN = not shown)
+    -> [...] the attention-weighted mean of (n - 1 - j) over the shown keys, renormalized; NaN when none is shown."""
+    w = np.nan_to_num(np.asarray(rows, dtype=np.float64), nan=0.0)
+    n = w.shape[-1]
+    total = w.sum(axis=-1)
+    back = np.arange(n - 1, -1, -1, dtype=np.float64)                       # n-1 for key 0 ... 0 for itself
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, (w * back).sum(axis=-1) / total, np.nan)

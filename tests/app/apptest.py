@@ -83,3 +83,15 @@ def widget_values(at: AppTest) -> dict[str, object]:
             if widget.key and not widget.key.startswith("kbd_"):
                 out[widget.key] = widget.value
     return out
+
+
+def run_until(at: AppTest, done, timeout_s: float = 120.0) -> AppTest:
+    """Rerun (as the page's own polling does) until done(at) holds: for work that runs in the background."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not done(at):
+        assert time.monotonic() < deadline, "the background work did not finish in time"
+        time.sleep(0.5)
+        rerun(at)
+    return at

@@ -1,0 +1,81 @@
+"""Background jobs for slow, shared computations (a 64-token generation takes seconds): pure threading, no Streamlit.
+
+A page asks for a job by key; the first ask starts it in a thread, every later ask (from any session) gets the same
+job and can show its progress while the page stays interactive. Jobs run one at a time (the machine's cores are
+better used by one computation than split between several), finished results are kept in a ByteBudgetCache, and a
+job nobody asked about for a while is cancelled at its next step.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from app_pages._budget import ByteBudgetCache
+
+IDLE_CANCEL_S = 30.0       # a running job that no page has polled for this long is cancelled
+
+
+@dataclass
+class Job:
+    """One computation's progress: `partial` grows as it runs; `result` or `error` is set when it ends."""
+
+    key: Hashable
+    total: int
+    partial: list = field(default_factory=list)
+    result: Any = None
+    error: str | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+    last_polled: float = field(default_factory=time.monotonic)
+
+    @property
+    def progress(self) -> float:
+        return 1.0 if self.done.is_set() else min(1.0, len(self.partial) / max(1, self.total))
+
+    def poll(self) -> Job:
+        self.last_polled = time.monotonic()
+        return self
+
+    def abandoned(self) -> bool:
+        return time.monotonic() - self.last_polled > IDLE_CANCEL_S
+
+
+class JobRunner:
+    """Starts jobs in daemon threads, one computing at a time; keeps finished results within a byte budget."""
+
+    def __init__(self, budget_bytes: int, size_of: Callable[[Any], int]):
+        self._results = ByteBudgetCache("jobs", budget_bytes, size_of)
+        self._running: dict[Hashable, Job] = {}
+        self._lock = threading.Lock()
+        self._turn = threading.Lock()              # one job computes at a time
+
+    def job(self, key: Hashable, total: int, work: Callable[[Job], Any]) -> Job:
+        """The job for key: finished (from the cache), running, or started now. work(job) appends to job.partial
+        as it goes, returns the result, and should stop early when job.abandoned() (return None then)."""
+        cached = self._results.peek(key)
+        if cached is not None:
+            finished = Job(key, total, result=cached)
+            finished.done.set()
+            return finished
+        with self._lock:
+            running = self._running.get(key)
+            if running is not None:
+                return running.poll()
+            job = self._running[key] = Job(key, total)
+        threading.Thread(target=self._run, args=(job, work), daemon=True, name=f"job-{hash(key) & 0xFFFF:x}").start()
+        return job
+
+    def _run(self, job: Job, work: Callable[[Job], Any]) -> None:
+        try:
+            with self._turn:
+                job.result = work(job)
+            if job.result is not None:
+                self._results.put(job.key, job.result)
+        except Exception as exc:   # a failed job reports its message to the page instead of dying silently
+            job.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            with self._lock:
+                self._running.pop(job.key, None)
+            job.done.set()

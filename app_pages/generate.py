@@ -1,0 +1,213 @@
+"""Generate: the model writes, one token at a time. Step through what it chose from and where the new token looked;
+compare the same prompt and seed at a low and a high temperature. Generation runs in the background."""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from app_pages import _caches as caches
+from app_pages import _controls as controls
+from app_pages import _schemas as S
+from app_pages import _shell as shell
+from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, show_figure, token_legend
+from model.head_stats import mean_distance_back
+from model.sampling import T_MAX, T_MIN, temperature_grid
+from viz import generation as vg
+from viz.attention import stat_overview
+
+VIEW = S.GENERATE.by_name("view")
+N, GREEDY, TEMP = (S.GENERATE.by_name(n) for n in ("n", "greedy", "temp"))
+TOP_K, TOP_P, SEED, STEP = (S.GENERATE.by_name(n) for n in ("top_k", "top_p", "seed", "step"))
+LOW, HIGH = S.GENERATE.by_name("low"), S.GENERATE.by_name("high")
+GRID = temperature_grid(T_MIN, T_MAX)
+STEP_PICK = "gen_step_pick"       # the step slider's own key: it copies into the step setting (None = the last)
+PLAY = "gen_play"                 # playing is a moment, not a setting: not in the link
+POLL_S, PLAY_S = 0.3, 0.9         # progress refresh while generating; one step per PLAY_S while playing
+PROMPT_CHARS = 400                # the text so far shows at most this much of the prompt (its end)
+ss = st.session_state
+
+
+def temperature_slider(param, label: str, width=260) -> None:
+    st.select_slider(label, options=sorted({*GRID, float(ss[param.key])}), key=param.key, width=width,
+                     format_func=lambda t: f"{t:g}", **controls.PERSIST,
+                     help=f"Logits are divided by T before the softmax: T < 1 sharpens, T > 1 flattens "
+                          f"({T_MIN:g} to {T_MAX:g}, log steps).")
+
+
+def sampling_popover(where) -> None:
+    with where.popover("Sampling", icon=":material/tune:", help="top-k, top-p and the random seed"):
+        st.number_input("top-k (0 = off)", min_value=0, max_value=caches.get_model().config.vocab_size, step=1,
+                        key=TOP_K.key, **controls.PERSIST, help="Keep only the k most probable tokens.")
+        st.slider("top-p (1.00 = off)", 0.01, 1.0, step=0.01, key=TOP_P.key, format="%.2f", **controls.PERSIST,
+                  help="Keep the smallest set of most probable tokens whose probabilities add up to p.")
+        st.number_input("seed", min_value=0, max_value=2**31 - 1, step=1, key=SEED.key, **controls.PERSIST,
+                        help="The same seed draws the same tokens: change it to see another continuation.")
+
+
+def written_markdown(lm, g_prompt_ids: list[int], new_ids: list[int], t: int | None) -> str:
+    """The text so far as Markdown (escaped), its last prompt characters only, the token of step t highlighted."""
+    stop = len(new_ids) if t is None else t + 1
+    before = lm.decode(g_prompt_ids + new_ids[: stop - 1]) if stop else lm.decode(g_prompt_ids)
+    after = lm.decode(g_prompt_ids + new_ids[:stop])
+    piece = after[len(before):] if after.startswith(before) else lm.decode(new_ids[stop - 1: stop])
+    prompt_text = lm.decode(g_prompt_ids)
+    start = max(0, len(prompt_text) - PROMPT_CHARS)
+    shown_before = ("…" if start else "") + before[start:]
+
+    def md(text: str) -> str:
+        return escape_markdown(text).replace("\n", "  \n")
+
+    return md(shown_before) + (f":red-background[{md(piece)}]" if piece else "")
+
+
+def wait_for(jobs: dict[str, object], what: str) -> None:
+    """Progress of running jobs, refreshed in place; the page reruns when they are done (its controls stay live)."""
+    @st.fragment(run_every=POLL_S)
+    def progress() -> None:
+        running = {name: job.poll() for name, job in jobs.items()}
+        for name, job in running.items():
+            st.progress(job.progress, text=f"{what}{f' ({name})' if len(jobs) > 1 else ''}: {len(job.partial)} "
+                                           f"of {job.total} tokens")
+            if job.partial:
+                step = job.partial[-1]
+                st.caption(f"Last token: {escape_markdown(step.token)} (p = {step.prob:.0%})")
+        if all(job.done.is_set() for job in running.values()):
+            st.rerun()
+    progress()
+
+
+def step_picked() -> None:
+    ss[STEP.key] = None if ss[STEP_PICK] == ss.get("_gen_last_step") else ss[STEP_PICK]
+
+
+def write_view(lm, text: str) -> None:
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
+        st.slider("New tokens", 1, S.MAX_NEW_TOKENS, key=N.key, width=170, **controls.PERSIST)
+        st.toggle("Greedy", key=GREEDY.key, **controls.PERSIST,
+                  help="Always take the most probable token (no randomness, no temperature).")
+        if not ss[GREEDY.key]:
+            temperature_slider(TEMP, "Temperature T", width=200)
+            sampling_popover(st)
+    temperature = 0.0 if ss[GREEDY.key] else float(ss[TEMP.key])
+    job = caches.generation_job(text, int(ss[N.key]), temperature, int(ss[TOP_K.key]), float(ss[TOP_P.key]),
+                                int(ss[SEED.key]))
+    if job.error:
+        st.error(f"The generation failed: {job.error}", icon=":material/error:")
+        return
+    if job.result is None:
+        wait_for({"": job}, "Writing")
+        return
+    g = job.result
+    scrubber(lm, g)
+
+
+def scrubber(lm, g) -> None:
+    n_steps = len(g.steps)
+    last = n_steps - 1
+    ss["_gen_last_step"] = last
+
+    @st.fragment(run_every=PLAY_S if ss.get(PLAY) else None)
+    def step_view() -> None:
+        step_index = last if ss.get(STEP.key) is None else min(int(ss[STEP.key]), last)
+        if ss.get(PLAY):                                     # playing: one step further per refresh, then stop
+            step_index = 0 if step_index >= last else step_index + 1
+            ss[STEP.key] = None if step_index == last else step_index
+            ss[PLAY] = step_index < last
+        ss[STEP_PICK] = step_index
+        step = g.steps[step_index]
+        story, chart = st.columns([3, 2], gap="medium")
+        with story:
+            with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
+                if n_steps > 1:
+                    st.slider("Step", 0, last, key=STEP_PICK, on_change=step_picked,
+                              help="Which generated token to look at: the text up to it, what it was chosen "
+                                   "from, and where the model looked to predict it.")
+                st.toggle("Play", key=PLAY, width="content", help="Step through the generation, one token at a time.")
+            with st.container(height=150, border=False):
+                st.markdown(written_markdown(lm, g.prompt_ids, g.new_token_ids, step_index))
+            kept = int(step.n_kept)
+            st.caption(f"Step {step_index}: drew {escape_markdown(step.token)} with p = {step.prob:.1%} (rank "
+                       f"{step.rank + 1} at T = {g.settings.temperature:g}; {step.raw_prob:.1%} at T = 1), from "
+                       f"{kept:,} kept token{'s' if kept != 1 else ''}."
+                       + (" Stopped at the end-of-turn token." if g.stop_reason == "eos" and step_index == last
+                          else ""))
+        with chart:
+            c = step.candidates
+            drawn = int(np.flatnonzero(c.ids == step.token_id)[0]) if step.token_id in c.ids else None
+            show_figure(vg.candidates_figure(list(c.tokens), c.probs, c.kept, drawn, height=330,
+                                             title=f"Top {len(c.ids)} candidates"),
+                        key="gen_candidates", filename=f"generate_step{step_index}_candidates")
+        layer, head, hide_sink = ss[S.LAYER.key], ss[S.HEAD.key], bool(ss[S.SINK.key])
+        rows = np.asarray(step.attention, dtype=np.float32)                                # [L, H, n]
+        if hide_sink and rows.shape[-1] > 1:
+            rows = rows.copy()
+            rows[..., 0] = np.nan
+            rows /= np.nansum(rows, axis=-1, keepdims=True)
+        tokens = g.tokens[: rows.shape[-1]]
+        show_figure(vg.attention_row_figure(rows[layer, head], tokens, g.prompt_len, max_labels=40,
+                                            title=f"Where it looked: layer {layer}, head {head}"),
+                    key="gen_attention", filename=f"generate_step{step_index}_L{layer}_H{head}")
+        st.caption("The attention of the position that predicted this token, over the text so far: prompt tokens "
+                   "blue, generated ones orange" + ("; token 0 (the sink) hidden." if hide_sink else "."))
+        distance = mean_distance_back(rows)                                                 # [L, H]
+        show_figure(stat_overview(distance, label="mean distance back", selected=(layer, head), zmin=0.0,
+                                  scale_title="tokens", title="How far back every head looked for this token"),
+                    key="gen_grid", filename=f"generate_step{step_index}_heads", on_select=picked_on_grid,
+                    selection_mode="points")
+        st.caption("Each cell is one head: the attention-weighted distance back from the newest token (0 = itself). "
+                   "Click a cell to show that head above." + (" With the sink shown, heads that park on token 0 "
+                                                             "look far back." if not hide_sink else ""))
+        token_legend(tokens)
+        shell.finish()                                        # the step changed: the link follows it
+
+    step_view()
+
+
+def picked_on_grid() -> None:
+    picked = picked_layer_head(selected_points(ss.get("gen_grid")))
+    if picked is not None:
+        ss[S.LAYER.key], ss[S.HEAD.key] = picked
+
+
+def compare_view(lm, text: str) -> None:
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
+        st.slider("New tokens", 1, S.MAX_NEW_TOKENS, key=N.key, width=200, **controls.PERSIST)
+        temperature_slider(LOW, "Low T", width=220)
+        temperature_slider(HIGH, "High T", width=220)
+        sampling_popover(st)
+    settings = (int(ss[N.key]), int(ss[TOP_K.key]), float(ss[TOP_P.key]), int(ss[SEED.key]))
+    jobs = {f"T = {float(ss[p.key]):g}": caches.generation_job(text, settings[0], float(ss[p.key]), *settings[1:])
+            for p in (LOW, HIGH)}
+    failed = [job.error for job in jobs.values() if job.error]
+    if failed:
+        st.error(f"The generation failed: {failed[0]}", icon=":material/error:")
+        return
+    if any(job.result is None for job in jobs.values()):
+        wait_for(jobs, "Writing")
+        return
+    st.caption(f"The same prompt, seed {settings[3]} and top-k / top-p, at two temperatures. The bars: the "
+               "probability each chosen token was drawn with. Low T keeps picking likely tokens; high T wanders.")
+    for (name, job), col, color in zip(jobs.items(), st.columns(2, gap="medium"), (vg.PROMPT_COLOR, vg.NEW_COLOR),
+                                       strict=True):
+        g = job.result
+        with col:
+            st.markdown(f"**{name}**")
+            with st.container(height=180, border=True):
+                st.markdown(written_markdown(lm, g.prompt_ids, g.new_token_ids, None))
+            probs = np.array([s.prob for s in g.steps])
+            show_figure(vg.chosen_probability_figure(probs, g.new_tokens, color=color,
+                                                     title=f"mean p = {probs.mean():.0%}"),
+                        key=f"gen_compare_{name}", filename=f"generate_{name.replace(' = ', '')}_probabilities")
+
+
+shell.header("Generate", "The model writes one token at a time: each new token is drawn from its next-token "
+                         "probabilities (after temperature, top-k and top-p), appended, and fed back in.")
+lm_ = caches.get_model()
+text_ = shell.current_text()
+if not text_.strip():
+    st.info("The text is empty. Type a prompt, or load an example, and the model will continue it.",
+            icon=":material/edit_note:")
+    st.stop()
+view, tab = controls.view_tabs(VIEW, S.GENERATE_VIEWS)
+with tab:
+    (write_view if view == "write" else compare_view)(lm_, text_)

@@ -1,0 +1,65 @@
+"""The Generate page in Streamlit's AppTest, on the real model: the background generation, the step scrubber, the
+candidates and attention of a step, the two-temperature comparison, and links that restore all of it."""
+from __future__ import annotations
+
+import numpy as np
+
+from tests.app.apptest import array, figures, open_page, rerun, run_until, widget_values
+
+PROMPT = "The capital of France is"
+
+
+def generated(at) -> bool:
+    return any((f["layout"].get("title") or {}).get("text", "").startswith("Top ") for f in figures(at))
+
+
+def by_title(at, prefix: str) -> dict:
+    return next(f for f in figures(at) if (f["layout"].get("title") or {}).get("text", "").startswith(prefix))
+
+
+def test_greedy_generation_matches_the_model_and_steps_through(lm):
+    at = run_until(open_page("generate", text=PROMPT, n="6", greedy="1"), generated)
+    g = lm.generate(PROMPT, max_new_tokens=6, temperature=0)
+    story = " ".join(m.value for m in at.markdown)
+    assert "Paris" in g.new_text and "Paris" in story
+    assert at.slider(key="gen_step_pick").value == len(g.steps) - 1           # the last step by default
+    at.slider(key="gen_step_pick").set_value(0)
+    rerun(at)
+    assert at.query_params["step"] == "0"
+    bars = by_title(at, "Top ")
+    np.testing.assert_allclose(array(bars["data"][0]["x"]), g.steps[0].candidates.probs, rtol=1e-6)
+    assert bars["layout"]["yaxis"]["ticktext"][0].endswith(g.steps[0].token)
+    attention = by_title(at, "Where it looked")
+    row = np.asarray(g.steps[0].attention[0, 0], dtype=float)                  # layer 0, head 0
+    np.testing.assert_allclose(array(attention["data"][0]["y"]), row, atol=1e-3)
+    assert len(row) == len(lm.encode(PROMPT))                                  # step 0 looks at the prompt only
+
+
+def test_sampled_generation_follows_the_seed_and_the_link_restores_it(lm):
+    at = run_until(open_page("generate", text=PROMPT, n="5", temp="1.5", seed="7", top_k="20"), generated)
+    g = lm.generate(PROMPT, max_new_tokens=5, temperature=1.5, top_k=20, seed=7)
+    assert g.new_text.strip()[:3] in " ".join(m.value for m in at.markdown)
+    at.slider(key="head").set_value(4)
+    at.slider(key="gen_step_pick").set_value(2)
+    rerun(at)
+    link = dict(at.query_params)
+    assert link == {"text": PROMPT, "n": "5", "temp": "1.5", "top_k": "20", "seed": "7", "step": "2", "head": "4"}
+    fresh = run_until(open_page("generate", **link), generated)
+    assert widget_values(fresh) == widget_values(at)
+    assert by_title(fresh, "Where it looked")["data"][0]["y"] == by_title(at, "Where it looked")["data"][0]["y"]
+
+
+def test_two_temperatures_side_by_side(lm):
+    at = open_page("generate", text=PROMPT, n="6", view="compare", low="0.3", high="1.5", seed="3")
+    at = run_until(at, lambda a: len(figures(a)) == 2)
+    titles = [f["layout"]["title"]["text"] for f in figures(at)]
+    assert all(t.startswith("mean p = ") for t in titles)
+    for temperature, fig in zip((0.3, 1.5), figures(at), strict=True):
+        g = lm.generate(PROMPT, max_new_tokens=6, temperature=temperature, seed=3)
+        np.testing.assert_allclose(array(fig["data"][0]["y"]), [s.prob for s in g.steps], rtol=1e-6)
+    assert "greedy" not in at.query_params and at.query_params["view"] == "compare"
+
+
+def test_empty_prompt_says_what_to_do(lm):
+    at = open_page("generate", text=" ")
+    assert any("text is empty" in i.value for i in at.info)
