@@ -1,8 +1,17 @@
-"""What the e2e tests and bench/bench_ui.py share: how to launch Debian's Chromium, a free port, and when the
-Streamlit app counts as idle with its charts drawn."""
+"""What the e2e tests and bench/bench_ui.py share: how to launch Debian's Chromium and the app, a free port, when the
+Streamlit app counts as idle with its charts drawn, and what the page shows (figures, controls) read in the browser.
+"""
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -20,9 +29,153 @@ IDLE_WITH_CHARTS_JS = """(min) => {
   return charts.length >= min && charts.every(c => c.querySelector('.main-svg'));
 }"""
 
+# Init script (context.add_init_script): window.__stRuns counts the script runs the page has seen start, so a test
+# can wait for the rerun its click caused instead of sleeping.
+RUN_COUNTER_INIT_JS = """(() => {
+  window.__stRuns = 0;
+  new MutationObserver(changes => {
+    for (const c of changes) {
+      if (c.target.getAttribute('data-test-script-state') === 'running' && c.oldValue !== 'running') window.__stRuns++;
+    }
+  }).observe(document, {subtree: true, attributes: true, attributeOldValue: true,
+                        attributeFilter: ['data-test-script-state']});
+})();"""
+# At least one script run started after `n` runs (window.__stRuns), and the app is idle with `min` charts drawn.
+RERUN_DONE_JS = "([n, min]) => (window.__stRuns || 0) > n && (" + IDLE_WITH_CHARTS_JS + ")(min)"
+
+# Every plotly figure under `scope` (a CSS selector; default the main area), as the browser holds it: the resolved
+# layout (gd._fullLayout: axis types, tick values and texts, titles), the strings of every trace (coordinates,
+# text, hover data) and what the SVG shows (tick label text, its font size in px, the spec text it was drawn from).
+FIGURES_JS = """(scope) => {
+  const root = document.querySelector(scope || '[data-testid="stMain"]') || document;
+  const list = v => (v == null ? [] : (typeof v === 'string' ? [v] : Array.from(v)));
+  const strings = v => {
+    const out = [];
+    const walk = x => {
+      if (x == null) return;
+      if (typeof x === 'string') out.push(x);
+      else if (Array.isArray(x) || ArrayBuffer.isView(x)) { for (const y of Array.from(x)) walk(y); }
+      else if (typeof x === 'object') { for (const y of Object.values(x)) walk(y); }
+    };
+    walk(v);
+    return out;
+  };
+  return [...root.querySelectorAll('[data-testid="stPlotlyChart"]')].map(chart => {
+    const gd = chart.querySelector('.js-plotly-plot');
+    const fl = gd._fullLayout;
+    const holder = chart.closest('[class*="st-key-"]');
+    const key = holder ? [...holder.classList].find(c => c.startsWith('st-key-')).slice(7) : null;
+    const axes = Object.keys(fl).filter(k => /^[xy]axis\\d*$/.test(k)).map(name => {
+      const a = fl[name];
+      const ticks = [...gd.querySelectorAll('g.' + a._id + 'tick > text')].map(t => ({
+        shown: t.textContent, spec: t.__data__ && t.__data__.text != null ? String(t.__data__.text) : null,
+        font_px: parseFloat(getComputedStyle(t).fontSize)}));
+      return {name, id: a._id, type: a.type, tickmode: a.tickmode || null, tickvals: list(a.tickvals),
+              ticktext: list(a.ticktext).map(String), categories: list(a._categories).map(String),
+              title: (a.title && a.title.text) || '', ticks};
+    });
+    const traces = gd._fullData.map(t => ({
+      type: t.type, xaxis: t.xaxis || null, yaxis: t.yaxis || null, name: t.name || '',
+      x_strings: list(t.x).filter(v => typeof v === 'string'), y_strings: list(t.y).filter(v => typeof v === 'string'),
+      hovertemplate: strings(t.hovertemplate), texttemplate: strings(t.texttemplate),
+      values: strings([t.text, t.hovertext, t.customdata, t.labels, t.ids, t.parents])}));
+    const title = fl.title && fl.title.text || '';
+    const shownTitle = chart.querySelector('.gtitle');
+    return {key, title, title_shown: shownTitle ? shownTitle.textContent : '', axes, traces,
+            annotations: (fl.annotations || []).map(a => String(a.text || ''))};
+  });
+}"""
+
+# One figure's identity, for "same chart": its title and a hash (FNV-1a) of every trace's data and the layout's
+# title and tick texts. `key` is the widget key of its st.plotly_chart (None: the first chart in the main area).
+FIGURE_DIGEST_JS = """(key) => {
+  const chart = key ? document.querySelector('.st-key-' + CSS.escape(key) + ' [data-testid="stPlotlyChart"]')
+                    : document.querySelector('[data-testid="stMain"] [data-testid="stPlotlyChart"]');
+  if (!chart) return null;
+  const gd = chart.querySelector('.js-plotly-plot');
+  const fields = ['type', 'x', 'y', 'z', 'text', 'customdata', 'labels', 'values', 'parents', 'ids', 'name'];
+  const plain = v => (ArrayBuffer.isView(v) ? Array.from(v) : (Array.isArray(v) ? v.map(plain) : v));
+  const data = gd.data.map(t => fields.map(f => plain(t[f])));
+  const axes = Object.keys(gd.layout).filter(k => /^[xy]axis\\d*$/.test(k)).sort()
+    .map(k => [k, gd.layout[k].ticktext || null]);
+  const title = gd.layout.title ? (gd.layout.title.text || gd.layout.title) : '';
+  const text = JSON.stringify([title, axes, data]);
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) { h ^= text.charCodeAt(i); h = Math.imul(h, 0x01000193) >>> 0; }
+  return {title: String(title), hash: h.toString(16), chars: text.length, traces: data.length};
+}"""
+
+# What each widget (by its key: the element's st-key-<key> class) shows: a slider's value(s) (aria-valuetext), a
+# switch's or checkbox's state, a selectbox's or number box's text, the checked options of a segmented control or
+# pills, the open tab, a text area's text. None when the widget is not on the page.
+CONTROLS_JS = """(keys) => Object.fromEntries(keys.map(k => {
+  const el = document.querySelector('.st-key-' + CSS.escape(k));
+  if (!el) return [k, null];
+  const tabs = [...el.querySelectorAll('[role="tab"]')];
+  if (tabs.length) return [k, {tab: (tabs.find(t => t.getAttribute('aria-selected') === 'true') || {}).textContent}];
+  const ranges = [...el.querySelectorAll('input[type="range"]')];
+  if (ranges.length) return [k, {slider: ranges.map(r => r.getAttribute('aria-valuetext') || r.value)}];
+  const box = el.querySelector('input[type="checkbox"]');
+  if (box) return [k, {checked: box.checked}];
+  const combo = el.querySelector('input[role="combobox"]');
+  if (combo) return [k, {selected: combo.value}];
+  const area = el.querySelector('textarea');
+  if (area) return [k, {text: area.value}];
+  const number = el.querySelector('input[type="number"]');
+  if (number) return [k, {number: number.value}];
+  const options = [...el.querySelectorAll('button[role="radio"], button[role="checkbox"], button[aria-pressed]')];
+  if (options.length) return [k, {options: options.filter(b => b.getAttribute('aria-checked') === 'true' ||
+                                                              b.getAttribute('aria-pressed') === 'true')
+                                                 .map(b => b.textContent)}];
+  return [k, {unknown: el.textContent}];
+}))"""
+
 
 def free_port() -> int:
     """A free TCP port on the loopback interface."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def start_app(root: Path, port: int, log) -> subprocess.Popen:
+    """`streamlit run app.py` on 127.0.0.1:port in its own session (stop it with stop_app), output to `log`. The file
+    watcher is off, so files edited while it runs do not put a "Source file changed" prompt on the page."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.runOnSave", "false",
+         "--server.fileWatcherType", "none"],
+        cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_healthy(proc: subprocess.Popen, base: str, timeout_s: float) -> str | None:
+    """None once base/_stcore/health answers 200, else why not (the process exited, or the time ran out)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            return f"streamlit exited with {proc.returncode}"
+        try:
+            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=5) as r:
+                if r.status == 200:
+                    return None
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            return f"streamlit not healthy after {timeout_s:.0f} s"
+        time.sleep(0.5)
+
+
+def stop_app(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL, the server's whole process group (start_app starts it in its own session)."""
+    if proc.poll() is not None:
+        return
+    for sig, wait_s in ((signal.SIGTERM, 15), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue

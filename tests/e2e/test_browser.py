@@ -1,106 +1,123 @@
-"""End-to-end: the real app in a real (headless) Chromium.
+"""End-to-end: the real app (`streamlit run app.py`, one server per module) in a real headless Chromium.
 
-One `streamlit run app.py` per module. The tests type a text, pick a head with the sidebar slider, check that the
-URL (the share link) restores the same view in a fresh browser, then open every page by its URL, wait for its
-charts, check that no page shows an exception, and save screenshots at 1280x800 and 1024x768 (under pytest's temp
-dir; also copied to $E2E_SCREENSHOT_DIR when set). At 1024x768 (a projector): the Attention share link is "/" (an
-old /attention link forwards there), the sidebar's layer/head/sink controls need no scrolling, there is no Deploy
-button, and a click on the Whole-model overview picks that head.
+What a classroom sees and shares:
+- token labels: with a numbers text and a text full of HTML tags, every axis that carries tokens is categorical or
+  positional in the browser's own plotly layout, and no tick, hover value or title swallows a tag from the text
+  (the SVG shows "<" and "</" literally; the token list comes from the tokenizer, not from the app);
+- the first screen at 1024x768 (a projector): the main chart's top and 300 px of it without scrolling, Softmax's
+  temperature slider and bars together, presenter mode's controls on the page, no sidebar, chart text >= 14 px;
+- share links: controls changed in the browser, the URL opened in a fresh browser, the same control values (read
+  from the DOM) and the same main chart (title and a hash of its data); the "Share link" box holds that URL;
+- arrow keys step the head and the layer; typed text runs the model; old /attention links forward to "/"; clicks
+  on the whole-model overview pick a head; screenshots of every view (pytest's temp dir, and $E2E_SCREENSHOT_DIR).
 
 Needs Debian's chromium at /usr/bin/chromium and the `playwright` Python package (its own browsers are not used).
 """
 from __future__ import annotations
 
+import html
 import os
+import re
 import shutil
-import signal
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 from playwright import sync_api
 
-from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS, IDLE_WITH_CHARTS_JS, free_port
+from tests.e2e.browser_harness import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    CONTROLS_JS,
+    FIGURE_DIGEST_JS,
+    FIGURES_JS,
+    IDLE_WITH_CHARTS_JS,
+    RERUN_DONE_JS,
+    RUN_COUNTER_INIT_JS,
+    free_port,
+    start_app,
+    stop_app,
+    wait_healthy,
+)
 
 assert Path(CHROMIUM).exists(), f"end-to-end browser tests need Debian's chromium at {CHROMIUM} (apt install chromium)"
 
 ROOT = Path(__file__).resolve().parents[2]
-# page -> its URL path; the default page (attention) is served at the root, "/" (/attention is an old link that
-# forwards there)
-PAGES = {"attention": "", "causal-mask": "causal-mask", "softmax": "softmax", "positional": "positional",
-         "parameters": "parameters"}
-ATTENTION_VIEWS = ["layer", "model", "query", "next"]      # the other tabs of Attention (?view=...)
-VIEWPORTS = [(1280, 800), (1024, 768)]
 HEALTH_TIMEOUT_S = 90
 FIRST_LOAD_MS = 180_000        # the first run loads the model; 2 shared CPU cores can be slow
 RERUN_MS = 90_000
-TEXT = "The quick brown fox jumps over the lazy dog, and then the quick brown fox jumps over the lazy dog again."
-NEW_HEAD = 3
-MAX_SCROLL_SHOTS = 12          # screenshots further down a long page (what a user sees when scrolling)
+PROJECTOR = (1024, 768)
+WIDE = (1280, 800)
+MAX_SCROLL_SHOTS = 8           # screenshots further down a long page (what a user sees when scrolling)
+MIN_CHART_PX = 300             # of the main chart visible on the first screen
+MIN_PRESENTER_FONT_PX = 14
 
-# Page coordinates of the centre of cell (layer, head) of the first plotly chart (the Whole-model overview).
-CELL_CENTRE_JS = """([layer, head]) => {
-  const gd = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
+# Every page and view: name -> (URL path and query, whether the layer / head / sink switch apply to it).
+VIEWS = {
+    "attention-head": ("/", True),
+    "attention-layer": ("/?view=layer", True),
+    "attention-model": ("/?view=model", True),
+    "attention-query": ("/?view=query", True),
+    "attention-next": ("/?view=next", False),
+    "causal-mask": ("/causal-mask", True),
+    "softmax": ("/softmax", False),                           # next-token logits (the default source)
+    "softmax-attention": ("/softmax?source=attention", True),
+    "positional-sin": ("/positional", False),
+    "positional-rope": ("/positional?view=rope", False),
+    "positional-model": ("/positional?view=model", True),
+    "parameters": ("/parameters", False),
+}
+TEXT_VIEWS = [name for name in VIEWS if name.startswith(("attention", "causal", "softmax", "positional-model"))]
+# Views whose figures label an axis with the text's own tokens (the layer grid and the next-token bars do not).
+TOKEN_AXIS_VIEWS = {"attention-head", "attention-model", "attention-query", "causal-mask", "softmax-attention",
+                    "positional-model"}
+TEXTS = {    # labels such as "5 1" or "8 2" look like numbers to plotly; "<b>" and "<br>" look like its markup
+    "numbers": "Count with me: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20. The year was 19",
+    "markup": "<b>bold</b> and <br> break",
+}
+TYPED_TEXT = "The quick brown fox jumps over the lazy dog, and then the quick brown fox jumps over the lazy dog again."
+PLOTLY_TAG = re.compile(r"</?(b|i|em|sup|sub|br|span|a|extra)(\s[^<>]*)?/?>", re.IGNORECASE)
+
+# Page coordinates of the centre of cell (x, y) (axis values or category positions) of a chart's first subplot.
+CELL_CENTRE_JS = """([key, x, y]) => {
+  const chart = key ? document.querySelector('.st-key-' + CSS.escape(key) + ' [data-testid="stPlotlyChart"]')
+                    : document.querySelector('[data-testid="stMain"] [data-testid="stPlotlyChart"]');
+  const gd = chart.querySelector('.js-plotly-plot');
   const fl = gd._fullLayout, box = gd.getBoundingClientRect();
-  return [box.left + fl.xaxis._offset + fl.xaxis.l2p(layer), box.top + fl.yaxis._offset + fl.yaxis.l2p(head)];
+  return [box.left + fl.xaxis._offset + fl.xaxis.l2p(x), box.top + fl.yaxis._offset + fl.yaxis.l2p(y)];
 }"""
-# A plotly figure title (.gtitle) with exactly this text is drawn.
-TITLE_SHOWN_JS = """(title) => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .gtitle')]
-  .some(t => t.textContent.trim() === title)"""
+# The box (viewport px) of the first element matching the selector, null when there is none or it is not shown.
+BOX_JS = """(selector) => {
+  const el = document.querySelector(selector);
+  if (!el) return null;
+  const r = el.getBoundingClientRect();
+  return r.width && r.height ? {top: r.top, bottom: r.bottom, left: r.left, right: r.right} : null;
+}"""
+# Computed font sizes (px) of every tick label of the charts in the main area; the titles when there is none.
+CHART_FONTS_JS = """() => {
+  const texts = sel => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"] ' + sel)];
+  const ticks = texts('g[class$="tick"] > text').filter(t => t.textContent.trim());
+  const shown = ticks.length ? ticks : texts('.gtitle');
+  return shown.map(t => [t.textContent, parseFloat(getComputedStyle(t).fontSize)]);
+}"""
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM, then SIGKILL, the server's whole process group (it was started in its own session)."""
-    if proc.poll() is not None:
-        return
-    for sig, wait_s in ((signal.SIGTERM, 15), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
+# -------------------------------------------------------------------------------------------------- fixtures
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
     """A `streamlit run app.py` on a free local port; its base URL. The process group is killed afterwards."""
     port = free_port()
     log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
-    log = log_path.open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.runOnSave", "false",
-         "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + HEALTH_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"streamlit exited with {proc.returncode}:\n{log_path.read_text(errors='replace')[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"streamlit not healthy after {HEALTH_TIMEOUT_S} s:\n"
-                            f"{log_path.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.5)
-        yield base
-    finally:
-        _stop(proc)
-        log.close()
+    with log_path.open("wb") as log:
+        proc = start_app(ROOT, port, log)
+        try:
+            why = wait_healthy(proc, f"http://127.0.0.1:{port}", HEALTH_TIMEOUT_S)
+            if why:
+                pytest.fail(f"{why}:\n{log_path.read_text(errors='replace')[-3000:]}")
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            stop_app(proc)
 
 
 @pytest.fixture(scope="module")
@@ -118,50 +135,110 @@ def screenshot_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("screenshots")
 
 
-def _new_page(browser, width=1280, height=800):
-    context = browser.new_context(viewport={"width": width, "height": height})
-    context.set_default_timeout(RERUN_MS)
-    return context, context.new_page()
+@pytest.fixture
+def new_page(browser):
+    """new_page(width, height) -> a page in a fresh browser context (no cookies, no session); closed afterwards."""
+    contexts = []
+
+    def make(width: int = WIDE[0], height: int = WIDE[1]):
+        context = browser.new_context(viewport={"width": width, "height": height})
+        context.set_default_timeout(RERUN_MS)
+        context.add_init_script(RUN_COUNTER_INIT_JS)
+        contexts.append(context)
+        return context.new_page()
+
+    yield make
+    for context in contexts:
+        context.close()
 
 
-def wait_idle_with_charts(page, min_charts: int = 1, timeout_ms: int = RERUN_MS) -> None:
-    page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=min_charts, timeout=timeout_ms, polling=100)
+# -------------------------------------------------------------------------------------------------- helpers
 
-
-def wait_for_title(page, title: str, timeout_ms: int = RERUN_MS) -> None:
-    page.wait_for_function(TITLE_SHOWN_JS, arg=title, timeout=timeout_ms, polling=100)
-
-
-def assert_no_exception(page, where: str) -> None:
-    errors = page.locator('[data-testid="stException"]')
-    if errors.count():
-        pytest.fail(f"{where}: the app shows an exception:\n" + "\n---\n".join(errors.all_inner_texts())[:3000])
-    not_found = page.locator('[role="dialog"]', has_text="Page not found")
-    if not_found.count():
-        pytest.fail(f"{where}: the app shows 'Page not found' for {page.url}")
+def url_of(app_url: str, path: str, **params) -> str:
+    split = urlsplit(path)
+    query = {k: v[-1] for k, v in parse_qs(split.query).items()} | params
+    return app_url + split.path + (f"?{urlencode(query)}" if query else "")
 
 
 def query(url: str) -> dict[str, str]:
     return {k: v[-1] for k, v in parse_qs(urlsplit(url).query, keep_blank_values=True).items()}
 
 
-def save_screenshots(page, name: str, out_dir: Path) -> list[Path]:
-    """The viewport as the user first sees it, then one shot per screen further down the main area."""
+def same_link(a: str, b: str) -> bool:
+    """Two URLs naming the same view: same host, same path ("" = "/"), same query parameters."""
+    sa, sb = urlsplit(a), urlsplit(b)
+    return ((sa.scheme, sa.netloc, sa.path.rstrip("/")) == (sb.scheme, sb.netloc, sb.path.rstrip("/"))
+            and parse_qs(sa.query) == parse_qs(sb.query))
+
+
+def open_view(page, url: str, min_charts: int = 1) -> None:
+    page.goto(url)
+    page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=min_charts, timeout=FIRST_LOAD_MS, polling=100)
+
+
+def rerun(page, action, min_charts: int = 1) -> None:
+    """Do `action` (a click, a key) and wait until the rerun it causes has finished and its charts are drawn."""
+    runs = page.evaluate("window.__stRuns || 0")
+    action()
+    page.wait_for_function(RERUN_DONE_JS, arg=[runs, min_charts], timeout=RERUN_MS, polling=100)
+
+
+def wait_for_title(page, title: str) -> None:
+    page.wait_for_function("""(title) => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .gtitle')]
+      .some(t => t.textContent.trim() === title)""", arg=title, timeout=RERUN_MS, polling=100)
+
+
+def exception_text(page) -> str | None:
+    errors = page.locator('[data-testid="stException"]')
+    if errors.count():
+        return "\n---\n".join(errors.all_inner_texts())[:3000]
+    if page.locator('[role="dialog"]', has_text="Page not found").count():
+        return f"'Page not found' for {page.url}"
+    return None
+
+
+def assert_no_exception(page, where: str) -> None:
+    shown = exception_text(page)
+    if shown:
+        pytest.fail(f"{where}: the app shows an error:\n{shown}")
+
+
+def controls(page, keys) -> dict:
+    return page.evaluate(CONTROLS_JS, list(keys))
+
+
+def digest(page, key: str | None = None) -> dict | None:
+    return page.evaluate(FIGURE_DIGEST_JS, key)
+
+
+def share_box_link(page) -> str:
+    """The link in the "Share link" popover's code box (the popover is closed again afterwards)."""
+    page.locator('[data-testid="stPopoverButton"]:visible', has_text="Share link").click()
+    code = page.locator('[data-testid="stPopoverBody"] [data-testid="stCode"] code')
+    code.wait_for()
+    link = code.text_content().strip()
+    page.keyboard.press("Escape")
+    return link
+
+
+def save_screenshots(page, name: str, out_dir: Path, scroll: bool = True) -> list[Path]:
+    """The viewport as the user first sees it, then (scroll) one shot per screen further down the main area."""
     shots = [out_dir / f"{name}.png"]
     page.screenshot(path=str(shots[0]))
+    if not scroll:
+        return shots
     main = page.locator('[data-testid="stMain"]')
     height, screen = main.evaluate("e => [e.scrollHeight, e.clientHeight]")
     n = min(MAX_SCROLL_SHOTS, max(0, -(-height // max(screen, 1)) - 1))
     for i in range(1, n + 1):
-        main.evaluate("(e, y) => { e.scrollTop = y; }", i * screen)
-        page.wait_for_timeout(150)        # let the scroll paint; nothing reruns
+        main.evaluate("(e, y) => { e.scrollTop = y; }", i * screen)     # the screenshot waits for that frame
         shots.append(out_dir / f"{name}_scroll{i:02d}.png")
         page.screenshot(path=str(shots[-1]))
     main.evaluate("e => { e.scrollTop = 0; }")
     return shots
 
 
-def _copy_out(paths: list[Path]) -> None:
+def copy_out(paths: list[Path]) -> None:
     target = os.environ.get("E2E_SCREENSHOT_DIR")
     if target:
         Path(target).mkdir(parents=True, exist_ok=True)
@@ -169,158 +246,430 @@ def _copy_out(paths: list[Path]) -> None:
             shutil.copy2(p, Path(target) / p.name)
 
 
-def test_text_head_and_share_link(browser, app_url):
-    """Type a text, pick head 3 with the slider; the URL carries both and restores them in a fresh browser."""
-    context, page = _new_page(browser)
-    try:
-        page.goto(app_url)
-        wait_idle_with_charts(page, timeout_ms=FIRST_LOAD_MS)
-        wait_for_title(page, "Layer 0, head 0")
-        assert_no_exception(page, "first load")
+# ----------------------------------------------------------------------------------- token axes and escaping
 
-        text_area = page.locator('[data-testid="stSidebar"] textarea')
-        text_area.fill(TEXT)
-        text_area.press("Control+Enter")
-        page.wait_for_url(lambda url: query(url).get("text") == TEXT)
-        wait_idle_with_charts(page)
-        wait_for_title(page, "Layer 0, head 0")
-        assert page.locator('[data-testid="stSidebar"]').get_by_text("/ 512 tokens").count() == 1
-        assert_no_exception(page, "after typing a text")
-
-        head = page.locator('[data-testid="stSidebar"] input[type="range"][aria-label="Head"]')
-        for step in range(1, NEW_HEAD + 1):  # one key per rerun: a rerun under load can take the focus away
-            head.focus()
-            head.press("ArrowRight")
-            wait_for_title(page, f"Layer 0, head {step}")
-        page.wait_for_url(lambda url: query(url).get("head") == str(NEW_HEAD))
-        wait_idle_with_charts(page)
-        wait_for_title(page, f"Layer 0, head {NEW_HEAD}")
-        assert head.input_value() == str(NEW_HEAD)
-        assert_no_exception(page, "after picking a head")
-        share = page.url
-    finally:
-        context.close()
-
-    params = query(share)
-    assert params.get("head") == str(NEW_HEAD), share
-    assert params.get("text") == TEXT, share
-    assert params.get("layer") == "0", share
-
-    context, page = _new_page(browser)          # a fresh browser profile opening the shared link
-    try:
-        page.goto(share)
-        wait_idle_with_charts(page, timeout_ms=FIRST_LOAD_MS)
-        wait_for_title(page, f"Layer 0, head {NEW_HEAD}")
-        sidebar = page.locator('[data-testid="stSidebar"]')
-        assert sidebar.locator('input[type="range"][aria-label="Head"]').input_value() == str(NEW_HEAD)
-        assert sidebar.locator('input[type="range"][aria-label="Layer"]').input_value() == "0"
-        assert sidebar.locator("textarea").input_value() == TEXT
-        assert query(page.url).get("head") == str(NEW_HEAD)
-        assert_no_exception(page, "shared link")
-    finally:
-        context.close()
+def shown_text(spec: str) -> str:
+    """What plotly draws for a label: its tags applied (dropped here), its entities decoded."""
+    return html.unescape(PLOTLY_TAG.sub("", spec))
 
 
-@pytest.mark.parametrize("width,height", VIEWPORTS, ids=[f"{w}x{h}" for w, h in VIEWPORTS])
-def test_every_page_renders(browser, app_url, screenshot_dir, width, height):
-    """Each page opened by its URL (and each tab of Attention) draws its charts and shows no exception or
-    'Page not found'; screenshots for a human to look at."""
-    context, page = _new_page(browser, width, height)
+def stray_markup(value: str, text: str, data: bool = False) -> str | None:
+    """Why `value` (a title, template, or with data=True a label or hover value) shows markup from the text unescaped,
+    or None.
+
+    Token text reaches plotly escaped ("&lt;b&gt;"), so a "<" left after plotly's own tags (in data: a "<" or ">")
+    is a token's; and no tag-bearing piece of the text ("<b>bold", "<br> break") may appear raw.
+    """
+    bare = PLOTLY_TAG.sub("", value)
+    if "<" in bare or (data and ">" in bare):
+        return f"an unescaped {'< or >' if data else '<'} in {value!r}"
+    pieces = [p for p in re.findall(r"<[^<>]*>[^<>]*", text) if len(p) > 3]
+    raw = [p for p in pieces if p.strip() in value]
+    return f"the text's raw markup {raw} in {value!r}" if raw else None
+
+
+def distinctive(tokens: list[str]) -> set[str]:
+    """Tokens that mark an axis as a token axis: two characters or more, with a letter."""
+    return {t for t in tokens if len(t) >= 2 and re.search(r"[^\W\d_]", t.replace("␣", ""))}
+
+
+def figure_problems(fig: dict, tokens: list[str], text: str) -> tuple[list[str], int]:
+    """(what is wrong with one figure's token axes and labels, how many token axes it has)."""
+    problems: list[str] = []
+    where = f"figure {fig['key']!r} ({fig['title_shown'] or 'untitled'})"
+
+    def markup(what: str, values: list[str], data: bool) -> None:
+        problems.extend(f"{where}: {what}: {why}" for v in values if (why := stray_markup(v, text, data)))
+
+    string_axes = {t[axis] for t in fig["traces"] for axis, values in (("xaxis", t["x_strings"]),
+                                                                         ("yaxis", t["y_strings"])) if values}
+    marks = distinctive(tokens)
+    n_token_axes = 0
+    for axis in fig["axes"]:
+        name = axis["name"]
+        labels = [shown_text(s) for s in axis["ticktext"] + axis["categories"]]
+        if axis["id"] in string_axes or any(m in label for label in labels for m in marks):     # carries tokens
+            n_token_axes += 1
+            positional = (axis["type"] == "linear" and axis["tickmode"] == "array" and axis["ticktext"]
+                          and len(axis["tickvals"]) == len(axis["ticktext"])
+                          and all(isinstance(v, int | float) for v in axis["tickvals"]))
+            if axis["type"] != "category" and not positional:
+                problems.append(f"{where}: {name} carries tokens but is type {axis['type']!r} (tickmode "
+                                f"{axis['tickmode']!r}, tickvals {axis['tickvals'][:4]}): neither categorical nor "
+                                "positional")
+            if axis["id"] in string_axes and axis["type"] != "category":
+                problems.append(f"{where}: {name} has text coordinates on a {axis['type']!r} axis")
+        problems.extend(f"{where}: {name} tick {t['spec']!r} is drawn as {t['shown']!r}" for t in axis["ticks"]
+                        if t["spec"] is not None and t["shown"] != shown_text(t["spec"]))
+        markup(f"{name} tick text", axis["ticktext"] + axis["categories"], data=True)
+        markup(f"{name} title", [axis["title"]], data=False)
+    markup("title or annotation", [fig["title"], *fig["annotations"]], data=False)
+    if fig["title"] and fig["title_shown"].strip() != shown_text(fig["title"]).strip():
+        problems.append(f"{where}: title {fig['title']!r} is drawn as {fig['title_shown']!r}")
+    for trace in fig["traces"]:
+        markup(f"{trace['type']} trace data (hover values)", trace["x_strings"] + trace["y_strings"] + trace["values"],
+               data=True)
+        markup(f"{trace['type']} trace name or template", [trace["name"], *trace["hovertemplate"],
+                                                           *trace["texttemplate"]], data=False)
+    return problems, n_token_axes
+
+
+def drawn_ticks(page, key: str | None, axis: str = "xaxis") -> list[str]:
+    figs = page.evaluate(FIGURES_JS, None)
+    fig = next(f for f in figs if key is None or f["key"] == key)
+    return [t["shown"] for t in next(a for a in fig["axes"] if a["name"] == axis)["ticks"]]
+
+
+@pytest.mark.parametrize("text_name", list(TEXTS))
+def test_token_axes_are_declared_and_tags_escaped(app_url, new_page, lm, text_name):
+    """Every view that shows the text, at 1024x768: token axes categorical or positional (plotly guesses numbers from
+    labels like "8 2"), no tag from the text swallowed in a tick, hover value or title, and the one-head heatmap's
+    drawn ticks are the tokenizer's tokens, "<" and "</" literally."""
+    text = TEXTS[text_name]
+    tokens = lm.token_strings(lm.encode(text))
+    page = new_page(*PROJECTOR)
+    problems: list[str] = []
+    for name in TEXT_VIEWS:
+        open_view(page, url_of(app_url, VIEWS[name][0], text=text))
+        shown = exception_text(page)
+        if shown:
+            problems.append(f"{name}: the app shows an error: {shown[:500]}")
+            continue
+        if query(page.url).get("text") != text:
+            problems.append(f"{name}: the URL does not carry the text: {page.url}")
+        n_token_axes = 0
+        for fig in page.evaluate(FIGURES_JS, None):
+            found, n = figure_problems(fig, tokens, text)
+            problems += [f"{name}: {p}" for p in found]
+            n_token_axes += n
+        if name in TOKEN_AXIS_VIEWS and not n_token_axes:
+            problems.append(f"{name}: no axis carries the text's tokens {sorted(distinctive(tokens))[:5]}")
+        if name == "attention-head":
+            ticks = drawn_ticks(page, "fig_head")
+            if len(tokens) <= 40:                              # every token labelled
+                if ticks != tokens:
+                    problems.append(f"{name}: the heatmap's x ticks read {ticks}, the tokenizer says {tokens}")
+            else:                                              # thinned: "position:token"
+                for tick in ticks:
+                    pos, _, tok = tick.partition(":")
+                    if not (pos.isdigit() and int(pos) < len(tokens) and tokens[int(pos)].startswith(tok.rstrip("…"))):
+                        problems.append(f"{name}: tick {tick!r} is not 'position:token' of {tokens}")
+                if len(ticks) < 10:
+                    problems.append(f"{name}: only {len(ticks)} x ticks drawn for {len(tokens)} tokens")
+            if text_name == "markup":
+                x, y = page.evaluate(CELL_CENTRE_JS, ["fig_head", 0, 4])      # query 4 ("</"), key 0 ("<")
+                page.mouse.move(x, y)
+                hover = page.locator(".hoverlayer .hovertext").first
+                try:
+                    hover.wait_for(timeout=10_000)
+                    said = hover.text_content()
+                except sync_api.TimeoutError:
+                    said = "(no hover label)"
+                if f"4 {tokens[4]}" not in said or f"0 {tokens[0]}" not in said:
+                    problems.append(f"{name}: the hover on cell (query 4, key 0) says {said!r}: tokens "
+                                    f"{tokens[4]!r} and {tokens[0]!r} not shown literally")
+                page.mouse.move(1, 1)
+    assert not problems, f"text {text!r}:\n" + "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------- first screen
+
+def box(page, selector: str) -> dict | None:
+    return page.evaluate(BOX_JS, selector)
+
+
+def fully_visible(b: dict | None, width: int, height: int) -> bool:
+    return b is not None and b["top"] >= 0 and b["left"] >= 0 and b["bottom"] <= height and b["right"] <= width
+
+
+def test_first_screen_at_1024x768(app_url, new_page, screenshot_dir):
+    """On every page and view (example text) at 1024x768: no error, the main chart's top and at least 300 px of it
+    on the first screen, the sidebar's layer / head / sink switch without scrolling where they apply (and nowhere
+    where they do not), Softmax's temperature slider and bars both whole, no Deploy button. Screenshots."""
+    width, height = PROJECTOR
+    page = new_page(width, height)
+    problems: list[str] = []
     shots: list[Path] = []
-    visits = [(name, f"{app_url}/{path}") for name, path in PAGES.items()]
-    visits += [(f"attention-{view}", f"{app_url}/?view={view}") for view in ATTENTION_VIEWS]
     try:
-        for name, url in visits:
-            page.goto(url)
-            wait_idle_with_charts(page, timeout_ms=FIRST_LOAD_MS)
-            where = f"{name} ({url.removeprefix(app_url)}) at {width}x{height}"
-            assert urlsplit(page.url).path.strip("/") == urlsplit(url).path.strip("/"), where
-            if name.startswith("attention-"):
-                assert query(page.url).get("view") == name.removeprefix("attention-"), where
-            assert_no_exception(page, where)
+        for name, (path, shared) in VIEWS.items():
+            open_view(page, app_url + path)
+            where = f"{name} ({path}) at {width}x{height}"
+            shown = exception_text(page)
+            if shown:
+                problems.append(f"{where}: the app shows an error: {shown[:500]}")
+            chart = box(page, '[data-testid="stMain"] [data-testid="stPlotlyChart"]')
+            seen = 0 if chart is None or not 0 <= chart["top"] < height else min(chart["bottom"], height) - chart["top"]
+            if seen < MIN_CHART_PX:
+                problems.append(f"{where}: the main chart is at {chart and {k: round(v) for k, v in chart.items()}}: "
+                                f"its top and {MIN_CHART_PX} px of it should be on the first {height} px")
+            for key in ("layer", "head", "sink"):
+                control = box(page, f'[data-testid="stSidebar"] .st-key-{key}')
+                if shared and not fully_visible(control, width, height):
+                    problems.append(f"{where}: the sidebar's {key} control is not on the first screen: {control}")
+                if not shared and page.locator(f".st-key-{key}").count():
+                    problems.append(f"{where}: the {key} control is shown but does nothing on this view")
+            if name == "softmax":
+                for what, selector in (("temperature slider", ".st-key-temp"),
+                                       ("probability bars", '.st-key-softmax_bars [data-testid="stPlotlyChart"]')):
+                    b = box(page, selector)
+                    if not fully_visible(b, width, height):
+                        problems.append(f"{where}: the {what} is not fully on the first screen: {b}")
+            deploy = page.locator('[data-testid="stAppDeployButton"]').or_(page.get_by_role("button", name="Deploy"))
+            if deploy.count():
+                problems.append(f"{where}: a Deploy button is shown")
             shots += save_screenshots(page, f"{name}_{width}x{height}", screenshot_dir)
-            assert_no_exception(page, f"{where}, after scrolling")
     finally:
-        context.close()
-        _copy_out(shots)
-    assert len(shots) >= len(visits)
+        copy_out(shots)
+    assert not problems, "\n".join(problems)
 
 
-def test_attention_share_link_is_the_root(browser, app_url):
-    """The Attention page's share link is "/?..." (Streamlit serves the default page only at the root) and opens
-    without "Page not found"; an old /attention link forwards to "/" and keeps its settings."""
-    context, page = _new_page(browser)
+def test_presenter_mode_at_1024x768(app_url, new_page, screenshot_dir):
+    """?present=1 on every page and view: no sidebar; the layer and head sliders and the sink switch on the page's
+    first screen where they apply (absent where they do not); chart tick labels at least 14 px. Screenshots."""
+    width, height = PROJECTOR
+    page = new_page(width, height)
+    problems: list[str] = []
+    shots: list[Path] = []
     try:
-        page.goto(f"{app_url}/?view=layer&layer=4&head=2")
-        wait_idle_with_charts(page, timeout_ms=FIRST_LOAD_MS)
-        wait_for_title(page, "Layer 4: all 9 heads")
-        share = page.url
-        assert urlsplit(share).path in ("", "/"), share
-        assert "attention" not in urlsplit(share).path
-        assert_no_exception(page, "Attention page")
+        for name, (path, shared) in VIEWS.items():
+            open_view(page, url_of(app_url, path, present=1))
+            where = f"{name} ({path}) in presenter mode"
+            shown = exception_text(page)
+            if shown:
+                problems.append(f"{where}: the app shows an error: {shown[:500]}")
+            if query(page.url).get("present") != "1":
+                problems.append(f"{where}: the URL lost present=1: {page.url}")
+            if box(page, '[data-testid="stSidebar"]') is not None:
+                problems.append(f"{where}: the sidebar is visible: {box(page, '[data-testid=stSidebar]')}")
+            for key in ("layer", "head", "sink"):
+                control = box(page, f'[data-testid="stMain"] .st-key-{key}')
+                if shared and not fully_visible(control, width, height):
+                    problems.append(f"{where}: the {key} control is not on the page's first screen: {control}")
+                if not shared and page.locator(f".st-key-{key}").count():
+                    problems.append(f"{where}: the {key} control is shown but does nothing on this view")
+            fonts = page.evaluate(CHART_FONTS_JS)
+            small = [(t, px) for t, px in fonts if px < MIN_PRESENTER_FONT_PX]
+            if not fonts or small:
+                problems.append(f"{where}: chart text below {MIN_PRESENTER_FONT_PX} px: {small[:5] or 'none found'}")
+            shots += save_screenshots(page, f"{name}_presenter_{width}x{height}", screenshot_dir, scroll=False)
     finally:
-        context.close()
+        copy_out(shots)
+    assert not problems, "\n".join(problems)
 
-    for link, expected in ((share, {"view": "layer", "layer": "4", "head": "2"}),
-                           (f"{app_url}/attention?view=layer&layer=7&head=1", {"view": "layer", "layer": "7",
-                                                                               "head": "1"})):
-        context, page = _new_page(browser)          # a fresh browser profile opening the link
+
+def test_every_view_at_1280x800(app_url, new_page, screenshot_dir):
+    """Every page and view at 1280x800 draws its charts with no error. Screenshots of the first screen."""
+    page = new_page(*WIDE)
+    problems: list[str] = []
+    shots: list[Path] = []
+    try:
+        for name, (path, _) in VIEWS.items():
+            open_view(page, app_url + path)
+            shown = exception_text(page)
+            if shown:
+                problems.append(f"{name} ({path}) at 1280x800: the app shows an error: {shown[:500]}")
+            shots += save_screenshots(page, f"{name}_{WIDE[0]}x{WIDE[1]}", screenshot_dir, scroll=False)
+    finally:
+        copy_out(shots)
+    assert not problems, "\n".join(problems)
+
+
+# ------------------------------------------------------------------------------------------------ share links
+
+def press_on(page, key: str, arrow: str, times: int) -> None:
+    """Focus the slider with this widget key and press an arrow key `times` times, one rerun each."""
+    for _ in range(times):
+        handle = page.locator(f".st-key-{key} input[type='range']").first
+        rerun(page, lambda h=handle: (h.focus(), h.press(arrow)))
+
+
+def click_switch(page, key: str) -> None:
+    rerun(page, lambda: page.locator(f".st-key-{key} label").first.click())
+
+
+def pick_option(page, key: str, index: int) -> None:
+    """Click option `index` of a segmented control or pills."""
+    rerun(page, lambda: page.locator(f".st-key-{key} button[role='radio']").nth(index).click())
+
+
+def open_tab(page, key: str, label: str) -> None:
+    rerun(page, lambda: page.locator(f".st-key-{key} [role='tab']", has_text=label).click())
+
+
+def type_number(page, key: str, value: str) -> None:
+    box_ = page.locator(f".st-key-{key} input").first
+    rerun(page, lambda: (box_.fill(value), box_.press("Enter")))
+
+
+def choose(page, key: str, starts_with: str) -> None:
+    """Open a selectbox (keyboard: a click that scrolls the page can close the list again) and click the option whose
+    text starts with `starts_with`."""
+    combo = page.locator(f".st-key-{key} input[role='combobox']")
+    combo.scroll_into_view_if_needed()
+    combo.focus()
+    combo.press("ArrowDown")
+    option = page.get_by_role("option").filter(has_text=re.compile("^" + re.escape(starts_with)))
+    rerun(page, lambda: option.first.click())
+
+
+# Each share-link case: where it starts, what the user changes, which controls and charts must come back the same.
+SHARE_CASES = {
+    "attention-head": ("/", [
+        (press_on, "layer", "ArrowRight", 2), (press_on, "head", "ArrowRight", 2), (click_switch, "sink"),
+        (click_switch, "attention_stretch"), (pick_option, "q_pick", 5),
+    ], ["attention_view_tabs", "layer", "head", "sink", "attention_stretch", "q_pick"], ["fig_head"]),
+    "attention-model": ("/", [
+        (open_tab, "attention_view_tabs", "Whole model"), (pick_option, "attention_overview", 3),
+        (press_on, "head", "ArrowRight", 1),
+    ], ["attention_view_tabs", "attention_overview", "layer", "head", "sink"], ["w_overview", "fig_model_preview"]),
+    "causal-mask": ("/causal-mask", [
+        (press_on, "mask_n", "ArrowLeft", 2), (click_switch, "mask_side"), (press_on, "head", "ArrowRight", 1),
+    ], ["mask_n", "mask_side", "layer", "head", "sink"], ["mask_scores", "mask_probs"]),
+    "softmax": ("/softmax", [
+        (pick_option, "softmax_source", 1), (press_on, "temp", "ArrowRight", 2),
+        (type_number, "softmax_top_k", "5"), (press_on, "softmax_top_p", "ArrowLeft", 3),
+        (type_number, "softmax_seed", "7"), (type_number, "softmax_draws", "2500"), (press_on, "head", "ArrowRight", 1),
+    ], ["softmax_source", "temp", "softmax_top_k", "softmax_top_p", "softmax_seed", "softmax_draws", "layer", "head",
+        "q"], ["softmax_bars", "softmax_histogram"]),
+    "positional-rope": ("/positional", [
+        (open_tab, "positional_view_tabs", "RoPE: the rotation"), (press_on, "pos_pair_a", "ArrowRight", 1),
+        (press_on, "pos_pair_b", "ArrowLeft", 1), (choose, "pos_rot_base", "1,000,000"),
+    ], ["positional_view_tabs", "pos_pair_a", "pos_pair_b", "pos_rot_base", "pos_rot_positions"],
+        ["pos_fig_rot_a", "pos_fig_rot_b"]),
+    "positional-model": ("/positional", [
+        (open_tab, "positional_view_tabs", "RoPE inside the model"), (press_on, "layer", "ArrowRight", 1),
+        (press_on, "head", "ArrowRight", 1), (choose, "pos_max_distance", "2,048"),
+    ], ["positional_view_tabs", "layer", "head", "sink", "q", "pos_key_pick", "pos_max_distance"],
+        ["pos_fig_pairs", "pos_fig_patterns"]),
+    "parameters-preset": ("/parameters", [
+        (choose, "params_preset", "Llama-2-7B"), (type_number, "params_batch", "4"),
+        (choose, "params_kv_dtype", "int8"),
+    ], ["params_preset", "params_n_layers", "params_d_model", "params_batch", "params_kv_dtype"],
+        ["params_treemap", "params_memory"]),
+    "parameters-custom": ("/parameters", [
+        (type_number, "params_n_layers", "12"), (type_number, "params_d_ff", "2048"), (click_switch, "params_qkv_bias"),
+    ], ["params_preset", "params_n_layers", "params_d_ff", "params_qkv_bias", "params_d_model", "params_mlp"],
+        ["params_treemap", "params_layer_split"]),
+}
+
+
+@pytest.mark.parametrize("case", list(SHARE_CASES))
+def test_share_link_restores_the_view(app_url, new_page, case):
+    """Change a page's controls in the browser; the URL it wrote, opened in a fresh browser, shows the same control
+    values and the same charts (title and data hash); the "Share link" box holds that URL."""
+    path, steps, keys, charts = SHARE_CASES[case]
+    page = new_page(*PROJECTOR)
+    open_view(page, app_url + path)
+    before = controls(page, keys)
+    for step, *args in steps:
+        step(page, *args)
+        assert_no_exception(page, f"{case}: after {step.__name__}{tuple(args)}")
+    link = page.url
+    changed = controls(page, keys)
+    shown = {key: digest(page, key) for key in charts}
+    touched = {args[0] for _, *args in steps}
+    unchanged = [k for k in touched if k in keys and changed[k] == before[k]]
+    assert not unchanged, f"{case}: the controls {unchanged} did not change: {changed}"
+    assert all(shown.values()), f"{case}: charts missing: {shown}"
+    box_link = share_box_link(page)
+    assert same_link(box_link, link), f"{case}: the Share link box says {box_link!r}, the address bar {link!r}"
+
+    fresh = new_page(*PROJECTOR)                       # a fresh browser profile opening the shared link
+    open_view(fresh, link)
+    assert_no_exception(fresh, f"{case}: the shared link {link}")
+    problems = []
+    restored = controls(fresh, keys)
+    for key in keys:
+        if restored[key] != changed[key]:
+            problems.append(f"control {key!r}: {restored[key]} after opening the link, {changed[key]} before")
+    for key in charts:
+        again = digest(fresh, key)
+        if again != shown[key]:
+            problems.append(f"chart {key!r}: {again} after opening the link, {shown[key]} before")
+    if fresh.locator(".st-key-link_notes").count():
+        problems.append("the link shows a note that settings were fixed: "
+                        + fresh.locator(".st-key-link_notes").inner_text()[:300])
+    if not same_link(fresh.url, link):
+        problems.append(f"the address bar became {fresh.url}")
+    assert not problems, f"{case}: the link {link} does not restore the view:\n" + "\n".join(problems)
+
+
+# ----------------------------------------------------------------------------------------- keys, text, links
+
+@pytest.mark.parametrize("presenter", [False, True], ids=["sidebar", "presenter"])
+def test_arrow_keys_step_head_and_layer(app_url, new_page, presenter):
+    """With the focus on the page (not in a box), ArrowRight moves to the next head and ArrowUp to the next layer:
+    the URL and the heatmap's title follow."""
+    page = new_page(*PROJECTOR)
+    open_view(page, url_of(app_url, "/", **({"present": 1} if presenter else {})))
+    wait_for_title(page, "Layer 0, head 0")
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+    for key, want, title in (("ArrowRight", {"head": "1"}, "Layer 0, head 1"),
+                             ("ArrowUp", {"head": "1", "layer": "1"}, "Layer 1, head 1")):
+        page.keyboard.press(key)
         try:
-            page.goto(link)
-            wait_idle_with_charts(page, timeout_ms=FIRST_LOAD_MS)
-            wait_for_title(page, f"Layer {expected['layer']}: all 9 heads")
-            assert urlsplit(page.url).path in ("", "/"), page.url
-            params = query(page.url)
-            assert {k: params.get(k) for k in expected} == expected, page.url
-            page.wait_for_timeout(500)              # a "Page not found" dialog would be up by now
-            assert_no_exception(page, link.removeprefix(app_url))
-        finally:
-            context.close()
+            page.wait_for_url(lambda url, want=want: all(query(url).get(k) == v for k, v in want.items()),
+                              timeout=20_000)
+        except sync_api.TimeoutError:
+            pytest.fail(f"{key} on the page body (focus on {page.evaluate('document.activeElement.tagName')}) did not "
+                        f"step the view: the URL stayed {page.url}, the heatmap title "
+                        f"{page.locator('.gtitle').first.text_content()!r}")
+        wait_for_title(page, title)
+    assert_no_exception(page, "arrow keys")
 
 
-@pytest.mark.parametrize("text", ["", "word " * 700], ids=["example", "truncated"])
-def test_sidebar_controls_fit_a_projector_screen(browser, app_url, text):
-    """At 1024x768 the layer and head sliders and the sink switch are visible without scrolling the sidebar
-    (also when a long text shows the truncation note), and there is no Deploy button."""
-    context, page = _new_page(browser, 1024, 768)
-    try:
-        page.goto(f"{app_url}/?view=head" + (f"&text={text.replace(' ', '+')}" if text else ""))
-        wait_idle_with_charts(page, timeout_ms=FIRST_LOAD_MS)
-        sidebar = page.locator('[data-testid="stSidebar"]')
-        controls = [sidebar.locator('input[type="range"][aria-label="Layer"]'),
-                    sidebar.locator('input[type="range"][aria-label="Head"]'),
-                    sidebar.get_by_text("Hide attention sink")]
-        for control in controls:
-            box = control.bounding_box()
-            assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= 768, box
-        assert sidebar.get_by_text("/ 512 tokens").count() == 1
-        assert page.locator('[data-testid="stAppDeployButton"]').count() == 0
-        assert page.get_by_role("button", name="Deploy").count() == 0
-    finally:
-        context.close()
+def test_text_typed_in_the_sidebar_runs_the_model(app_url, new_page, lm):
+    """Text typed in the sidebar (Ctrl+Enter) goes into the URL, the token count is the tokenizer's, and the heatmap's
+    axis shows the tokenizer's tokens of that text."""
+    tokens = lm.token_strings(lm.encode(TYPED_TEXT))
+    page = new_page(*WIDE)
+    open_view(page, app_url + "/")
+    text_area = page.locator('[data-testid="stSidebar"] textarea')
+    text_area.fill(TYPED_TEXT)
+    rerun(page, lambda: text_area.press("Control+Enter"))
+    page.wait_for_url(lambda url: query(url).get("text") == TYPED_TEXT)
+    assert_no_exception(page, "after typing a text")
+    assert page.locator('[data-testid="stSidebar"]').get_by_text(f"{len(tokens)} / 512 tokens").count() == 1
+    assert drawn_ticks(page, "fig_head") == tokens
+
+
+def test_attention_link_is_the_root_and_old_links_forward(app_url, new_page):
+    """The Attention page's link is "/?..." and an old /attention link forwards to "/" with its settings."""
+    page = new_page(*WIDE)
+    open_view(page, f"{app_url}/attention?view=layer&layer=7&head=1")
+    page.wait_for_url(lambda url: urlsplit(url).path in ("", "/"))
+    wait_for_title(page, "Layer 7: all 9 heads")
+    params = query(page.url)
+    assert {k: params.get(k) for k in ("view", "layer", "head")} == {"view": "layer", "layer": "7", "head": "1"}
+    assert_no_exception(page, "old /attention link")
 
 
 @pytest.mark.parametrize("overview", ["previous-token score", "pattern thumbnails"])
-def test_whole_model_overview_click_picks_a_head(browser, app_url, overview):
+def test_whole_model_overview_click_picks_a_head(app_url, new_page, overview):
     """A click on a cell of the Whole-model overview (layers across, heads down) selects that head."""
-    context, page = _new_page(browser, 1024, 768)
-    try:
-        page.goto(f"{app_url}/?view=model&layer=0&head=0")
-        wait_idle_with_charts(page, timeout_ms=FIRST_LOAD_MS)
-        choice = page.get_by_role("radio", name=overview)
-        if choice.get_attribute("aria-checked") != "true":
-            choice.click()
-            page.wait_for_timeout(300)
-            wait_idle_with_charts(page, min_charts=2)
-        for layer, head in ((16, 0), (3, 7), (29, 8)):
-            page.locator('[data-testid="stPlotlyChart"]').first.scroll_into_view_if_needed()
-            x, y = page.evaluate(CELL_CENTRE_JS, [layer, head])
-            page.mouse.move(x + 3, y - 4)           # off-centre: anywhere in the cell counts
-            page.mouse.click(x + 3, y - 4)
-            want = (str(layer), str(head))
-            page.wait_for_url(lambda url, want=want: (query(url).get("layer"), query(url).get("head")) == want)
-            wait_idle_with_charts(page, min_charts=2)
-            wait_for_title(page, f"Selected: layer {layer}, head {head}")
-        assert_no_exception(page, f"overview clicks ({overview})")
-    finally:
-        context.close()
+    page = new_page(*PROJECTOR)
+    open_view(page, f"{app_url}/?view=model", min_charts=2)
+    choice = page.get_by_role("radio", name=overview)
+    if choice.get_attribute("aria-checked") != "true":
+        rerun(page, lambda: choice.click(), min_charts=2)
+    for layer, head in ((16, 0), (29, 8)):
+        page.locator(".st-key-w_overview").scroll_into_view_if_needed()
+        x, y = page.evaluate(CELL_CENTRE_JS, ["w_overview", layer, head])
+        page.mouse.move(x + 3, y - 4)           # off-centre: anywhere in the cell counts
+        page.mouse.click(x + 3, y - 4)
+        want = (str(layer), str(head))
+        page.wait_for_url(lambda url, want=want: (query(url).get("layer", "0"), query(url).get("head", "0")) == want)
+        wait_for_title(page, f"Selected: layer {layer}, head {head}")
+    assert_no_exception(page, f"overview clicks ({overview})")
+
+
+def test_long_text_keeps_the_sidebar_controls_on_screen(app_url, new_page):
+    """A text cut to 512 tokens shows the cut note, and layer, head and the sink switch still need no scrolling (on
+    Causal mask: it computes one layer, the quickest page that has all three)."""
+    width, height = PROJECTOR
+    page = new_page(width, height)
+    open_view(page, url_of(app_url, "/causal-mask", text="word " * 700))
+    assert page.locator('[data-testid="stSidebar"]').get_by_text("512 / 512 tokens").count() == 1
+    for key in ("layer", "head", "sink"):
+        control = box(page, f'[data-testid="stSidebar"] .st-key-{key}')
+        assert fully_visible(control, width, height), f"{key}: {control}"
