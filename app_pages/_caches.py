@@ -17,11 +17,16 @@ import streamlit as st
 from app_pages._budget import ByteBudgetCache
 from app_pages._jobs import Job, JobRunner
 from model import ForwardTrace, LayerDetail, load_model
+from model.attribution import LogitAttribution
+from model.block_walk import BlockWalk
 from model.decoder import tune_heap
 from model.fetch import cached_model_path
 from model.gguf import ModelLoadError, default_model_path, installed_model_path
-from model.head_stats import apply_sink, head_stats
-from viz.attention import thumbnail_tiles
+from model.head_stats import apply_sink, head_stats, sink_hidden_view
+from model.lens import LensTop
+from model.sampling import softmax
+from model.stream import ResidualNorms
+from viz.attention import matrix_csv, thumbnail_tiles
 
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_CACHE_MB = 600
@@ -156,3 +161,60 @@ def generation_job(text: str, n: int, temperature: float, top_k: int, top_p: flo
         return None if g.stop_reason == "cancelled" else g
 
     return _generation_jobs().job(key, n, work)
+
+
+def head_matrix_csv(text: str, layer: int, head: int, hide_sink: bool) -> str:
+    """One head's attention matrix as shown (sink hidden or not) as CSV: the download button's deferred data."""
+    trace = get_trace(text)
+    pattern = trace.attention[layer, head]
+    return matrix_csv(sink_hidden_view(pattern) if hide_sink else np.asarray(pattern, dtype=np.float32), trace.tokens)
+
+
+# ------------------------------------------------------------------------------------------------ Inside a block
+def get_block_walk(text: str, layer: int, position: int, max_tokens: int = DEFAULT_MAX_TOKENS) -> BlockWalk:
+    """Every step of block `layer` for the token at `position` (model.block_walk), recomputed from the trace."""
+    lm = get_model()
+    trace = get_trace(text, max_tokens)
+    return _caches()["layer_details"].get((lm.source, text, max_tokens, "walk", layer, position),
+                                           lambda: computed(lambda: lm.block_walk(trace, layer, position)))
+
+
+def get_residual_norms(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> ResidualNorms:
+    """Norms of the residual stream after every layer and of each layer's attention / MLP outputs."""
+    lm = get_model()
+    trace = get_trace(text, max_tokens)
+    return _caches()["derived"].get(("norms", lm.source, text, max_tokens),
+                                    lambda: computed(lambda: lm.residual_norms(trace)))
+
+
+def get_lens_window(text: str, start: int, width: int, k: int = 5, max_tokens: int = DEFAULT_MAX_TOKENS) -> LensTop:
+    """The logit lens's top-k at every layer for positions start .. start + width - 1 (cut at the text's end):
+    the full grid over 512 positions costs seconds, a window of them a fraction of that."""
+    lm = get_model()
+    trace = get_trace(text, max_tokens)
+    positions = list(range(start, min(start + width, trace.n_tokens)))
+    return _caches()["derived"].get(("lens", lm.source, text, max_tokens, start, width, k),
+                                    lambda: computed(lambda: lm.logit_lens_top(trace, k, positions)))
+
+
+def get_logit_attribution(text: str, token_id: int, max_tokens: int = DEFAULT_MAX_TOKENS) -> LogitAttribution:
+    """Direct contributions of the embedding, every head and every MLP to token_id's logit after the last token."""
+    lm = get_model()
+    trace = get_trace(text, max_tokens)
+    return _caches()["derived"].get(("attribution", lm.source, text, max_tokens, token_id),
+                                    lambda: computed(lambda: lm.logit_attribution(trace, token_id, -1)))
+
+
+def get_ablated_probs(text: str, heads: tuple[tuple[int, int], ...],
+                      max_tokens: int = DEFAULT_MAX_TOKENS) -> np.ndarray:
+    """Next-token probabilities [vocab_size] (float32) after the last token with these (layer, head) pairs switched
+    off; with none, the model's own."""
+    lm = get_model()
+    trace = get_trace(text, max_tokens)
+    heads = tuple(sorted(heads))
+
+    def compute() -> np.ndarray:
+        logits = computed(lambda: lm.ablate_heads(trace, heads)) if heads else trace.next_token_logits
+        return softmax(logits).astype(np.float32)
+
+    return _caches()["derived"].get(("ablated", lm.source, text, max_tokens, heads), compute)

@@ -10,7 +10,7 @@ import streamlit as st
 
 from app_pages import _schemas as S
 from app_pages._examples import load_examples
-from app_pages._widgets import escape_markdown, token_label
+from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, selected_rows, token_label
 from model import ForwardTrace, ModelConfig
 
 PERSIST = dict(persist_state="session")
@@ -118,3 +118,37 @@ def view_tabs(param, labels: dict[str, str]):
     st.session_state[widget] = labels[slug]
     tabs = st.tabs(list(labels.values()), key=widget, on_change=changed)
     return slug, tabs[list(labels).index(slug)]
+
+
+# Callbacks live here, not in the page scripts: a function defined in a page keeps that page's whole namespace
+# (its trace, its figures) alive for as long as Streamlit keeps the widget's callback.
+def pick_head_from_chart(widget_key: str) -> None:
+    """on_select of an overview figure: the clicked (layer, head) becomes the selected head."""
+    picked = picked_layer_head(selected_points(st.session_state.get(widget_key)))
+    if picked is not None:
+        st.session_state[S.LAYER.key], st.session_state[S.HEAD.key] = picked
+
+
+def pick_head_from_table(widget_key: str, order_key: str) -> None:
+    """on_select of a table whose rows are the (layer, head) pairs in st.session_state[order_key]."""
+    rows = selected_rows(st.session_state.get(widget_key))
+    order = st.session_state.get(order_key) or []
+    if rows and rows[0] < len(order):
+        st.session_state[S.LAYER.key], st.session_state[S.HEAD.key] = order[rows[0]]
+
+
+def show_view(view_key: str, slug: str) -> None:
+    """on_click: open one of a page's views."""
+    st.session_state[view_key] = slug
+
+
+def reset(setting_key: str) -> None:
+    """on_change: the setting goes back to automatic (None)."""
+    st.session_state[setting_key] = None
+
+
+def follow_pick(widget_key: str, setting_key: str, automatic) -> None:
+    """on_change of a widget standing in for a setting whose None means 'automatic': picking the automatic value
+    keeps the setting automatic (and out of the link)."""
+    value = st.session_state.get(widget_key)
+    st.session_state[setting_key] = None if value == automatic else value

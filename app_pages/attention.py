@@ -1,6 +1,8 @@
 """Attention: one head, all heads of a layer, the whole model, one query token, and the next-token prediction."""
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -11,9 +13,6 @@ from app_pages import _schemas as S
 from app_pages import _shell as shell
 from app_pages._widgets import (
     escape_markdown,
-    picked_layer_head,
-    selected_points,
-    selected_rows,
     show_figure,
     token_label,
     token_legend,
@@ -60,26 +59,10 @@ def sink_hint(share: float) -> None:
                    "the remaining attention goes.")
 
 
-def open_head() -> None:
-    ss[VIEW.key] = "head"
-
-
-def picked_on_overview() -> None:
-    picked = picked_layer_head(selected_points(ss.get("w_overview")))
-    if picked is not None:
-        ss[S.LAYER.key], ss[S.HEAD.key] = picked
-
-
-def picked_in_table() -> None:
-    rows = selected_rows(ss.get("w_stats_table"))
-    order = ss.get("_stats_table_order") or []
-    if rows and rows[0] < len(order):
-        ss[S.LAYER.key], ss[S.HEAD.key] = order[rows[0]]
-
-
 def download_csv() -> None:
     st.download_button(
-        "Download this matrix (CSV)", data=lambda: va.matrix_csv(shown(layer, head), tokens), mime="text/csv",
+        "Download this matrix (CSV)", data=partial(caches.head_matrix_csv, text, layer, head, hide_sink),
+        mime="text/csv",
         file_name=f"attention_L{layer}_H{head}{'_nosink' if hide_sink else ''}.csv", key="w_download_csv",
         on_click="ignore", icon=":material/download:",
         help="The matrix shown: rows = queries, columns = keys, labelled '<position> <token>'; masked and hidden "
@@ -133,7 +116,8 @@ with tab:
             f"reads KV head h // {cfg.group_size}.")
         with st.container(horizontal=True, vertical_alignment="bottom"):
             controls.head_picker(cfg, label="Open a head")
-            st.button("Show this head large", key="w_open_head", on_click=open_head, icon=":material/zoom_in:")
+            st.button("Show this head large", key="w_open_head", on_click=controls.show_view, args=(VIEW.key, "head"),
+                      icon=":material/zoom_in:")
 
     elif view == "model":
         kind = st.segmented_control("Colour each head by", options=list(OVERVIEW_LABELS),
@@ -149,8 +133,8 @@ with tab:
                                    zmin=0.0, zmax=None if kind == "entropy" else 1.0,
                                    scale_title="bits" if kind == "entropy" else None,
                                    title=f"{label[0].upper() + label[1:]} of every head{sink_note}")
-        show_figure(fig, key="w_overview", filename=f"attention_overview_{kind}", on_select=picked_on_overview,
-                    selection_mode="points")
+        show_figure(fig, key="w_overview", filename=f"attention_overview_{kind}", selection_mode="points",
+                    on_select=partial(controls.pick_head_from_chart, "w_overview"))
         if kind == "thumbs":
             st.caption("Each thumbnail is one head (rows = queries, columns = keys), averaged over blocks of tokens "
                        "and scaled to its own maximum. Hover for the layer and head; click one to select it.")
@@ -172,7 +156,8 @@ with tab:
                 value = stats[k][layer, head]
                 st.markdown(f"{SHORT_NAMES[k]}: **{'n/a' if np.isnan(value) else f'{value:.2f}'}**",
                             help=STATISTICS[k][1])
-            st.button("Show this head large", key="w_open_head_model", on_click=open_head, icon=":material/zoom_in:")
+            st.button("Show this head large", key="w_open_head_model", on_click=controls.show_view,
+                      args=(VIEW.key, "head"), icon=":material/zoom_in:")
         st.markdown("**Which heads do what?**")
         order = np.argsort(-np.nan_to_num(stats["prev_token"], nan=-1).ravel(), kind="stable")
         layer_idx, head_idx = np.divmod(order, cfg.n_heads)
@@ -189,7 +174,8 @@ with tab:
                    **{STATISTICS[k][0]: st.column_config.NumberColumn(SHORT_NAMES[k], format="%.2f",
                                                                       help=STATISTICS[k][1]) for k in listed}}
         st.dataframe(table, key="w_stats_table", hide_index=True, height=360, width="stretch",
-                     on_select=picked_in_table, selection_mode="single-row", column_config=columns)
+                     on_select=partial(controls.pick_head_from_table, "w_stats_table", "_stats_table_order"),
+                     selection_mode="single-row", column_config=columns)
 
     elif view == "query":
         controls.query_slider(trace)

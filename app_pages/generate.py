@@ -2,6 +2,8 @@
 compare the same prompt and seed at a low and a high temperature. Generation runs in the background."""
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import streamlit as st
 
@@ -9,7 +11,7 @@ from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _schemas as S
 from app_pages import _shell as shell
-from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, show_figure, token_legend
+from app_pages._widgets import escape_markdown, show_figure, token_legend
 from model.head_stats import mean_distance_back
 from model.sampling import T_MAX, T_MIN, temperature_grid
 from viz import generation as vg
@@ -76,10 +78,6 @@ def wait_for(jobs: dict[str, object], what: str) -> None:
     progress()
 
 
-def step_picked() -> None:
-    ss[STEP.key] = None if ss[STEP_PICK] == ss.get("_gen_last_step") else ss[STEP_PICK]
-
-
 def write_view(lm, text: str) -> None:
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
         st.slider("New tokens", 1, S.MAX_NEW_TOKENS, key=N.key, width=170, **controls.PERSIST)
@@ -104,7 +102,6 @@ def write_view(lm, text: str) -> None:
 def scrubber(lm, g) -> None:
     n_steps = len(g.steps)
     last = n_steps - 1
-    ss["_gen_last_step"] = last
 
     @st.fragment(run_every=PLAY_S if ss.get(PLAY) else None)
     def step_view() -> None:
@@ -119,7 +116,8 @@ def scrubber(lm, g) -> None:
         with story:
             with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
                 if n_steps > 1:
-                    st.slider("Step", 0, last, key=STEP_PICK, on_change=step_picked,
+                    st.slider("Step", 0, last, key=STEP_PICK, on_change=controls.follow_pick,
+                              args=(STEP_PICK, STEP.key, last),
                               help="Which generated token to look at: the text up to it, what it was chosen "
                                    "from, and where the model looked to predict it.")
                 st.toggle("Play", key=PLAY, width="content", help="Step through the generation, one token at a time.")
@@ -152,8 +150,8 @@ def scrubber(lm, g) -> None:
         distance = mean_distance_back(rows)                                                 # [L, H]
         show_figure(stat_overview(distance, label="mean distance back", selected=(layer, head), zmin=0.0,
                                   scale_title="tokens", title="How far back every head looked for this token"),
-                    key="gen_grid", filename=f"generate_step{step_index}_heads", on_select=picked_on_grid,
-                    selection_mode="points")
+                    key="gen_grid", filename=f"generate_step{step_index}_heads", selection_mode="points",
+                    on_select=partial(controls.pick_head_from_chart, "gen_grid"))
         st.caption("Each cell is one head: the attention-weighted distance back from the newest token (0 = itself). "
                    "Click a cell to show that head above." + (" With the sink shown, heads that park on token 0 "
                                                              "look far back." if not hide_sink else ""))
@@ -161,12 +159,6 @@ def scrubber(lm, g) -> None:
         shell.finish()                                        # the step changed: the link follows it
 
     step_view()
-
-
-def picked_on_grid() -> None:
-    picked = picked_layer_head(selected_points(ss.get("gen_grid")))
-    if picked is not None:
-        ss[S.LAYER.key], ss[S.HEAD.key] = picked
 
 
 def compare_view(lm, text: str) -> None:

@@ -114,7 +114,7 @@ def sinusoidal_view() -> None:
                "\\text{base}^{-2i/d}$, from one radian per token (dimension 0) to almost standing still.")
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
         st.select_slider("d_model (dimensions)", S.D_MODEL_OPTIONS, key=PE_D.key, width=220, **controls.PERSIST,
-                         on_change=lambda: ss.update({PE_DIMS.key: None}))
+                         on_change=controls.reset, args=(PE_DIMS.key,))
         st.slider("positions", 16, S.MAX_PE_POSITIONS, step=16, key=PE_N.key, width=220, **controls.PERSIST)
         st.select_slider("base", S.PE_BASE_OPTIONS, key=PE_BASE.key, width=180, format_func=lambda b: f"{b:,}",
                          **controls.PERSIST)
@@ -226,7 +226,7 @@ def model_view(cfg) -> None:
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
         controls.query_slider(trace, label="Query token m", width=300)
         st.selectbox("Key token n (n ≤ m)", range(m + 1), key=KEY_PICK, width=220,
-                     on_change=lambda: ss.update({KEY.key: None if ss[KEY_PICK] == strongest else ss[KEY_PICK]}),
+                     on_change=controls.follow_pick, args=(KEY_PICK, KEY.key, strongest),
                      format_func=lambda i: token_label(trace.tokens, i, 24),
                      help="Default: the key this head attends to most from m, apart from token 0 (the sink).")
         st.selectbox("Distances up to", S.DISTANCE_OPTIONS, key=DISTANCE.key, width=150, **controls.PERSIST,

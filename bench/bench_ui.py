@@ -1,12 +1,12 @@
 """What a user waits for, measured in a real (headless) Chromium against `streamlit run app.py`.
 
   (a) text submitted (Ctrl+Enter in the sidebar) -> its heatmap drawn, 64-token text, a new text every run
-      (the model runs on it: nothing cached)                                              target <= 1.5 s
-  (b) head slider moved -> the new head's heatmap drawn; same for the layer slider         target <= 0.5 s
+      (the model runs on it: nothing cached)                                              target <= 0.4 s
+  (b) head slider moved -> the new head's heatmap drawn; same for the layer slider         target <= 0.25 s
   (c) "Whole model" tab opened on a 256-token text (trace cached) -> overview, selected-head
       preview and table drawn                                                              target <= 1.5 s
       (c') info: a new 256-token text submitted while the Whole model tab is open (model run + head scores)
-  (d) cold start: `streamlit run` process started -> first heatmap drawn in a fresh browser target <= 8 s
+  (d) cold start: `streamlit run` process started -> first heatmap drawn in a fresh browser target <= 4 s
 
 "Drawn" = the app is idle (script not running, no "Running" status widget, no stale element, connected) AND every
 plotly chart on the page has its SVG AND the figure that should change did change: its title is the new
@@ -293,14 +293,14 @@ def main() -> None:
             browser.close()
 
     rows = [
-        ("(a) text submitted -> heatmap, 64 tokens (model runs)", warm["a"], 1.5),
-        ("(b) head switched -> heatmap", warm["b_head"], 0.5),
-        ("(b) layer switched -> heatmap", warm["b_layer"], 0.5),
+        ("(a) text submitted -> heatmap, 64 tokens (model runs)", warm["a"], 0.4),
+        ("(b) head switched -> heatmap", warm["b_head"], 0.25),
+        ("(b) layer switched -> heatmap", warm["b_layer"], 0.25),
         ("(c) Whole model tab opened, 256 tokens", warm["c"], 1.5),
         ("(c') new 256-token text on Whole model (info)", warm["c_new"], None),
     ]
     if cold:
-        rows += [("(d) cold start: process -> first heatmap", cold, 8.0),
+        rows += [("(d) cold start: process -> first heatmap", cold, 4.0),
                  ("(d') cold start: process -> /_stcore/health (info)", healthy, None)]
     print(f"\nbench_ui: real Chromium, Streamlit app, {os.cpu_count()} CPU cores visible; medians (min-max), seconds")
     print(f"{'measure':<56} {'runs':>4} {'median':>7} {'min':>6} {'max':>6} {'target':>7}  ok")

@@ -1,0 +1,41 @@
+"""Run as a script: the app (Streamlit's AppTest, in this process) shown N distinct long texts one after another,
+each on the Attention page's one-head and whole-model views and the Causal mask page; prints JSON with this
+process's peak and final RSS and the caches' byte totals. The test runs it in a fresh process, so no other test's
+models count."""
+from __future__ import annotations
+
+import json
+import sys
+
+from streamlit.testing.v1 import AppTest
+
+from app_pages import _caches
+from tests.app.apptest import APP, PAGE_FILES
+
+
+def rss_mb(field: str) -> float:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(field)) / 1024
+
+
+def main(n_texts: int, n_words: int) -> None:
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.run()
+    after_first = rss_mb("VmRSS:")
+    for i in range(n_texts):
+        at.switch_page(PAGE_FILES["attention"])
+        at.session_state["attention_view"] = "head"
+        at.session_state["text"] = f"Text number {i}: " + " ".join(f"word{(i * 7 + j) % 997}" for j in range(n_words))
+        at.run()
+        at.session_state["attention_view"] = "model"
+        at.run()
+        at.switch_page(PAGE_FILES["causal-mask"])
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+    sizes = {name: cache.total_bytes / 2**20 for name, cache in _caches.caches().items()}
+    print(json.dumps({"peak_mb": rss_mb("VmHWM:"), "final_mb": rss_mb("VmRSS:"), "after_first_mb": after_first,
+                      "cache_mb": sizes, "budget_mb": _caches.cache_budget_mb()}))
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]))
