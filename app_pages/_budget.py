@@ -39,8 +39,12 @@ class CacheStats:
 class ByteBudgetCache:
     """Least-recently-used cache whose values together hold at most budget_bytes (measured by size_of)."""
 
-    def __init__(self, name: str, budget_bytes: int, size_of: Callable[[Any], int] = nbytes):
+    def __init__(self, name: str, budget_bytes: int, size_of: Callable[[Any], int] = nbytes,
+                 on_evict: Callable[[], None] | None = None):
+        """on_evict() runs (outside the cache's lock) after values were evicted: e.g. a garbage collection, so an
+        evicted value that a reference cycle still holds is freed now rather than whenever Python next looks."""
         self.name = name
+        self._on_evict = on_evict
         self.budget_bytes = int(budget_bytes)
         self._size_of = size_of
         self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
@@ -78,8 +82,10 @@ class ByteBudgetCache:
         """Keep value for key (within the budget, evicting the least recently used)."""
         self._store(key, value)
 
-    def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-        """The cached value for key, or compute() (once, even when several threads ask at the same time)."""
+    def get(self, key: Hashable, compute: Callable[[], Any], expected_bytes: int = 0) -> Any:
+        """The cached value for key, or compute() (once, even when several threads ask at the same time).
+        expected_bytes: the value's size when known in advance; room is made before computing, so the old values
+        and the new one are never all in memory at once."""
         entry = self._lookup(key)
         if entry is not None:
             return entry[0]
@@ -89,24 +95,42 @@ class ByteBudgetCache:
             entry = self._lookup(key)                  # another thread may have computed it meanwhile
             if entry is not None:
                 return entry[0]
+            if expected_bytes:
+                self._make_room(int(expected_bytes))
             value = compute()
             self._store(key, value)
         with self._lock:
             self._key_locks.pop(key, None)
         return value
 
+    def _evict_for(self, size: int) -> int:
+        """Drop least recently used values until size more bytes fit (call with the lock held): how many."""
+        evicted = 0
+        while self._entries and self._total + size > self.budget_bytes:
+            _, (_, old_size) = self._entries.popitem(last=False)
+            self._total -= old_size
+            evicted += 1
+        self.stats.evictions += evicted
+        return evicted
+
+    def _make_room(self, size: int) -> None:
+        with self._lock:
+            evicted = self._evict_for(min(size, self.budget_bytes))
+        if evicted and self._on_evict is not None:
+            self._on_evict()
+
     def _store(self, key: Hashable, value: Any) -> None:
         size = int(self._size_of(value))
+        evicted = 0
         with self._lock:
             self.stats.misses += 1
             if size > self.budget_bytes:
                 return
-            while self._entries and self._total + size > self.budget_bytes:
-                _, (_, old_size) = self._entries.popitem(last=False)
-                self._total -= old_size
-                self.stats.evictions += 1
+            evicted = self._evict_for(size)
             self._entries[key] = (value, size)
             self._total += size
+        if evicted and self._on_evict is not None:
+            self._on_evict()
 
     def clear(self) -> None:
         with self._lock:

@@ -7,6 +7,7 @@ traces (70%), recomputed layer details (20%) and small derived arrays (10%).
 """
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -19,7 +20,7 @@ from app_pages._jobs import Job, JobRunner
 from model import ForwardTrace, LayerDetail, load_model
 from model.attribution import LogitAttribution
 from model.block_walk import BlockWalk
-from model.decoder import tune_heap
+from model.decoder import FLOAT32_ATTENTION_BYTES, tune_heap
 from model.fetch import cached_model_path
 from model.gguf import ModelLoadError, default_model_path, installed_model_path
 from model.head_stats import apply_sink, head_stats, sink_hidden_view
@@ -50,7 +51,7 @@ def cache_budget_mb() -> int:
 @st.cache_resource(show_spinner=False)
 def _caches() -> dict[str, ByteBudgetCache]:
     total = cache_budget_mb() * 2**20
-    return {name: ByteBudgetCache(name, int(total * share)) for name, share in SHARES.items()}
+    return {name: ByteBudgetCache(name, int(total * share), on_evict=gc.collect) for name, share in SHARES.items()}
 
 
 def caches() -> dict[str, ByteBudgetCache]:
@@ -100,8 +101,12 @@ def computed(fn):
 def get_trace(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> ForwardTrace:
     """The forward trace of a text (shared by every session that shows the same text)."""
     lm = get_model()
+    cfg = lm.config
+    T = min(len(lm.encode(text)), max_tokens)
+    attention = cfg.n_layers * cfg.n_heads * T * T                      # values; float16 above 64 MB of float32
+    expected = attention * (4 if 4 * attention <= FLOAT32_ATTENTION_BYTES else 2)
     return _caches()["traces"].get((lm.source, text, max_tokens),
-                                   lambda: computed(lambda: lm.run(text, max_tokens=max_tokens)))
+                                   lambda: computed(lambda: lm.run(text, max_tokens=max_tokens)), expected)
 
 
 def get_layer_detail(text: str, layer: int, max_tokens: int = DEFAULT_MAX_TOKENS) -> LayerDetail:
@@ -137,7 +142,8 @@ def get_thumbnail_tiles(text: str, hide_sink: bool, max_tokens: int = DEFAULT_MA
 
 @st.cache_resource(show_spinner=False)
 def _generation_jobs() -> JobRunner:
-    return JobRunner(int(cache_budget_mb() * 2**20 * SHARES["generations"]), size_of=lambda g: g.nbytes)
+    return JobRunner(int(cache_budget_mb() * 2**20 * SHARES["generations"]), size_of=lambda g: g.nbytes,
+                     on_evict=gc.collect)
 
 
 def generation_job(text: str, n: int, temperature: float, top_k: int, top_p: float, seed: int) -> Job:

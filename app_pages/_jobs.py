@@ -45,8 +45,8 @@ class Job:
 class JobRunner:
     """Starts jobs in daemon threads, one computing at a time; keeps finished results within a byte budget."""
 
-    def __init__(self, budget_bytes: int, size_of: Callable[[Any], int]):
-        self._results = ByteBudgetCache("jobs", budget_bytes, size_of)
+    def __init__(self, budget_bytes: int, size_of: Callable[[Any], int], on_evict: Callable[[], None] | None = None):
+        self._results = ByteBudgetCache("jobs", budget_bytes, size_of, on_evict)
         self._running: dict[Hashable, Job] = {}
         self._lock = threading.Lock()
         self._turn = threading.Lock()              # one job computes at a time

@@ -82,3 +82,22 @@ def test_a_failed_computation_is_not_cached():
             pass
     assert "x" not in cache
     assert cache.get("x", lambda: np.zeros(1)).shape == (1,)
+
+
+def test_evictions_call_the_hook_after_the_lock():
+    calls = []
+    cache = ByteBudgetCache("t", 4 * MB, on_evict=lambda: calls.append(len(cache)))
+    cache.get("a", lambda: np.zeros(3 * MB, np.uint8))
+    assert calls == []
+    cache.get("b", lambda: np.zeros(3 * MB, np.uint8))
+    assert calls == [1]                                          # called once a (and only a) was dropped
+
+
+def test_room_is_made_before_a_value_of_known_size_is_computed():
+    cache = ByteBudgetCache("t", 8 * MB)
+    cache.get("a", lambda: np.zeros(4 * MB, np.uint8))
+    cache.get("b", lambda: np.zeros(4 * MB, np.uint8))
+    seen = []
+    cache.get("c", lambda: seen.append(len(cache)) or np.zeros(4 * MB, np.uint8), expected_bytes=4 * MB)
+    assert seen == [1]                                           # a was dropped before c was computed
+    assert cache.total_bytes == 8 * MB and "b" in cache and "c" in cache
