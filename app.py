@@ -13,6 +13,7 @@ PAGES = [
     ("app_pages/causal_mask.py", "Causal mask", ":material/change_history:", "causal-mask"),
     ("app_pages/softmax.py", "Softmax & temperature", ":material/thermostat:", "softmax"),
     ("app_pages/generate.py", "Generate", ":material/edit:", "generate"),
+    ("app_pages/inside.py", "Inside a block", ":material/account_tree:", "inside"),
     ("app_pages/positional.py", "Positional encodings", ":material/waves:", "positional"),
     ("app_pages/parameters.py", "Parameters", ":material/calculate:", "parameters"),
 ]

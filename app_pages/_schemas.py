@@ -198,10 +198,28 @@ GENERATE = Schema("generate", (
     Float("high", "gen_t_high", 1.5, lo=T_MIN, hi=T_MAX, when=_view_is(_G_VIEW, "compare")),
 ))
 
+# -------------------------------------------------------------------------------------------------- Inside a block
+INSIDE_VIEWS = {"tokens": "Tokenization", "block": "Through one block", "stream": "Residual stream",
+                "lens": "Logit lens", "heads": "Which heads matter"}
+MAX_ABLATED = 16                # heads switched off at once
+_I_VIEW = "inside_view"
+_block = _view_is(_I_VIEW, "block")
+_heads = _view_is(_I_VIEW, "heads")
+INSIDE = Schema("inside", (
+    Choice("view", _I_VIEW, "tokens", options=tuple(INSIDE_VIEWS)),
+    TEXT,
+    Int("piece", "inside_piece", None, lo=0, hi=MAX_TEXT_CHARS - 1, when=_view_is(_I_VIEW, "tokens")),  # None: auto
+    _with(LAYER, _block), _with(HEAD, _block), _with(SINK, _block),
+    _with(QUERY, _view_is(_I_VIEW, "block", "stream", "lens")),
+    Int("target", "inside_target", None, lo=0, hi=lambda c: c.vocab_size - 1, when=_heads),  # None: top prediction
+    IntList("off", "inside_off", (), lo=0, hi=lambda c: c.n_layers * c.n_heads - 1, max_items=MAX_ABLATED,
+            when=_heads),                                                  # flat head indices layer * n_heads + head
+))
+
 # ---------------------------------------------------------------------------------------------------------- all
 SCHEMAS: dict[str, Schema] = {
     s.page: Schema(s.page, (*s.params, PRESENT))
-    for s in (ATTENTION, CAUSAL_MASK, SOFTMAX, GENERATE, POSITIONAL, PARAMETERS)
+    for s in (ATTENTION, CAUSAL_MASK, SOFTMAX, GENERATE, INSIDE, POSITIONAL, PARAMETERS)
 }
 
 

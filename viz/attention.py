@@ -18,7 +18,7 @@ from plotly.subplots import make_subplots
 
 from viz.format import percent_labels
 from viz.labels import plotly_escape, position_labels, row_axis, token_axis, token_categories
-from viz.theme import ACCENT, ATTENTION_SCALE, HIDDEN_COLOR, MASKED_COLOR, PALETTE, apply_theme
+from viz.theme import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, HIDDEN_COLOR, MASKED_COLOR, PALETTE, apply_theme
 
 GRID_MAX_CELLS = 128     # small multiples are mean-pooled to at most this many rows/columns per head
 THUMB_CELLS = 20         # whole-model thumbnails: each head pooled to at most this many rows/columns
@@ -232,29 +232,35 @@ def _selected_box(layer: int, head: int) -> dict:
 
 def stat_overview(values: np.ndarray, *, label: str, selected: tuple[int, int] | None = None,
                   zmin: float | None = 0.0, zmax: float | None = None, show_values: bool | None = None,
-                  scale_title: str | None = None, title: str | None = None, height: int | None = None) -> go.Figure:
+                  scale_title: str | None = None, title: str | None = None, height: int | None = None,
+                  signed: bool = False) -> go.Figure:
     """A [layers, heads] statistic as one wide heatmap: layers across, heads down (head 0 on top), NaN grey.
 
     The value is in the hover; show_values writes it into the cells too (default: only when there are at most
     VALUES_MAX_COLUMNS layers, so the cells are wide enough). scale_title is the colour bar's (short) title; the
     figure title names the statistic. A transparent marker sits on every cell so st.plotly_chart(on_select=...)
-    can report a click as customdata [layer, head]. selected outlines the current head.
+    can report a click as customdata [layer, head]. selected outlines the current head. signed: a diverging
+    scale symmetric about 0 (white = 0; zmin / zmax are then ignored) and signed values in the hover.
     """
     v = np.asarray(values, dtype=np.float64)
     if v.ndim != 2:
         raise ValueError(f"values must be [layers, heads], got shape {v.shape}")
+    if signed:
+        finite = np.abs(v[np.isfinite(v)])
+        zmax = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+        zmin = -zmax
     L, H = v.shape
     height, row_px = _overview_height(H, height, title)
     show = L <= VALUES_MAX_COLUMNS if show_values is None else show_values
     z = v.T                                                                 # [H, L]
     text = np.where(np.isfinite(z), np.char.mod("%.2f", np.nan_to_num(z)), "")
     fig = go.Figure(go.Heatmap(
-        z=z, x=list(range(L)), y=list(range(H)), colorscale=ATTENTION_SCALE, zmin=zmin,
+        z=z, x=list(range(L)), y=list(range(H)), colorscale=DIVERGING_SCALE if signed else ATTENTION_SCALE, zmin=zmin,
         zmax=zmax if zmax is not None else (colour_top(v, skip_rows=0) if zmin is not None else None),
         hoverongaps=False, text=text if show else None, texttemplate="%{text}" if show else None,
         textfont=dict(size=12), xgap=1, ygap=1, hoverinfo="skip", name=label,
         colorbar=dict(title=dict(text=scale_title or "", side="right"), thickness=12)))
-    hover = [f"{label}: {x:.3f}" if np.isfinite(x) else f"{label}: n/a" for x in v.ravel()]
+    hover = [f"{label}: {x:{'+' if signed else ''}.3f}" if np.isfinite(x) else f"{label}: n/a" for x in v.ravel()]
     fig.add_trace(_click_layer(L, H, size=row_px * 0.9, text=hover))
     if selected is not None:
         fig.add_shape(**_selected_box(*selected))

@@ -18,7 +18,8 @@ TEXTS = {
     "one token": "Hello",
 }
 VIEWS = [("attention", {"view": v}) for v in ("head", "layer", "model", "query", "next")] + [
-    ("causal-mask", {}), ("softmax", {}), ("softmax", {"source": "attention"}), ("positional", {"view": "model"})]
+    ("causal-mask", {}), ("softmax", {}), ("softmax", {"source": "attention"}), ("positional", {"view": "model"})] + [
+    ("inside", {"view": v}) for v in ("tokens", "block", "stream", "lens", "heads")]
 MARKUP = re.compile(r"</?(b|br|a|i|sup|sub|span)\b")     # what plotly would read as markup
 
 

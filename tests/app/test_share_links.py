@@ -26,6 +26,13 @@ def text(value: str):
     return widget("text_area", "text", value)
 
 
+def select_index(key: str, index: int):
+    """Pick a selectbox's index-th option (for options that follow the text, such as a top-10 list)."""
+    def act(at):
+        at.selectbox(key=key).select_index(index)
+    return act
+
+
 # page -> [(case name, [actions])]; every action is followed by a rerun, like a user's click
 CASES = {
     "attention": [
@@ -61,6 +68,16 @@ CASES = {
         ("model", [set_view("positional_view", "model"), widget("slider", "layer", 9), widget("slider", "head", 4),
                    widget("select_slider", "q", 12), widget("selectbox", "pos_key_pick", 3),
                    widget("selectbox", "pos_max_distance", 512), widget("toggle", "sink", True)]),
+    ],
+    "inside": [
+        ("tokens", [text("Tokenizers split unfamiliar words like photosynthesizing into pieces."),
+                    widget("pills", "inside_piece_pick", 5)]),
+        ("block", [set_view("inside_view", "block"), widget("slider", "layer", 17), widget("slider", "head", 5),
+                   widget("select_slider", "q", 6), widget("toggle", "sink", True)]),
+        ("stream", [set_view("inside_view", "stream"), widget("select_slider", "q", 3)]),
+        ("lens", [set_view("inside_view", "lens"), widget("select_slider", "q", 4)]),
+        ("heads", [set_view("inside_view", "heads"), select_index("inside_target_pick", 2),
+                   widget("multiselect", "inside_off_pick", [110, 251])]),
     ],
     "parameters": [
         ("preset", [widget("selectbox", "params_preset", "Llama-3-8B"), widget("number_input", "params_context", 4096),

@@ -1,0 +1,490 @@
+"""Inside a block: how the text becomes tokens (byte-level BPE, merge by merge), then one token through one decoder
+block with the model's own numbers, the residual stream's size across layers, the logit lens, and which heads push
+the prediction (direct logit attribution and head ablation)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app_pages import _caches as caches
+from app_pages import _controls as controls
+from app_pages import _schemas as S
+from app_pages import _shell as shell
+from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, show_figure, token_legend
+from model.block_walk import NEAR_ZERO
+from model.bpe import bpe_walk
+from model.positional import rope_frequencies
+from model.tokenizer import readable_token
+from viz import inside as vi
+from viz.attention import query_heads_heatmap
+from viz.format import format_bytes
+from viz.labels import plotly_escape, shorten
+
+VIEW = S.INSIDE.by_name("view")
+PIECE, TARGET, OFF = (S.INSIDE.by_name(n) for n in ("piece", "target", "off"))
+PIECE_PICK = "inside_piece_pick"    # the piece picker's own key: it copies into the piece setting (None = automatic)
+TARGET_PICK = "inside_target_pick"  # the target box's own key: it copies into the target setting
+OFF_PICK = "inside_off_pick"        # the ablation box's own key: it copies into the off setting
+ATTRIBUTION_CHART = "inside_attribution"
+AUTO = -1                           # the target box's "the model's top prediction"
+PILLS_MAX = 160                     # up to this many pieces the picker is clickable pills, beyond that a slider
+PILLS_BOX_PX = 118                  # the pills scroll inside a box this high when they need more than ~3 rows
+PILLS_INLINE = 24                   # up to this many pieces the pills need no box
+LENS_WINDOW = 16                    # logit-lens grid: positions around the chosen one (one cached window each)
+LENS_K = 5
+TOP_N = 10                          # ablation: the next-token candidates shown
+KV_DTYPE_BYTES = 2                  # KV cache numbers in bf16
+NBSP = "\u00a0"                     # keeps a step's number and name on one line of the map
+STEPS = (("in", "input"), ("norm1", "RMSNorm"), ("qkv", "q k v"), ("rope", "RoPE"), ("scores", "scores"),
+         ("mask", "mask"), ("softmax", "softmax"), ("mix", "Σ a·v"), ("wo", "Wₒ"), ("add1", "+ add"),
+         ("norm2", "RMSNorm"), ("swiglu", "SwiGLU"), ("down", "down"), ("add2", "+ add"))
+ss = st.session_state
+
+
+# ------------------------------------------------------------------------------------------------------ helpers
+def follow_text(param, text: str) -> None:
+    """A setting chosen for one text (a piece, a target token) goes back to automatic when the text changes."""
+    marker = f"_{param.key}_text"
+    if marker in ss and ss[marker] != text:
+        ss[param.key] = param.default
+    ss[marker] = text
+
+
+def tok_md(label: str, max_chars: int = 24) -> str:
+    """A token label for Markdown: shortened, escaped, quoted, in bold."""
+    return f"**‘{escape_markdown(shorten(label, max_chars))}’**"
+
+
+def step_header(number: int, anchor: str, title: str, formula: str, shape: str) -> None:
+    """A step of the block walk: its title (an anchor of the map), its formula and the shapes involved."""
+    st.subheader(f"{number}. {title}", anchor=f"step-{anchor}")
+    st.markdown(f"$\\displaystyle {formula}$ &nbsp;·&nbsp; {shape}")
+
+
+def steps_map() -> None:
+    st.markdown("**Steps:** " + " → ".join(f"[{i + 1}{NBSP}{name.replace(' ', NBSP)}](#step-{anchor})"
+                                             for i, (anchor, name) in enumerate(STEPS)))
+
+
+def vector_note(x: np.ndarray) -> str:
+    big = int(np.argmax(np.abs(x)))
+    return f"‖x‖ = {np.linalg.norm(x):,.1f}, largest |xᵢ| = {abs(float(x[big])):,.1f} (dimension {big})"
+
+
+# --------------------------------------------------------------------------------------------------- tokenization
+def auto_piece(pieces: list[str], counts: list[int]) -> int:
+    """The first piece BPE leaves as 2+ tokens (the interesting case), else the longest (earliest of equals)."""
+    split = [i for i, c in enumerate(counts) if c >= 2]
+    if split:
+        return split[0]
+    return max(range(len(pieces)), key=lambda i: (len(pieces[i].encode("utf-8", errors="surrogatepass")), -i))
+
+
+def tokens_view(lm, text: str) -> None:
+    tok = lm.tokenizer
+    pieces = tok.pieces(text)
+    if not pieces:
+        st.info("The pre-tokenizer finds nothing to split in this text.", icon=":material/edit_note:")
+        return
+    follow_text(PIECE, text)
+    n_prefix = len(tok.prefix_ids)
+    counts = [len(tok.encode(p)) - n_prefix for p in pieces]
+    auto = auto_piece(pieces, counts)
+    picked = dict(on_change=controls.follow_pick, args=(PIECE_PICK, PIECE.key, auto))
+    if ss.get(PIECE.key) is not None and ss[PIECE.key] >= len(pieces):
+        ss[PIECE.key] = None                                    # a link's piece beyond this text's pieces: automatic
+    chosen = auto if ss.get(PIECE.key) is None else int(ss[PIECE.key])
+    ss[PIECE_PICK] = chosen
+    labels = [readable_token(p.encode("utf-8", errors="surrogatepass")) for p in pieces]
+    label = (f"The pre-tokenizer splits the text into {len(pieces):,} pieces (BPE never merges across them). "
+             "Click one to tokenize it:")
+    if len(pieces) <= PILLS_MAX:
+        box = dict(height=PILLS_BOX_PX) if len(pieces) > PILLS_INLINE else {}
+        with st.container(border=False, **box):
+            st.pills(label, options=list(range(len(pieces))), key=PIECE_PICK, required=True, **picked,
+                     format_func=lambda i: escape_markdown(labels[i]))
+    else:
+        st.select_slider(label, options=list(range(len(pieces))), key=PIECE_PICK, **picked,
+                         format_func=lambda i: f"#{i} {shorten(labels[i], 16)}")
+    try:
+        walk = bpe_walk(tok, pieces[chosen])
+    except ValueError as err:
+        st.info(str(err), icon=":material/content_cut:")
+        return
+    if not walk.raw:
+        st.info(f"Piece #{chosen} is only bytes that no token covers (control characters): the tokenizer drops it.",
+                icon=":material/block:")
+        return
+    part_labels = [[readable_token(part) for part in step] for step in walk.steps]
+    merged_at = [None] + [m.index for m in walk.merges]
+    title = (f"Piece #{chosen} '{plotly_escape(shorten(labels[chosen], 24))}': {len(walk.raw)} bytes → "
+             f"{len(walk.tokens)} token{'s' if len(walk.tokens) != 1 else ''}")
+    show_figure(vi.bpe_merge_figure(walk.steps, part_labels, walk.ids, merged_at, special=walk.special, title=title),
+                key="inside_bpe", filename=f"bpe_piece{chosen}")
+    if walk.special:
+        st.caption(f"A control token written in the text: the tokenizer matches it whole before splitting, so it is "
+                   f"one id ({walk.tokens[0]}) and is never merged or split.")
+    else:
+        st.caption(f"Row 1: the piece's UTF-8 bytes, each a token of its own (ids 17-251 here). Each next row is one "
+                   f"merge, {len(walk.merges)} in all: of every adjacent pair, BPE joins the one whose joined bytes "
+                   "have the lowest rank in the merge list (here the rank is the new token's id), leftmost on a tie, "
+                   "and stops when no adjacent pair is a token. Red: the part the merge just made.")
+    final = walk.steps[-1]
+    st.dataframe(pd.DataFrame({"token": [readable_token(b) for b in final], "id": list(walk.tokens),
+                               "bytes (hex)": [" ".join(f"{b:02X}" for b in part) for part in final]}),
+                 hide_index=True, width="content", key="inside_final_tokens")
+    total = len(tok.encode(text)) - n_prefix
+    read = f" The model reads the first {caches.DEFAULT_MAX_TOKENS}." if total > caches.DEFAULT_MAX_TOKENS else ""
+    st.caption(f"The whole text: {len(pieces):,} pieces → {total:,} tokens.{read} The split (SmolLM2's pre-tokenizer): "
+               "a word with its leading space, every digit on its own, runs of punctuation, runs of whitespace; "
+               f"control tokens such as {escape_markdown('<|im_start|>')} whole. tiktoken does the real encoding; "
+               "this walk replays its merge loop and ends on the same tokens.")
+    token_legend(labels)
+
+
+# ----------------------------------------------------------------------------------------------- one block
+def norm_figure(x: np.ndarray, step, name: str, key: str) -> None:
+    rows = {f"{name} (in)": x, f"{name} / rms   (rms = {step.rms:,.4g})": step.scaled,
+            "weight g (learned, one per dimension)": step.weight, f"out = {name} / rms · g": step.out}
+    show_figure(vi.vectors_figure(rows, row_px=78), key=f"inside_{key}", filename=f"block_{key}")
+
+
+def block_view(lm, trace) -> None:
+    cfg = lm.config
+    layer, head, p = int(ss[S.LAYER.key]), int(ss[S.HEAD.key]), int(ss[S.QUERY.key])
+    hide_sink = bool(ss[S.SINK.key])
+    tokens, T = trace.tokens, trace.n_tokens
+    controls.query_slider(trace, label="Token to follow")
+    walk = caches.get_block_walk(trace.text, layer, p)
+    kv = int(walk.kv_head[head])
+    name = f"#{p} {tokens[p]}"
+    steps_map()
+
+    step_header(1, "in", "Embedding row" if layer == 0 else "The residual stream in",
+                rf"x = E[{walk.token_id}]" if layer == 0 else rf"x = x^{{({layer})}}",
+                f"shape [{cfg.d_model}]")
+    show_figure(vi.vectors_figure({f"x: token {name} entering layer {layer}": walk.x}, row_px=150),
+                key="inside_x", filename=f"block_L{layer}_x")
+    if layer == 0:
+        st.caption(f"The embedding table has one row of {cfg.d_model} numbers per token ({cfg.vocab_size:,} rows); "
+                   f"this is row {walk.token_id}, token {tok_md(tokens[p])}. {vector_note(walk.x)}."
+                   + (" The same table, transposed, is the output layer (tied embeddings)."
+                      if cfg.tied_embeddings else ""))
+    else:
+        st.caption(f"What layers 0-{layer - 1} have added to token {tok_md(tokens[p])}'s embedding so far. "
+                   f"{vector_note(walk.x)}. Every block reads this stream and adds to it; nothing overwrites it.")
+
+    step_header(2, "norm1", "RMSNorm", r"\hat x = \frac{x}{\sqrt{\frac{1}{d}\sum_i x_i^2 + \epsilon}} \odot g",
+                f"[{cfg.d_model}] → [{cfg.d_model}], ε = {cfg.norm_eps:g}")
+    norm_figure(walk.x, walk.attn_norm, "x", "norm1")
+    sink = (f" **This is position 0:** its RMS here is {walk.attn_norm.rms:,.1f}." if p == 0 else "")
+    st.caption("Divide by the root mean square, then scale each dimension by a learned weight. LayerNorm would also "
+               "subtract the mean and add a bias; RMSNorm skips both (one statistic, no bias) and works as well. "
+               "**Pre-norm:** the block normalizes what it *reads*, never the stream itself (post-norm, the 2017 "
+               "Transformer, normalized after each add), so the stream can grow: at position 0 a few dimensions "
+               "reach ~22,500 from layer 12 on. Divided by its huge RMS, position 0's vector is then almost the same "
+               "whatever the text: a fixed key the heads learn to park attention on when nothing else is relevant, "
+               f"the **attention sink**.{sink}")
+
+    step_header(3, "qkv", "Queries, keys and values (GQA)",
+                r"q = W_q \hat x,\quad k = W_k \hat x,\quad v = W_v \hat x",
+                f"q [{cfg.n_heads} × {cfg.head_dim}], k and v [{cfg.n_kv_heads} × {cfg.head_dim}] per token")
+    show_figure(vi.gqa_figure(cfg.n_heads, cfg.n_kv_heads, selected=head), key="inside_gqa", filename="gqa_mapping")
+    show_figure(vi.qkv_figure(walk.q, walk.k[:, p], walk.v[:, p], walk.kv_head, selected=head),
+                key="inside_qkv", filename=f"block_L{layer}_qkv")
+    per_token = 2 * cfg.n_layers * cfg.head_dim * KV_DTYPE_BYTES           # bytes per KV head per token
+    cache = {name_: per_token * n for name_, n in (("GQA", cfg.n_kv_heads), ("MHA", cfg.n_heads), ("MQA", 1))}
+    st.caption(f"{cfg.n_heads} query heads share {cfg.n_kv_heads} key/value heads: head h reads KV head "
+               f"h // {cfg.group_size} (head {head} reads KV head {kv}, outlined). The KV cache keeps k and v of "
+               f"every earlier token: {format_bytes(cache['GQA'])} per token in bf16 here, against "
+               f"{format_bytes(cache['MHA'])} with one KV head per query head (MHA) and {format_bytes(cache['MQA'])} "
+               f"with a single shared one (MQA); at the full {cfg.max_positions:,}-token context "
+               f"{format_bytes(cache['GQA'] * cfg.max_positions)} instead of "
+               f"{format_bytes(cache['MHA'] * cfg.max_positions)}.")
+
+    thetas = rope_frequencies(cfg.head_dim, cfg.rope_theta)
+    half, base = cfg.head_dim // 2, f"{cfg.rope_theta:,.0f}".replace(",", "{,}")
+    step_header(4, "rope", "RoPE: rotate by position",
+                rf"(q_i,\, q_{{i+{half}}}) \mapsto R(p\,\theta_i)\,(q_i,\, q_{{i+{half}}}),\quad "
+                rf"\theta_i = {base}^{{-2i/{cfg.head_dim}}}",
+                f"q [{cfg.n_heads} × {cfg.head_dim}] and k [{cfg.n_kv_heads} × {T} × {cfg.head_dim}]: same shapes")
+    show_figure(vi.rope_figure(walk.q[head], walk.q_rot[head], p * thetas,
+                               title=f"Head {head}'s query at position {p}"),
+                key="inside_rope", filename=f"block_L{layer}_H{head}_rope")
+    st.caption(f"Each of the {cfg.head_dim // 2} pairs of dimensions is turned by its own angle, position × θᵢ: "
+               "fast pairs spin, slow pairs barely move. Keys are turned the same way, so the score between a "
+               "query and a key depends on how far apart they are, not where they sit."
+               + (" Position 0 is not turned at all." if p == 0 else ""))
+    st.page_link("app_pages/positional.py", label="More on RoPE: Positional encodings (tab: RoPE inside the model)",
+                 icon=":material/waves:")
+
+    step_header(5, "scores", "Scores: query · key",
+                rf"s_j = \frac{{q_{{\mathrm{{rot}}}} \cdot k_{{\mathrm{{rot}},\,j}}}}{{\sqrt{{{cfg.head_dim}}}}}",
+                f"[{cfg.n_heads} × {T}]: one score per head and key")
+    if T == 1:
+        st.info("A one-token text has no other keys: the token's only key is itself.", icon=":material/looks_one:")
+    else:
+        show_figure(vi.scores_figure(walk.scores[head], walk.mask, tokens,
+                                     title=f"Head {head}: query {plotly_escape(shorten(name, 20))} against every key"),
+                    key="inside_scores", filename=f"block_L{layer}_H{head}_scores")
+        allowed = walk.scores[head][walk.mask]
+        best = int(np.argmax(np.where(walk.mask, walk.scores[head], -np.inf)))
+        st.caption(f"Head {head} reads KV head {kv}. Among the keys it may see, the highest score is key "
+                   f"{tok_md(f'#{best} {tokens[best]}')} ({allowed.max():.2f})"
+                   + ("; grey: future keys, computed but about to be masked." if p < T - 1 else "."))
+
+    future = T - 1 - p
+    step_header(6, "mask", "Causal mask", r"s_j \leftarrow -\infty \quad \text{for } j > i",
+                f"[{T}] allowed keys: {p + 1}, masked: {future}")
+    st.markdown("This is the last token: every key is in its past, so the mask removes nothing here. Pick an earlier "
+                "token to see it work." if future == 0 else
+                f"The {future} key{'s' if future != 1 else ''} after this token (grey above) get −∞, so after the "
+                "softmax their weight is exactly 0: a token never sees the future.")
+    st.page_link("app_pages/causal_mask.py", label="The mask for every token: Causal mask",
+                 icon=":material/change_history:")
+
+    step_header(7, "softmax", "Softmax: attention weights", r"a_j = \frac{e^{s_j}}{\sum_{k \le i} e^{s_k}}",
+                f"[{cfg.n_heads} × {T}], each row sums to 1")
+    if p == 0:
+        st.info("Token 0 has no earlier keys: its only key is itself, so every head gives it weight 1.",
+                icon=":material/looks_one:")
+    else:
+        rows = np.array(walk.pattern, dtype=np.float32)                                    # [H, T]
+        if hide_sink:
+            rows[:, 0] = np.nan
+            rows /= np.nansum(rows, axis=-1, keepdims=True)
+        show_figure(query_heads_heatmap(rows, tokens, p, selected=head, sink_hidden=hide_sink, max_labels=24,
+                                        title=f"Layer {layer}: where {plotly_escape(shorten(name, 20))} looks"
+                                              f"{' (sink hidden)' if hide_sink else ''}"),
+                    key="inside_softmax", filename=f"block_L{layer}_pattern_q{p}")
+        share = float(walk.pattern[:, 0].mean())
+        st.caption(f"One row per head. Head {head} puts {walk.pattern[head, 0]:.0%} on token 0; all heads "
+                   f"{share:.0%} on average" + (" (the sink: switch on **Hide attention sink** to see the rest)."
+                                                if share > 0.5 and not hide_sink else "."))
+    st.page_link("app_pages/softmax.py", label="Softmax and temperature", icon=":material/thermostat:")
+
+    step_header(8, "mix", "Weighted sum of the values", r"o_h = \sum_{j \le i} a_{h,j}\, v_{g(h),\,j}",
+                f"[{cfg.n_heads} × {cfg.head_dim}]")
+    show_figure(vi.head_rows_figure(walk.mixed, [f"head {h}" for h in range(cfg.n_heads)], selected=head,
+                                    xlabel="dimension within the head"),
+                key="inside_mix", filename=f"block_L{layer}_mixed")
+    st.caption("Each head's output is the average of the values it attends to, weighted by its attention: a head "
+               "that looks only at token 0 copies token 0's value.")
+
+    norms = np.linalg.norm(walk.head_out, axis=1)
+    step_header(9, "wo", "Output projection",
+                rf"\mathrm{{attn}} = W_o\,[o_0; \dots; o_{{{cfg.n_heads - 1}}}] = \sum_h W_o^{{(h)}} o_h",
+                f"[{cfg.n_heads * cfg.head_dim}] → [{cfg.d_model}]")
+    show_figure(vi.head_rows_figure(walk.head_out, [f"head {h} (‖·‖ {norms[h]:.3g})" for h in range(cfg.n_heads)],
+                                    selected=head, xlabel="dimension of the residual stream"),
+                key="inside_wo", filename=f"block_L{layer}_head_out")
+    st.caption(f"Each row is what one head writes into the stream (its slice of Wₒ times its output); the rows add "
+               f"up to the attention output (‖attn‖ = {np.linalg.norm(walk.attn_out):,.2f}). The largest write here: "
+               f"head {int(np.argmax(norms))}.")
+
+    step_header(10, "add1", "Residual add", r"x' = x + \mathrm{attn}", f"[{cfg.d_model}]")
+    show_figure(vi.vectors_figure({"x (stream in)": walk.x, "+ attn": walk.attn_out, "= x'": walk.mid}, row_px=80),
+                key="inside_add1", filename=f"block_L{layer}_add1")
+    st.caption(f"‖x‖ = {np.linalg.norm(walk.x):,.1f}, ‖attn‖ = {np.linalg.norm(walk.attn_out):,.1f}, "
+               f"‖x'‖ = {np.linalg.norm(walk.mid):,.1f}: attention adds to the stream, it does not replace it.")
+
+    step_header(11, "norm2", "RMSNorm again", r"\hat x' = \frac{x'}{\mathrm{rms}(x')} \odot g'",
+                f"[{cfg.d_model}] → [{cfg.d_model}]")
+    norm_figure(walk.mid, walk.mlp_norm, "x'", "norm2")
+    st.caption("The same operation with the MLP's own weight g'. Again only what the MLP reads is normalized.")
+
+    share = walk.near_zero_share()
+    step_header(12, "swiglu", "SwiGLU: gate, SiLU, up",
+                r"h = \mathrm{SiLU}(W_g \hat x') \odot (W_u \hat x'),\quad \mathrm{SiLU}(z) = z\,\sigma(z)",
+                f"[{cfg.d_model}] → gate, up [{cfg.d_ff}] → h [{cfg.d_ff}]")
+    show_figure(vi.silu_figure(walk.gate, walk.act, near_zero=NEAR_ZERO,
+                               title=f"{cfg.d_ff:,} gates: {share:.0%} nearly closed"),
+                key="inside_silu", filename=f"block_L{layer}_silu")
+    show_figure(vi.vectors_figure({"gate = W_g x̂'": walk.gate, "SiLU(gate)": walk.act, "up = W_u x̂'": walk.up,
+                                   "h = SiLU(gate) · up": walk.product}, row_px=70, xlabel="channel"),
+                key="inside_mlp", filename=f"block_L{layer}_swiglu")
+    st.caption(f"{share:.0%} of the {cfg.d_ff:,} channels have |SiLU(gate)| < {NEAR_ZERO:g}: the gate (mostly "
+               "negative values, squashed towards 0 by SiLU) shuts them, whatever *up* says. A GPT-2 MLP is "
+               "W₂ GELU(W₁x): two matrices and d_ff = 4d. SwiGLU multiplies a gated branch by a second one (three "
+               f"matrices) and uses a smaller d_ff ({cfg.d_ff:,} = {cfg.d_ff / cfg.d_model:.2f} d) for about the "
+               "same parameter count.")
+
+    step_header(13, "down", "Down projection", r"\mathrm{mlp} = W_d\, h", f"[{cfg.d_ff}] → [{cfg.d_model}]")
+    show_figure(vi.vectors_figure({"mlp = W_d h": walk.mlp_out}, row_px=130), key="inside_down",
+                filename=f"block_L{layer}_down")
+    st.caption(f"‖mlp‖ = {np.linalg.norm(walk.mlp_out):,.2f}.")
+
+    last = layer == cfg.n_layers - 1
+    step_header(14, "add2", "Residual add", rf"x^{{({layer + 1})}} = x' + \mathrm{{mlp}}", f"[{cfg.d_model}]")
+    show_figure(vi.vectors_figure({"x'": walk.mid, "+ mlp": walk.mlp_out, "= stream out": walk.out}, row_px=80),
+                key="inside_add2", filename=f"block_L{layer}_add2")
+    st.caption(f"‖out‖ = {np.linalg.norm(walk.out):,.1f}. "
+               + ("This is the last layer: the final RMSNorm and the output layer read this vector to predict the "
+                  "next token (see Logit lens)." if last else f"Layer {layer + 1} reads this vector next."))
+    token_legend(tokens)
+
+
+# ------------------------------------------------------------------------------------------------ stream / lens
+def stream_view(lm, trace) -> None:
+    p = int(ss[S.QUERY.key])
+    tokens = trace.tokens
+    controls.query_slider(trace, label="Position")
+    norms = caches.get_residual_norms(trace.text)
+    show_figure(vi.norms_heatmap(norms.resid, tokens, position=p, title="The residual stream's norm, layer by layer"),
+                key="inside_norms", filename="residual_norms")
+    big = float(norms.resid[:, 0].max())
+    rest = float(np.median(norms.resid[:, 1:])) if trace.n_tokens > 1 else float("nan")
+    st.caption(f"Rows: the stream after the embedding and after each layer; columns: positions (log colour scale). "
+               f"Position 0 reaches a norm of {big:,.0f}"
+               + (f", against a median of {rest:,.0f} elsewhere: the blow-up the attention sink rides on."
+                  if trace.n_tokens > 1 else "."))
+    show_figure(vi.norm_lines(norms.resid, p, tokens, title="Norm after every layer"),
+                key="inside_norm_lines", filename=f"residual_norm_lines_q{p}")
+    show_figure(vi.layer_bars({"attention adds": norms.attn[:, p], "MLP adds": norms.mlp[:, p]}, log=True,
+                              ytitle="norm (log scale)",
+                              title=f"What each layer adds at {plotly_escape(shorten(f'#{p} {tokens[p]}', 20))}"),
+                key="inside_contributions", filename=f"residual_contributions_q{p}")
+    st.caption("The size of each layer's attention output and MLP output at this position: the two terms every block "
+               "adds to the stream.")
+    token_legend(tokens)
+
+
+def lens_window_start(p: int, T: int, width: int = LENS_WINDOW) -> int:
+    """The first position of the lens window shown for position p: windows start at multiples of width / 2, so p
+    sits in the middle half of its window (except near the ends) and a step of p mostly reuses a cached window."""
+    half = max(1, width // 2)
+    return max(0, min(T - width, (p - half // 2) // half * half))
+
+
+def lens_view(lm, trace) -> None:
+    p = int(ss[S.QUERY.key])
+    tokens, T = trace.tokens, trace.n_tokens
+    controls.query_slider(trace, label="Position")
+    start = lens_window_start(p, T)
+    with st.spinner("Reading the stream through the output layer after every layer…"):
+        top = caches.get_lens_window(trace.text, start, LENS_WINDOW, LENS_K)
+    labels = np.array(lm.token_strings(top.ids.ravel().tolist()), dtype=object).reshape(top.ids.shape)
+    col = p - start
+    where = plotly_escape(shorten(f"#{p} {tokens[p]}", 20))
+    show_figure(vi.lens_top_figure(labels[:, col].tolist(), top.probs[:, col],
+                                   title=f"After {where}: the top {LENS_K} if the model stopped here"),
+                key="inside_lens_top", filename=f"logit_lens_q{p}")
+    final = labels[-1, col, 0]
+    first = next((r for r in range(labels.shape[0]) if labels[r, col, 0] == final), labels.shape[0] - 1)
+    st.caption("Each row reads the residual stream after that layer through the model's own final RMSNorm and output "
+               f"layer (row 'emb': the embedding alone; the last row is the real prediction). The final top token, "
+               f"{tok_md(final)}, is first on top "
+               + ("at the embedding." if first == 0 else f"after layer {first - 1}."))
+    positions = top.positions.tolist()
+    show_figure(vi.lens_grid_figure(labels[:, :, 0].tolist(), top.probs[:, :, 0], [tokens[q] for q in positions],
+                                    positions, chosen=p,
+                                    title=f"Top-1 prediction at positions {positions[0]}-{positions[-1]}"),
+                key="inside_lens_grid", filename=f"logit_lens_grid_{positions[0]}_{positions[-1]}")
+    st.caption(f"Columns: the input tokens {positions[0]}-{positions[-1]} (the chosen one outlined); each cell: the "
+               "token predicted next if the model stopped after that layer, coloured by its probability. Early "
+               "layers mostly echo the input token; the answer forms in the upper half.")
+    token_legend([tokens[q] for q in positions] + labels.ravel().tolist())
+
+
+# ------------------------------------------------------------------------------------------------ which heads
+def attribution_clicked() -> None:
+    """A click on a head of the attribution grid switches it off (or on again). (Defined in the page: the page keeps
+    no large object in its namespace, see main(), so this callback holds nothing big alive.)"""
+    picked = picked_layer_head(selected_points(ss.get(ATTRIBUTION_CHART)))
+    if picked is None:
+        return
+    n_heads = caches.get_model().config.n_heads
+    flat = picked[0] * n_heads + picked[1]
+    off = set(ss.get(OFF.key) or ())
+    off ^= {flat}
+    ss[OFF.key] = tuple(sorted(off))[: S.MAX_ABLATED]
+
+
+def heads_view(lm, trace) -> None:
+    cfg = lm.config
+    text = trace.text
+    follow_text(TARGET, text)
+    before = caches.get_ablated_probs(text, ())
+    top_ids = [int(i) for i in np.argsort(-before, kind="stable")[:TOP_N]]
+    chosen = ss.get(TARGET.key)
+    target = top_ids[0] if chosen is None else int(chosen)
+    options = [AUTO] + top_ids + ([target] if target not in top_ids else [])
+    names = dict(zip(options[1:], lm.token_strings(options[1:]), strict=True))
+    ss[TARGET_PICK] = AUTO if chosen is None else target
+    last = plotly_escape(shorten(f"#{trace.n_tokens - 1} {trace.tokens[-1]}", 20))
+    st.selectbox("Explain the logit of", options, key=TARGET_PICK, width=330, on_change=controls.follow_pick,
+                 args=(TARGET_PICK, TARGET.key, AUTO),
+                 format_func=lambda i: (f"the top prediction: {names[top_ids[0]]}" if i == AUTO else
+                                        f"{names[i]} (id {i}, p = {before[i]:.1%})"),
+                 help="The next token whose logit (after the last token) is split into every head's share.")
+    attr = caches.get_logit_attribution(text, target)
+    off = tuple(int(i) for i in ss.get(OFF.key) or ())
+    pairs = [divmod(i, cfg.n_heads) for i in off]
+    fig = vi.attribution_figure(attr.heads, off=pairs,
+                                title=f"Each head's direct push on '{plotly_escape(shorten(names[target], 16))}' "
+                                      f"after {last}")
+    show_figure(fig, key=ATTRIBUTION_CHART, filename=f"logit_attribution_{target}", on_select=attribution_clicked,
+                selection_mode="points")
+    order = np.argsort(-np.abs(attr.heads).ravel())[:3]
+    strongest = ", ".join(f"L{i // cfg.n_heads} H{i % cfg.n_heads} ({attr.heads.ravel()[i]:+.2f})" for i in order)
+    st.caption(f"Logit of {tok_md(names[target])} = {attr.logit:.2f} = embedding {attr.embedding:+.2f} + all heads "
+               f"{attr.heads.sum():+.2f} + all MLPs {attr.mlps.sum():+.2f}. Each part is read through the final "
+               f"RMSNorm's real scale (1/rms = {attr.inv_rms:.3g}), so the parts add up exactly. Red pushes the token "
+               f"up, blue down; strongest: {strongest}. *Direct* only: what a head changes in later layers is not "
+               "counted. Click a head to switch it off below.")
+    show_figure(vi.layer_bars({"all heads of the layer": attr.heads.sum(axis=1), "MLP": attr.mlps},
+                              ytitle="logit contribution", title="By layer", height=260),
+                key="inside_attr_layers", filename=f"logit_attribution_layers_{target}")
+
+    st.subheader("Switch heads off", anchor="ablation")
+    ss[OFF_PICK] = list(off)
+    st.multiselect("Heads switched off (their output set to zero)", list(range(cfg.n_layers * cfg.n_heads)),
+                   key=OFF_PICK, on_change=controls.follow_pick, args=(OFF_PICK, OFF.key, None),
+                   max_selections=S.MAX_ABLATED,
+                   format_func=lambda i: f"L{i // cfg.n_heads} H{i % cfg.n_heads}",
+                   placeholder="Pick heads, or click them in the grid above",
+                   help="The model runs again with these heads adding nothing to the stream.")
+    with st.spinner("Running the model without those heads…"):
+        after = caches.get_ablated_probs(text, tuple(pairs))
+    shown = top_ids + [int(i) for i in np.argsort(-after, kind="stable")[:TOP_N] if int(i) not in top_ids]
+    labels = lm.token_strings(shown)
+    title = (f"Next token after {last}: " + (f"{len(off)} head{'s' if len(off) != 1 else ''} off" if off
+                                              else "all heads on"))
+    show_figure(vi.ablation_figure(labels, before[shown], after[shown], title=title), key="inside_ablation",
+                filename="head_ablation")
+    if off:
+        change = after[target] - before[target]
+        st.caption(f"p({tok_md(names[target])}) goes from {before[target]:.1%} to {after[target]:.1%} "
+                   f"({change * 100:+.1f} points). Rows: the top {TOP_N} before, then any new entries of the top "
+                   f"{TOP_N} after.")
+    else:
+        st.caption("Nothing is switched off: the two bars are the same. Switch off the heads with the largest push "
+                   "above and watch the probabilities move.")
+    token_legend(labels)
+
+
+# ----------------------------------------------------------------------------------------------------- the page
+def main() -> None:
+    """The page. Its model, trace and figures stay local: the page's namespace, which a widget callback defined here
+    keeps alive, holds only functions and constants."""
+    shell.header("Inside a block", "A token's way through the real model: tokenization, one decoder block step by "
+                                   "step with its actual numbers, the residual stream, the logit lens, and which "
+                                   "heads push the prediction.")
+    lm = caches.get_model()
+    text = shell.current_text()
+    if not text.strip():
+        st.info("The text is empty. Type some text, or load an example, to look inside the model.",
+                icon=":material/edit_note:")
+        return
+    view, tab = controls.view_tabs(VIEW, S.INSIDE_VIEWS)
+    with tab:
+        if view == "tokens":
+            tokens_view(lm, text)
+        else:
+            trace = shell.current_trace()
+            if trace is not None:
+                {"block": block_view, "stream": stream_view, "lens": lens_view, "heads": heads_view}[view](lm, trace)
+
+
+main()
