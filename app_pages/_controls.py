@@ -40,6 +40,7 @@ def example_picker(where) -> None:
 
 def text_box(where, height: int = 110) -> None:
     where.text_area("Text", key=S.TEXT.key, height=height, max_chars=S.MAX_TEXT_CHARS, on_change=_text_changed,
+                    label_visibility="collapsed", placeholder="Type a text for the model to read…",
                     help="The model reads this text; every page shows what it did with it. Ctrl+Enter to apply.",
                     **PERSIST)
 

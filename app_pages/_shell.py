@@ -30,6 +30,7 @@ CSS = """<style>
   [data-testid="stMainBlockContainer"] { padding-left: 1.2rem; padding-right: 1.2rem; }
 }
 .st-key-keyboard_shortcuts { display: none; }
+[data-testid="stSidebarHeader"] { height: 2.25rem; padding-top: 0.5rem; padding-bottom: 0; }
 h1, h2, h3 { scroll-margin-top: 3rem; }
 </style>"""
 PRESENTER_CSS = """<style>
@@ -162,8 +163,7 @@ def _token_count(where, page: str) -> None:
     if page in S.WHOLE_TEXT_PAGES:
         where.caption(f"{n:,} tokens")
     elif n > limit:
-        where.caption(f":orange[:material/content_cut: **{limit} / {limit} tokens**: only the first {limit} of "
-                      f"{n:,} tokens are used]")
+        where.caption(f":orange[:material/content_cut: only the first {limit} of {n:,} tokens are used]")
     else:
         where.caption(f"{n} / {limit} tokens")
 

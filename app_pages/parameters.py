@@ -102,6 +102,29 @@ def shape_form() -> dict:
         name = ss[K + "preset"]
         st.caption(f"Shape from the published config of `{PRESET_SOURCES[name]}`." if name in PRESET_SOURCES
                    else "Custom shape: every field below is yours.")
+    raw = {field: ss.get(K + field) for field in FIELDS}
+    errors = shape_errors(**raw)
+    custom = name == S.CUSTOM
+    with st.expander(f"Shape: {shape_line(raw)}" + ("" if custom else " (open to change any field)"),
+                     expanded=custom or bool(errors), icon=":material/tune:"):
+        draw_fields(slots)                           # the widgets' values were in the state before they were drawn
+    for err in errors:      # a short red line under the field: the grid's boxes stay where they are
+        slots[err.field].caption(f":red[:material/error: {err.short}]", help=str(err))
+    return raw if not errors else {"_errors": errors}
+
+
+def shape_line(raw: dict) -> str:
+    """The shape in one short line (raw fields: empty ones read 'auto')."""
+    def v(field: str) -> str:
+        value = raw.get(field)
+        return "auto" if value is None else f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) \
+            else str(value)
+    return (f"{v('n_layers')} layers · width {v('d_model')} · {v('n_heads')} heads ({v('n_kv_heads')} KV) · "
+            f"MLP {v('d_ff')} {v('mlp')} · vocab {v('vocab_size')}")
+
+
+def draw_fields(slots: dict) -> None:
+    """The shape's fields, three number boxes a row, each with an empty slot under it for its message."""
 
     def field_box(col, field: str, draw) -> None:
         with col:
@@ -122,11 +145,6 @@ def shape_form() -> dict:
         for field in S.SHAPE_FLAGS:
             st.checkbox(FORM_LABELS[field], key=K + field, help=HELP[field], on_change=mark_custom,
                         **controls.PERSIST)
-    raw = {field: ss.get(K + field) for field in FIELDS}
-    errors = shape_errors(**raw)
-    for err in errors:      # a short red line under the field: the grid's boxes stay where they are
-        slots[err.field].caption(f":red[:material/error: {err.short}]", help=str(err))
-    return raw if not errors else {"_errors": errors}
 
 
 def read_shape() -> Shape | None:
@@ -151,16 +169,17 @@ def percent(n: int, total: int) -> str:
 def summary(b: Breakdown) -> None:
     s = b.shape
     pct = b.layer.percentages()
-    cols = [*st.columns(2), *st.columns(2)]          # 2 × 2: four in a row cut the values at 1024 px
-    cols[0].metric("Total parameters", format_si(b.total, digits=4), help="Exact count; every tensor element once.")
-    cols[0].caption(f"exactly {b.total:,} · without embeddings and head: {format_si(b.non_embedding, digits=4)}")
+    cols = st.columns(4)                             # short values (format_si): four fit a 1024 px row
+    cols[0].metric("Total parameters", format_si(b.total, digits=4), help=f"Exactly {b.total:,}: every tensor "
+                   "element once.")
     cols[1].metric("MLP share of a layer", f"{pct['mlp']:.1f}%",
-                   help="MLP parameters / all parameters of one transformer block.")
-    cols[1].caption(f"attention {pct['attention']:.1f}% · norms {pct['norms']:.2f}%")
-    cols[2].metric("Weights in bf16", format_bytes(weight_memory(b.total)["bf16"]))
-    cols[2].caption(f"{b.total:,} × 2 bytes")
-    cols[3].metric("KV cache per token", format_bytes(kv_cache_bytes_per_token(s, "bf16")))
-    cols[3].caption(f"2 × {s.n_layers} layers × {s.n_kv_heads} KV heads × {s.head_dim} × 2 bytes")
+                   help=f"MLP parameters / all parameters of one transformer block (attention {pct['attention']:.1f}%, "
+                        f"norms {pct['norms']:.2f}%).")
+    cols[2].metric("Weights in bf16", format_bytes(weight_memory(b.total)["bf16"]), help=f"{b.total:,} × 2 bytes")
+    cols[3].metric("KV cache / token", format_bytes(kv_cache_bytes_per_token(s, "bf16")),
+                   help=f"2 (K and V) × {s.n_layers} layers × {s.n_kv_heads} KV heads × {s.head_dim} × 2 bytes")
+    st.caption(f"exactly {b.total:,} parameters · without embeddings and output head: "
+               f"{format_si(b.non_embedding, digits=4)}")
 
 
 def layer_table(b: Breakdown) -> pd.DataFrame:
@@ -196,8 +215,8 @@ def model_table(b: Breakdown) -> pd.DataFrame:
 
 
 def breakdown_section(b: Breakdown) -> None:
-    st.markdown("#### Where the parameters are")
-    show_figure(breakdown_treemap(b.parts(), title="Whole model"), key=K + "treemap", filename="parameters_treemap")
+    show_figure(breakdown_treemap(b.parts(), title="Where the parameters are", height=400), key=K + "treemap",
+                filename="parameters_treemap")
     show_figure(layer_split_figure([(f"one of {b.n_layers} layers", b.layer.groups())],
                                    title="Inside one transformer layer"),
                 key=K + "layer_split", filename="parameters_one_layer")
@@ -338,8 +357,7 @@ def check_section() -> None:
 follow_preset()
 shell.header("Parameters, memory and compute", "Exact counts for any decoder shape: pick a real model, then change "
                                                 "anything.")
-with st.container(border=True):
-    shape = read_shape()
+shape = read_shape()
 if shape is not None:
     breakdown = count_parameters(**shape.as_dict())
     summary(breakdown)

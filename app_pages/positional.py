@@ -171,12 +171,12 @@ def rope_view(cfg) -> None:
                "turns at speed $\\theta_i = \\text{base}^{-2i/d}$.")
     bases = sorted({*ROPE_BASES, float(cfg.rope_theta), float(ss.get(ROT_BASE.key) or cfg.rope_theta)})
     ss[ROT_BASE.key] = float(ss.get(ROT_BASE.key) or cfg.rope_theta)
-    with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
-        st.selectbox("base", bases, key=ROT_BASE.key, width=200, **controls.PERSIST,
-                     format_func=lambda b: f"{b:,.0f}" + (" (this model)" if b == cfg.rope_theta else ""))
-        st.slider("positions 0 … n−1", 2, 512, key=ROT_N.key, width=200, **controls.PERSIST)
-        st.slider("left: pair i", 0, half - 1, key=PAIR_A.key, width=160, **controls.PERSIST)
-        st.slider("right: pair i", 0, half - 1, key=PAIR_B.key, width=160, **controls.PERSIST)
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):   # one row at 1024 px
+        st.selectbox("base", bases, key=ROT_BASE.key, width=180, **controls.PERSIST,
+                     format_func=lambda b: f"{b:,.0f}" + (" (model)" if b == cfg.rope_theta else ""))
+        st.slider("positions 0 … n−1", 2, 512, key=ROT_N.key, width=170, **controls.PERSIST)
+        st.slider("left: pair i", 0, half - 1, key=PAIR_A.key, width=140, **controls.PERSIST)
+        st.slider("right: pair i", 0, half - 1, key=PAIR_B.key, width=140, **controls.PERSIST)
     figs = rope_theory_figures(cfg.head_dim, cfg.rope_theta, float(ss[ROT_BASE.key]),
                                (int(ss[PAIR_A.key]), int(ss[PAIR_B.key])), int(ss[ROT_N.key]), cfg.max_positions)
     a, b = st.columns(2)

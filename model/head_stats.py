@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from model.sampling import softmax
+from model.sampling import entropy_bits, softmax
 
 # name -> (label, what it measures): the order is the order of the chooser in the app
 STATISTICS: dict[str, tuple[str, str]] = {
@@ -71,12 +71,9 @@ def _rows_mean(values: np.ndarray) -> np.ndarray:
     return values[..., 1:].astype(np.float64).mean(axis=-1)
 
 
-def entropy_bits(pattern: np.ndarray) -> np.ndarray:
-    """Mean row entropy in bits over query rows 1..T-1: [..., T, T] -> [...]."""
-    p = _finite(pattern)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.where(p > 0, p * np.log2(np.where(p > 0, p, 1.0)), 0.0)   # [..., T, T]
-    return _rows_mean(-terms.sum(axis=-1))                                 # [...]
+def mean_row_entropy_bits(pattern: np.ndarray) -> np.ndarray:
+    """Mean row entropy in bits over query rows 1..T-1 (sampling.entropy_bits of each row): [..., T, T] -> [...]."""
+    return _rows_mean(np.asarray(entropy_bits(_finite(pattern), axis=-1)))      # [..., T] -> [...]
 
 
 def prev_token_score(pattern: np.ndarray) -> np.ndarray:
@@ -149,7 +146,7 @@ def head_stats(attention: np.ndarray, token_ids: Sequence[int], hide_sink: bool 
         out["induction"][layer] = induction_score(p, token_ids)
         out["sink"][layer] = sink_score(raw)
         out["self"][layer] = self_score(p)
-        out["entropy"][layer] = entropy_bits(p)
+        out["entropy"][layer] = mean_row_entropy_bits(p)
     return out
 
 

@@ -59,9 +59,14 @@ def scale_fonts(fig: go.Figure, factor: float) -> go.Figure:
     fig.for_each_yaxis(lambda ax: (scale(ax.tickfont), scale(ax.title.font)))
     for annotation in layout.annotations:
         scale(annotation.font)
+    def scale_colorbar(colorbar) -> None:            # unset colour-bar ticks are plotly's 12 px: start from ours
+        if colorbar is not None:
+            colorbar.tickfont.size = round((colorbar.tickfont.size or TICK_FONT_SIZE) * factor)
+
     for trace in fig.data:
         scale(getattr(trace, "textfont", None))
-        colorbar = getattr(trace, "colorbar", None)
-        if colorbar is not None:
-            scale(colorbar.tickfont)
+        scale_colorbar(getattr(trace, "colorbar", None))
+    for name in layout:
+        if name.startswith("coloraxis"):
+            scale_colorbar(layout[name].colorbar)
     return fig

@@ -5,11 +5,11 @@ import pytest
 from model.head_stats import (
     STATISTICS,
     apply_sink,
-    entropy_bits,
     has_repeats,
     head_stats,
     induction_score,
     induction_targets,
+    mean_row_entropy_bits,
     prev_token_score,
     self_score,
     sink_score,
@@ -36,7 +36,7 @@ def test_pure_previous_token_head():
     assert prev_token_score(p) == pytest.approx(1.0)
     assert self_score(p) == pytest.approx(0.0)
     assert sink_score(p) == pytest.approx(1 / 5)        # only row 1's previous token is key 0
-    assert entropy_bits(p) == pytest.approx(0.0)
+    assert mean_row_entropy_bits(p) == pytest.approx(0.0)
 
 
 def test_identity_and_sink_heads():
@@ -46,13 +46,13 @@ def test_identity_and_sink_heads():
     sink = np.zeros((5, 5))
     sink[:, 0] = 1
     assert sink_score(sink) == pytest.approx(1.0)
-    assert entropy_bits(sink) == pytest.approx(0.0)
+    assert mean_row_entropy_bits(sink) == pytest.approx(0.0)
 
 
 def test_uniform_rows_entropy_is_log2_of_row_length():
     T = 5
     expected = np.mean([np.log2(i + 1) for i in range(1, T)])   # rows 1..T-1
-    assert entropy_bits(uniform_causal(T)) == pytest.approx(expected)
+    assert mean_row_entropy_bits(uniform_causal(T)) == pytest.approx(expected)
     # 1/(i+1) per key: prev-token score is the mean of 1/(i+1) over i >= 1
     assert prev_token_score(uniform_causal(T)) == pytest.approx(np.mean([1 / (i + 1) for i in range(1, T)]))
 
@@ -63,7 +63,7 @@ def test_functions_vectorize_over_leading_axes():
     prev = prev_token_score(stack)
     assert prev.shape == (2, 2)
     assert prev[0, 0] == pytest.approx(1) and prev[0, 1] == pytest.approx(0)
-    assert entropy_bits(stack).shape == (2, 2)
+    assert mean_row_entropy_bits(stack).shape == (2, 2)
     assert self_score(stack)[1, 0] == pytest.approx(1)
 
 
@@ -71,7 +71,7 @@ def test_nan_masked_cells_count_as_zero():
     p = prev_token_pattern(4).astype(np.float32)
     p[np.triu_indices(4, 1)] = np.nan
     assert prev_token_score(p) == pytest.approx(1.0)
-    assert entropy_bits(p) == pytest.approx(0.0)
+    assert mean_row_entropy_bits(p) == pytest.approx(0.0)
 
 
 def test_apply_sink_zeroes_column_zero_and_renormalizes():

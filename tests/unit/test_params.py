@@ -31,6 +31,7 @@ from model.params import (
     make_shape,
     matmul_parameters,
     shape_errors,
+    tensor_group_sums,
     weight_memory,
 )
 
@@ -382,9 +383,7 @@ def test_smollm2_gguf_file_tensor_sum():
                          n_heads=meta("attention.head_count"), n_kv_heads=meta("attention.head_count_kv"),
                          d_ff=meta("feed_forward_length"), max_positions=meta("context_length"),
                          tied_embeddings="output.weight" not in names)
-    by_group: dict[str, int] = {}
-    for t in reader.tensors:
-        by_group[gguf_tensor_group(t.name)] = by_group.get(gguf_tensor_group(t.name), 0) + int(t.n_elements)
+    by_group = tensor_group_sums({t.name: int(t.n_elements) for t in reader.tensors})
     assert sum(by_group.values()) == b.total == 134_515_008
     assert by_group == {k: v for k, v in b.groups().items() if v}
 
@@ -395,10 +394,8 @@ def test_loaded_model_tensor_sum(lm):
     sizes = lm.tensor_sizes
     b = count_parameters(**shape_from_config(lm.config).as_dict())
     assert sum(sizes.values()) == b.total == 134_515_008
-    by_group: dict[str, int] = {}
-    for name, n in sizes.items():
-        by_group[gguf_tensor_group(name)] = by_group.get(gguf_tensor_group(name), 0) + n
-    assert by_group == {k: v for k, v in b.groups().items() if v}
+    assert tensor_group_sums(sizes) == {k: v for k, v in b.groups().items() if v}
+    assert tensor_group_sums({"blk.0.ffn_up.weight": 3, "rope_freqs.weight": 2}) == {"mlp": 3, "other": 2}
 
 
 # ----------------------------------------------------------------------------------------------------- figures
@@ -441,3 +438,28 @@ def test_memory_figure_short_labels():
     assert list(mem.data[0].text) == ["538 MB", "269 MB"] and list(mem.data[1].text) == ["566 MB"]
     assert mem.layout.annotations[1].text == "KV cache · 8,192 tokens"          # fits 45% of a 1024 px page
     assert memory_figure({"fp32": 1}, {"MHA": 1}, 10, 4).layout.annotations[1].text.endswith("× batch 4")
+
+
+@pytest.mark.parametrize("shape", [
+    dict(vocab_size=97, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=48, tied_embeddings=False),
+    dict(vocab_size=50, d_model=48, n_layers=3, n_heads=3, n_kv_heads=3, d_ff=80, tied_embeddings=True),
+    dict(vocab_size=64, d_model=32, n_layers=1, n_heads=8, n_kv_heads=1, head_dim=16, d_ff=40, tied_embeddings=False),
+])
+def test_forward_flops_counted_by_torch(shape):
+    """Independent of our formula: torch's FlopCounterMode counts the matmuls of a tiny eager Llama forward.
+    Eager attention scores every (query, key) pair, masked ones included, so each of the L tokens costs
+    forward_flops_per_token(shape, L); the LM head runs at every position (even when tied)."""
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=shape["vocab_size"], hidden_size=shape["d_model"],
+                         num_hidden_layers=shape["n_layers"], num_attention_heads=shape["n_heads"],
+                         num_key_value_heads=shape["n_kv_heads"], head_dim=shape.get("head_dim"),
+                         intermediate_size=shape["d_ff"], tie_word_embeddings=shape["tied_embeddings"],
+                         max_position_embeddings=64, attn_implementation="eager")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()
+    L = 11
+    with torch.inference_mode(), FlopCounterMode(display=False) as counter:
+        model(torch.arange(L)[None])
+    assert counter.get_total_flops() == L * forward_flops_per_token(shape, L).total
