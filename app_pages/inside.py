@@ -172,7 +172,7 @@ def block_view(lm, trace) -> None:
                    + (" The same table, transposed, is the output layer (tied embeddings)."
                       if cfg.tied_embeddings else ""))
     else:
-        st.caption(f"What layers 0-{layer - 1} have added to token {tok_md(tokens[p])}'s embedding so far. "
+        st.caption(f"The embedding of token {tok_md(tokens[p])} plus all that layers 0-{layer - 1} have added to it. "
                    f"{vector_note(walk.x)}. Every block reads this stream and adds to it; nothing overwrites it.")
 
     step_header(2, "norm1", "RMSNorm", r"\hat x = \frac{x}{\sqrt{\frac{1}{d}\sum_i x_i^2 + \epsilon}} \odot g",
