@@ -1,20 +1,22 @@
 """Speed of generation (model/generation.py) against transformers' generate on the same GGUF.
 
-Measures, as the median of --runs runs after one warm-up:
+Measures, as the median of --runs runs after one warm-up, the runs of all contenders interleaved (so a change in
+the machine's load hits them alike; the load average is printed before and after):
 - ours: lm.generate on a 64-token prompt, 64 new tokens, attention rows and candidates recorded (greedy, and
-  sampled with temperature 1.0, top-k 50, top-p 0.9); new tokens per second and milliseconds to the first token;
-- where the time goes: the KV-cached forward alone (IncrementalDecoder.feed: the prompt, then one token per step),
-  and the rest of a step (softmax, filtering, sampling, top-10 candidates), as total minus forward;
-- the choice of BLAS: one step's 120 weight matrix-vector products through numpy (OpenBLAS, what generation uses)
-  and through torch's F.linear (MKL);
+  sampled with temperature 1.0, top-k 50, top-p 0.9); new tokens per second;
 - transformers: model.generate(do_sample=False, output_attentions=True, return_dict_in_generate=True) with its
   KV cache, eager attention, float32, the same prompt ids; the ratio ours / transformers in tokens per second.
-Both stop at exactly 64 new tokens (transformers gets min_new_tokens; the prompt does not reach end-of-sequence).
+  Both make exactly 64 new tokens (transformers gets min_new_tokens; the prompt does not reach end-of-sequence);
+- where the time goes: the prompt forward, the KV-cached forward of one token (IncrementalDecoder.feed), and the
+  rest of a step (softmax, filtering, sampling, top-10 candidates) as total minus forward;
+- the choice of BLAS: one step's 120 weight matrix-vector products through numpy (OpenBLAS, what generation uses)
+  and through torch's F.linear (MKL).
 Usage (from the repository root): python -m bench.bench_generate [--runs 5] [--no-reference]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -26,14 +28,21 @@ NEW_TOKENS = 64
 SAMPLED = dict(temperature=1.0, top_k=50, top_p=0.9, seed=0)
 
 
-def median_time(fn, runs: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
+def interleaved_medians(fns: dict, runs: int) -> dict[str, float]:
+    """Median seconds of each function, after one warm-up each, run in turn `runs` times."""
+    for fn in fns.values():
         fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(runs):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def load_average() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
 
 
 def main() -> None:
@@ -46,41 +55,55 @@ def main() -> None:
     import torch
 
     from model import load_model
-    from model.generation import IncrementalDecoder, blas_linear
+    from model.generation import IncrementalDecoder, linear
 
     lm = load_model()
     cfg = lm.config
     ids = (lm.encode(PROMPT) * 2)[:PROMPT_TOKENS]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, numpy {np.__version__}; prompt "
-          f"{len(ids)} tokens, {NEW_TOKENS} new tokens, median of {args.runs} runs (machine shared with other "
-          f"work: expect noise)\n")
+          f"{len(ids)} tokens, {NEW_TOKENS} new tokens, median of {args.runs} interleaved runs")
+    print(f"start: {load_average()} (the machine may be shared with other work: expect noise)\n", flush=True)
 
-    rows = []
-    for name, kwargs in (("greedy", dict(temperature=0)), ("sampled T=1 k=50 p=0.9", SAMPLED)):
-        g = lm.generate(ids, max_new_tokens=NEW_TOKENS, **kwargs)
-        assert len(g.steps) == NEW_TOKENS, f"{name}: stopped after {len(g.steps)} tokens ({g.stop_reason})"
-        total = median_time(lambda kwargs=kwargs: lm.generate(ids, max_new_tokens=NEW_TOKENS, **kwargs), args.runs)
-        first = median_time(lambda kwargs=kwargs: lm.generate(ids, max_new_tokens=1, **kwargs), args.runs)
-        rows.append((name, NEW_TOKENS / total, total, first))
-
+    modes = {"ours greedy": dict(temperature=0), "ours sampled T=1 k=50 p=0.9": SAMPLED}
+    contenders = {name: (lambda kwargs=kwargs: lm.generate(ids, max_new_tokens=NEW_TOKENS, **kwargs))
+                  for name, kwargs in modes.items()}
     greedy_ids = lm.generate(ids, max_new_tokens=NEW_TOKENS, temperature=0).new_token_ids
+    assert len(greedy_ids) == NEW_TOKENS, "the prompt reached end-of-sequence: pick another"
+    same = None
+    if not args.no_reference:
+        import transformers
+
+        from model.gguf import default_model_path
+
+        path = default_model_path()
+        hf = transformers.AutoModelForCausalLM.from_pretrained(
+            str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager").eval()
+        inputs = torch.tensor([ids])
+
+        def reference():
+            with torch.inference_mode():
+                return hf.generate(inputs, attention_mask=torch.ones_like(inputs), max_new_tokens=NEW_TOKENS,
+                                   min_new_tokens=NEW_TOKENS, do_sample=False, output_attentions=True,
+                                   return_dict_in_generate=True, pad_token_id=hf.config.eos_token_id)
+
+        same = reference().sequences[0, len(ids):].tolist() == greedy_ids
+        contenders["transformers greedy"] = reference
+
+    totals = interleaved_medians(contenders, args.runs)
+    print(f"{'':<30} {'tokens/s':>9} {'total s':>8}")
+    for name, total in totals.items():
+        print(f"{name:<30} {NEW_TOKENS / total:9.1f} {total:8.2f}")
+    if same is not None:
+        ref = totals["transformers greedy"]
+        for name in modes:
+            print(f"ratio {name} / transformers: {ref / totals[name]:.2f}x tokens/s")
+        print(f"transformers made the same {NEW_TOKENS} greedy tokens as ours: {same}")
 
     def feed_all():
         decoder = IncrementalDecoder(lm, len(ids) + NEW_TOKENS - 1)
         decoder.feed(ids)
         for token in greedy_ids[:-1]:
             decoder.feed([token])
-
-    prefill = median_time(lambda: IncrementalDecoder(lm, len(ids)).feed(ids), args.runs)
-    forward_all = median_time(feed_all, args.runs)
-    forward_step = (forward_all - prefill) / (NEW_TOKENS - 1)
-
-    print(f"{'ours':<24} {'tokens/s':>9} {'total s':>8} {'first token ms':>15} {'choose+record ms/step':>22}")
-    for name, rate, total, first in rows:
-        print(f"{name:<24} {rate:9.1f} {total:8.2f} {first * 1e3:15.1f} "
-              f"{(total - forward_all) / NEW_TOKENS * 1e3:22.1f}")
-    print(f"\nforward only: prompt ({len(ids)} tokens) {prefill * 1e3:.1f} ms, then {forward_step * 1e3:.1f} ms per "
-          f"token (KV cache, attention row recorded)")
 
     x, x_ff = torch.randn(1, cfg.d_model), torch.randn(1, cfg.d_ff)
 
@@ -90,35 +113,19 @@ def main() -> None:
             linear(x, block.mlp.w_gate_up), linear(x_ff, block.mlp.w_down)
 
     with torch.inference_mode():
-        blas = {name: median_time(lambda linear=linear: products(linear), args.runs)
-                for name, linear in (("numpy", blas_linear), ("torch F.linear", torch.nn.functional.linear))}
-    print("one step's weight products: " + ", ".join(f"{name} {t * 1e3:.1f} ms" for name, t in blas.items()))
-
-    if args.no_reference:
-        return
-    import transformers
-
-    from model.gguf import default_model_path
-
-    path = default_model_path()
-    hf = transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager").eval()
-    inputs = torch.tensor([ids])
-
-    def reference():
-        with torch.inference_mode():
-            return hf.generate(inputs, attention_mask=torch.ones_like(inputs), max_new_tokens=NEW_TOKENS,
-                               min_new_tokens=NEW_TOKENS, do_sample=False, output_attentions=True,
-                               return_dict_in_generate=True, pad_token_id=hf.config.eos_token_id)
-
-    out = reference()
-    same = out.sequences[0, len(ids):].tolist() == greedy_ids
-    ref_total = median_time(reference, args.runs)
-    ref_rate = NEW_TOKENS / ref_total
-    print(f"\ntransformers generate (greedy, output_attentions=True): {ref_rate:.1f} tokens/s, {ref_total:.2f} s; "
-          f"same {NEW_TOKENS} tokens as ours: {same}")
-    for name, rate, _, _ in rows:
-        print(f"ratio ours / transformers ({name}): {rate / ref_rate:.2f}x tokens/s")
+        parts = interleaved_medians({
+            "prompt": lambda: IncrementalDecoder(lm, len(ids)).feed(ids), "forward": feed_all,
+            "numpy": lambda: products(linear), "torch F.linear": lambda: products(torch.nn.functional.linear),
+        }, args.runs)
+    step = (parts["forward"] - parts["prompt"]) / (NEW_TOKENS - 1)
+    print(f"\nforward only: prompt ({len(ids)} tokens) {parts['prompt'] * 1e3:.1f} ms, then {step * 1e3:.1f} ms per "
+          f"token (KV cache, attention row recorded)")
+    for name in modes:
+        print(f"rest of a step, {name}: {(totals[name] - parts['forward']) / NEW_TOKENS * 1e3:.1f} ms "
+              f"(choose and record the token)")
+    print(f"one step's 120 weight matrix-vector products: numpy (OpenBLAS) {parts['numpy'] * 1e3:.1f} ms, "
+          f"torch F.linear (MKL) {parts['torch F.linear'] * 1e3:.1f} ms")
+    print(f"\nend: {load_average()}")
 
 
 if __name__ == "__main__":

@@ -5,11 +5,13 @@ SwiGLU weights, rope_cos_sin / apply_rope), attending to the rotated keys and va
 step costs one token's compute. The cache lives in an IncrementalDecoder made per call: nothing is stored on the
 model, and one model can serve many threads at once.
 
-Matrix products go through numpy's BLAS: for one-row inputs (a matrix-vector product, memory-bound: reading the
-~425 MB of float32 block weights is the step's main cost) numpy's OpenBLAS uses both cores while torch's MKL gemv
-runs on one on this 2-core AMD machine (measured 26 vs 11 GB/s). Attention over the cache is numpy too, and the
-torch ops left in a step (norms, RoPE, SiLU on one row) stay below torch's parallel threshold: switching between
-torch's and OpenBLAS's spinning thread pools at every op would cost far more than the products themselves.
+Two regimes, because torch's thread pool (OpenMP) and numpy's (OpenBLAS) spin against each other when their
+calls alternate (measured: up to 20x slower steps):
+- a generation step (one row) runs numpy's BLAS for the weight products and the attention over the cache. A
+  matrix-vector product is memory-bound (reading the ~425 MB of float32 block weights is the step's main cost), and
+  on this 2-core AMD machine OpenBLAS uses both cores where torch's MKL gemv uses one (26 vs 11 GB/s). The torch ops
+  left in a step (norms, RoPE, SiLU on one row) stay below torch's parallel threshold;
+- the prompt (many rows) runs in torch, as the decoder's forward does, in chunks of PREFILL_CHUNK queries.
 The price: when other processes keep both cores busy, threaded BLAS waits on descheduled threads and a step gets
 slower than single-threaded MKL would be (bench/bench_generate.py times both on the machine as it is).
 
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from model import sampling
 from model.decoder import rms_norm
@@ -174,9 +177,8 @@ class IncrementalDecoder:
     def __init__(self, lm, capacity: int):
         cfg = lm.config
         self.lm = lm
-        shape = (cfg.n_layers, cfg.n_kv_heads, capacity, cfg.head_dim)
-        self.k = np.empty(shape, np.float32)                                          # [L, KV, C, hd] after RoPE
-        self.v = np.empty(shape, np.float32)                                          # [L, KV, C, hd]
+        self.k = torch.empty(cfg.n_layers, cfg.n_kv_heads, capacity, cfg.head_dim)  # [L, KV, C, hd] after RoPE
+        self.v = torch.empty(cfg.n_layers, cfg.n_kv_heads, capacity, cfg.head_dim)  # [L, KV, C, hd]
         self.cos, self.sin = rope_cos_sin(range(capacity), cfg.head_dim, cfg.rope_theta)  # [C, hd/2] each
         self.capacity = capacity
         self.length = 0                                                               # positions cached so far
@@ -207,39 +209,29 @@ class IncrementalDecoder:
             h = rms_norm(x, block.attn_norm, block.eps)                             # [n, D]
             out, pattern = self._attention(block.attn, h, layer, start)            # [n, D], [H, n, T]
             if row is not None:
-                row[layer] = pattern[:, -1]                                          # [H, T]
+                row[layer] = pattern[:, -1].numpy()                                  # [H, T]
             x = x + out
-            x = x + block.mlp(rms_norm(x, block.mlp_norm, block.eps), linear=blas_linear)  # [n, D]
+            x = x + block.mlp(rms_norm(x, block.mlp_norm, block.eps), linear=linear)  # [n, D]
         self.length = start + len(ids)
         return x
 
-    def _attention(self, attn, h: torch.Tensor, layer: int, start: int) -> tuple[torch.Tensor, np.ndarray]:
-        """Causal GQA attention of n new queries over the cached keys plus their own (half-split RoPE), in numpy
-        float32: torch's bmm and softmax would start its thread pool for these small tensors (see the docstring)."""
+    def _attention(self, attn, h: torch.Tensor, layer: int, start: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Causal GQA attention of n new queries over the cached keys plus their own (half-split RoPE).
+        Returns the output [n, D] and the pattern [H, n, T]."""
         cfg = attn.cfg
-        n, g, hd = h.shape[0], cfg.group_size, cfg.head_dim
+        n, hd = h.shape[0], cfg.head_dim
         end = start + n
-        qkv = blas_linear(h, attn.w_qkv).numpy()                                       # [n, (H + 2 KV) hd]
-        q, k, v = np.split(qkv, (cfg.n_heads * hd, (cfg.n_heads + cfg.n_kv_heads) * hd), axis=-1)
-        q = q.reshape(n, cfg.n_heads, hd).transpose(1, 0, 2)                       # [H, n, hd]
-        k = k.reshape(n, cfg.n_kv_heads, hd).transpose(1, 0, 2)                    # [KV, n, hd]
-        v = v.reshape(n, cfg.n_kv_heads, hd).transpose(1, 0, 2)                    # [KV, n, hd]
+        q, k, v = linear(h, attn.w_qkv).split((cfg.n_heads * hd, cfg.n_kv_heads * hd, cfg.n_kv_heads * hd), dim=-1)
+        q = q.view(n, cfg.n_heads, hd).transpose(0, 1)                             # [H, n, hd]
+        k = k.view(n, cfg.n_kv_heads, hd).transpose(0, 1)                          # [KV, n, hd]
+        v = v.view(n, cfg.n_kv_heads, hd).transpose(0, 1)                          # [KV, n, hd]
         cos, sin = self.cos[start:end], self.sin[start:end]                         # [n, hd/2]
+        q_rot = apply_rope(q, cos, sin)                                             # [H, n, hd]
         self.k[layer, :, start:end] = apply_rope(k, cos, sin)
         self.v[layer, :, start:end] = v
-        keys, values = self.k[layer, :, :end], self.v[layer, :, :end]              # [KV, T, hd]
-        q_rot = apply_rope(q, cos, sin).reshape(cfg.n_kv_heads, g * n, hd)         # [KV, g n, hd]: a group's heads
-        scores = np.matmul(q_rot, keys.transpose(0, 2, 1))                          # [KV, g n, T]
-        scores *= np.float32(1.0 / math.sqrt(hd))
-        if n > 1:
-            future = np.arange(end)[None, :] > np.arange(start, end)[:, None]       # [n, T] True where j > i
-            scores.reshape(cfg.n_kv_heads, g, n, end)[:, :, future] = -np.inf
-        scores -= scores.max(-1, keepdims=True)                                     # softmax over keys, in place
-        pattern = np.exp(scores, out=scores)
-        pattern /= pattern.sum(-1, keepdims=True)                                   # [KV, g n, T]
-        mixed = np.matmul(pattern, values)                                          # [KV, g n, hd]
-        mixed = mixed.reshape(cfg.n_heads, n, hd).transpose(1, 0, 2).reshape(n, -1)  # [n, H hd]
-        return blas_linear(torch.from_numpy(mixed), attn.w_o), pattern.reshape(cfg.n_heads, n, end)
+        mix = _mix_one_query if n == 1 else _mix_queries
+        pattern, mixed = mix(q_rot, self.k[layer, :, :end], self.v[layer, :, :end])  # [H, n, T], [H, n, hd]
+        return linear(mixed.transpose(0, 1).reshape(n, -1), attn.w_o), pattern
 
     def _logits(self, x: torch.Tensor) -> np.ndarray:
         """Next-token logits [V] float32 of the final-normed vector x [D]."""
@@ -260,9 +252,45 @@ class IncrementalDecoder:
         return out
 
 
-def blas_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """x [n, in] @ weight [out, in]^T through numpy's BLAS (both cores for one-row inputs; see the docstring)."""
-    return torch.from_numpy(x.numpy() @ weight.numpy().T)                           # [n, out]
+def _mix_queries(q_rot: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The last n of T positions attend causally (a prompt chunk), one KV group at a time as the decoder's Attention:
+    q_rot [H, n, hd], keys and values [KV, T, hd] -> pattern [H, n, T], mixed [H, n, hd]."""
+    H, n, hd = q_rot.shape
+    kv_heads, T, _ = keys.shape
+    g = H // kv_heads
+    future = torch.arange(T)[None, :] > torch.arange(T - n, T)[:, None]             # [n, T] True where j > i
+    pattern = torch.empty(H, n, T)                                                  # [H, n, T]
+    mixed = torch.empty(H, n, hd)                                                   # [H, n, hd]
+    for kv in range(kv_heads):
+        heads = slice(kv * g, (kv + 1) * g)                                         # query heads reading KV head kv
+        scores = torch.mm(q_rot[heads].reshape(g * n, hd), keys[kv].T).mul_(1.0 / math.sqrt(hd)).view(g, n, T)
+        pattern[heads] = torch.softmax(scores.masked_fill_(future, float("-inf")), dim=-1)  # [g, n, T]
+        torch.mm(pattern[heads].view(g * n, T), values[kv], out=mixed[heads].view(g * n, hd))  # [g n, hd]
+    return pattern, mixed
+
+
+def _mix_one_query(q_rot: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor,
+                                                                                              torch.Tensor]:
+    """_mix_queries for n = 1 (a generation step), in numpy float32: torch's mm and softmax would wake its thread
+    pool for these small tensors, right between OpenBLAS calls (measured 20x slower steps)."""
+    H, _, hd = q_rot.shape
+    kv_heads, T, _ = keys.shape
+    q = q_rot.numpy().reshape(kv_heads, H // kv_heads, hd)                         # [KV, g, hd]: a group's heads
+    scores = np.matmul(q, keys.numpy().transpose(0, 2, 1))                          # [KV, g, T]
+    scores *= np.float32(1.0 / math.sqrt(hd))
+    scores -= scores.max(-1, keepdims=True)                                         # softmax over keys, in place
+    pattern = np.exp(scores, out=scores)
+    pattern /= pattern.sum(-1, keepdims=True)                                       # [KV, g, T]
+    mixed = np.matmul(pattern, values.numpy())                                      # [KV, g, hd]
+    return torch.from_numpy(pattern.reshape(H, 1, T)), torch.from_numpy(mixed.reshape(H, 1, hd))
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x [n, in] @ weight [out, in]^T: one row through numpy's BLAS (both cores), more rows through torch (see the
+    module docstring)."""
+    if x.shape[0] == 1:
+        return torch.from_numpy(x.numpy() @ weight.numpy().T)                       # [1, out]
+    return F.linear(x, weight)                                                      # [n, out]
 
 
 def prepare_prompt(lm, prompt: str | Sequence[int], max_new_tokens: int) -> tuple[str, list[int], int]:
