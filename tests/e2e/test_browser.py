@@ -62,12 +62,20 @@ VIEWS = {
     "causal-mask": ("/causal-mask", True),
     "softmax": ("/softmax", False),                           # next-token logits (the default source)
     "softmax-attention": ("/softmax?source=attention", True),
+    "generate": ("/generate?n=6", True),                       # written in the background, then shown
+    "generate-compare": ("/generate?view=compare&n=6", False),
+    "inside-tokens": ("/inside", False),
+    "inside-block": ("/inside?view=block", True),
+    "inside-stream": ("/inside?view=stream", False),
+    "inside-lens": ("/inside?view=lens", False),
+    "inside-heads": ("/inside?view=heads", False),
     "positional-sin": ("/positional", False),
     "positional-rope": ("/positional?view=rope", False),
     "positional-model": ("/positional?view=model", True),
     "parameters": ("/parameters", False),
 }
-TEXT_VIEWS = [name for name in VIEWS if name.startswith(("attention", "causal", "softmax", "positional-model"))]
+TEXT_VIEWS = [name for name in VIEWS
+              if name.startswith(("attention", "causal", "softmax", "generate", "inside", "positional-model"))]
 # Views whose figures label an axis with the text's own tokens (the layer grid and the next-token bars do not).
 TOKEN_AXIS_VIEWS = {"attention-head", "attention-model", "attention-query", "causal-mask", "softmax-attention",
                     "positional-model"}
