@@ -35,6 +35,7 @@ def interleaved_medians(fns: dict, runs: int) -> dict[str, float]:
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(runs):
         for name, fn in fns.items():
+            time.sleep(0.3)                     # let the previous contender's thread pools stop spinning
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)

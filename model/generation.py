@@ -6,7 +6,7 @@ step costs one token's compute. The cache lives in an IncrementalDecoder made pe
 model, and one model can serve many threads at once.
 
 Two regimes, because torch's thread pool (OpenMP) and numpy's (OpenBLAS) spin against each other when their
-calls alternate (measured: up to 20x slower steps):
+calls alternate (measured: prompts 5x and steps up to 20x slower):
 - a generation step (one row) runs numpy's BLAS for the weight products and the attention over the cache. A
   matrix-vector product is memory-bound (reading the ~425 MB of float32 block weights is the step's main cost), and
   on this 2-core AMD machine OpenBLAS uses both cores where torch's MKL gemv uses one (26 vs 11 GB/s). The torch ops
@@ -36,7 +36,7 @@ from model.positional import apply_rope, rope_cos_sin
 MAX_NEW_TOKENS = 256
 N_CANDIDATES = 10          # top candidates recorded per step
 PREFILL_CHUNK = 256        # prompt tokens per forward chunk: scores stay [H, 256, T]
-HEAD_CHUNK_ROWS = 512      # LM-head rows dequantized at a time (1.2 MB of float32)
+HEAD_CHUNK_ROWS = 1024     # LM-head rows converted to float32 at a time (2.4 MB)
 
 
 @dataclass(frozen=True)
@@ -177,14 +177,20 @@ class IncrementalDecoder:
     def __init__(self, lm, capacity: int):
         cfg = lm.config
         self.lm = lm
-        self.k = torch.empty(cfg.n_layers, cfg.n_kv_heads, capacity, cfg.head_dim)  # [L, KV, C, hd] after RoPE
-        self.v = torch.empty(cfg.n_layers, cfg.n_kv_heads, capacity, cfg.head_dim)  # [L, KV, C, hd]
+        shape = (cfg.n_layers, cfg.n_kv_heads, capacity, cfg.head_dim)
+        self.k = np.empty(shape, np.float32)                                          # [L, KV, C, hd] after RoPE
+        self.v = np.empty(shape, np.float32)                                          # [L, KV, C, hd]
         self.cos, self.sin = rope_cos_sin(range(capacity), cfg.head_dim, cfg.rope_theta)  # [C, hd/2] each
         self.capacity = capacity
         self.length = 0                                                               # positions cached so far
-        head = lm.lm_head
-        self.head_buffer = np.empty((HEAD_CHUNK_ROWS, *head.values.shape[1:]), np.float32) \
-            if isinstance(head, Q8Embedding) else None                              # [chunk, nb, 32]
+        self.head_blocks = None
+        if isinstance(lm.lm_head, Q8Embedding):
+            # The Q8_0 LM head, block-major for this call (28 MB for SmolLM2, copied once): each chunk of rows is
+            # then nb contiguous [chunk, 32] int8 slabs, converted and multiplied without a strided pass.
+            values, scales = lm.lm_head.values.numpy(), lm.lm_head.scale.numpy()[..., 0]  # [V, nb, 32], [V, nb]
+            self.head_blocks = np.ascontiguousarray(values.transpose(1, 0, 2))        # [nb, V, 32] int8
+            self.head_scales = np.ascontiguousarray(scales.T)                         # [nb, V] float32
+            self.head_buffer = np.empty((values.shape[1], HEAD_CHUNK_ROWS, values.shape[2]), np.float32)
 
     def feed(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Run ids (continuing the cached tokens) through the model. Returns the logits after the last one
@@ -221,34 +227,34 @@ class IncrementalDecoder:
         cfg = attn.cfg
         n, hd = h.shape[0], cfg.head_dim
         end = start + n
-        q, k, v = linear(h, attn.w_qkv).split((cfg.n_heads * hd, cfg.n_kv_heads * hd, cfg.n_kv_heads * hd), dim=-1)
-        q = q.view(n, cfg.n_heads, hd).transpose(0, 1)                             # [H, n, hd]
-        k = k.view(n, cfg.n_kv_heads, hd).transpose(0, 1)                          # [KV, n, hd]
+        n_qk = cfg.n_heads + cfg.n_kv_heads
+        qk, v = linear(h, attn.w_qkv).split((n_qk * hd, cfg.n_kv_heads * hd), dim=-1)
+        qk = qk.view(n, n_qk, hd).transpose(0, 1)                                  # [H + KV, n, hd]: q heads, k heads
         v = v.view(n, cfg.n_kv_heads, hd).transpose(0, 1)                          # [KV, n, hd]
-        cos, sin = self.cos[start:end], self.sin[start:end]                         # [n, hd/2]
-        q_rot = apply_rope(q, cos, sin)                                             # [H, n, hd]
-        self.k[layer, :, start:end] = apply_rope(k, cos, sin)
-        self.v[layer, :, start:end] = v
+        qk_rot = apply_rope(qk, self.cos[start:end], self.sin[start:end])           # [H + KV, n, hd], one call for both
+        self.k[layer, :, start:end] = qk_rot[cfg.n_heads:].numpy()
+        self.v[layer, :, start:end] = v.numpy()
         mix = _mix_one_query if n == 1 else _mix_queries
-        pattern, mixed = mix(q_rot, self.k[layer, :, :end], self.v[layer, :, :end])  # [H, n, T], [H, n, hd]
-        return linear(mixed.transpose(0, 1).reshape(n, -1), attn.w_o), pattern
+        pattern, mixed = mix(qk_rot[:cfg.n_heads], torch.from_numpy(self.k[layer, :, :end]),
+                             torch.from_numpy(self.v[layer, :, :end]))             # [H, n, T], [H, n, hd]
+        return linear(mixed.transpose(0, 1).reshape(n, -1), attn.w_o), pattern     # [n, D], [H, n, T]
 
     def _logits(self, x: torch.Tensor) -> np.ndarray:
         """Next-token logits [V] float32 of the final-normed vector x [D]."""
-        head, xn = self.lm.lm_head, x.numpy()
-        if self.head_buffer is None:
-            return head.weight.numpy() @ xn
+        xn = x.numpy()
+        if self.head_blocks is None:
+            return self.lm.lm_head.weight.numpy() @ xn
         # Q8_0: logit = sum over 32-value blocks b of scale_b * (int8 values_b . x_b): the scales are applied
         # after the block dot products, so the int8 -> float32 copy is the only pass over the table.
-        values, scales = head.values.numpy(), head.scale.numpy()[..., 0]           # [V, nb, 32], [V, nb]
-        x_blocks = xn.reshape(values.shape[1], values.shape[2], 1)                  # [nb, 32, 1]
-        out = np.empty(values.shape[0], np.float32)                                 # [V]
-        for first in range(0, len(out), HEAD_CHUNK_ROWS):
+        n_blocks, vocab, block = self.head_blocks.shape
+        x_blocks = xn.reshape(n_blocks, block, 1)                                   # [nb, 32, 1]
+        out = np.empty(vocab, np.float32)                                           # [V]
+        for first in range(0, vocab, HEAD_CHUNK_ROWS):
             rows = slice(first, first + HEAD_CHUNK_ROWS)
-            buf = self.head_buffer[: len(out[rows])]
-            buf[...] = values[rows]                                                 # [c, nb, 32] float32
-            dots = np.matmul(buf.transpose(1, 0, 2), x_blocks)[..., 0]              # [nb, c]
-            out[rows] = np.einsum("bv,vb->v", dots, scales[rows])
+            buf = self.head_buffer[:, : len(out[rows])]
+            buf[...] = self.head_blocks[:, rows]                                    # [nb, c, 32] float32
+            dots = np.matmul(buf, x_blocks)[..., 0]                                 # [nb, c]
+            out[rows] = np.einsum("bv,bv->v", dots, self.head_scales[:, rows])
         return out
 
 
@@ -271,13 +277,13 @@ def _mix_queries(q_rot: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) 
 
 def _mix_one_query(q_rot: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor,
                                                                                               torch.Tensor]:
-    """_mix_queries for n = 1 (a generation step), in numpy float32: torch's mm and softmax would wake its thread
-    pool for these small tensors, right between OpenBLAS calls (measured 20x slower steps)."""
+    """_mix_queries for n = 1 (a generation step) in numpy float32, all heads of a KV group in one product: torch's
+    mm and softmax would wake its thread pool here, between OpenBLAS calls (measured 20x slower steps)."""
     H, _, hd = q_rot.shape
     kv_heads, T, _ = keys.shape
-    q = q_rot.numpy().reshape(kv_heads, H // kv_heads, hd)                         # [KV, g, hd]: a group's heads
+    q = q_rot.numpy().reshape(kv_heads, H // kv_heads, hd)                         # [KV, g, hd]
     scores = np.matmul(q, keys.numpy().transpose(0, 2, 1))                          # [KV, g, T]
-    scores *= np.float32(1.0 / math.sqrt(hd))
+    scores *= np.float32(1.0 / math.sqrt(hd))                                       # as the decoder: q.k, then scale
     scores -= scores.max(-1, keepdims=True)                                         # softmax over keys, in place
     pattern = np.exp(scores, out=scores)
     pattern /= pattern.sum(-1, keepdims=True)                                       # [KV, g, T]
