@@ -163,9 +163,9 @@ def scrubber(lm, g) -> None:
 
 def compare_view(lm, text: str) -> None:
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
-        st.slider("New tokens", 1, S.MAX_NEW_TOKENS, key=N.key, width=200, **controls.PERSIST)
-        temperature_slider(LOW, "Low T", width=220)
-        temperature_slider(HIGH, "High T", width=220)
+        st.slider("New tokens", 1, S.MAX_NEW_TOKENS, key=N.key, width=150, **controls.PERSIST)
+        temperature_slider(LOW, "Low T", width=160)
+        temperature_slider(HIGH, "High T", width=160)
         sampling_popover(st)
     settings = (int(ss[N.key]), int(ss[TOP_K.key]), float(ss[TOP_P.key]), int(ss[SEED.key]))
     jobs = {f"T = {float(ss[p.key]):g}": caches.generation_job(text, settings[0], float(ss[p.key]), *settings[1:])
@@ -177,19 +177,19 @@ def compare_view(lm, text: str) -> None:
     if any(job.result is None for job in jobs.values()):
         wait_for(jobs, "Writing")
         return
-    st.caption(f"The same prompt, seed {settings[3]} and top-k / top-p, at two temperatures. The bars: the "
-               "probability each chosen token was drawn with. Low T keeps picking likely tokens; high T wanders.")
     for (name, job), col, color in zip(jobs.items(), st.columns(2, gap="medium"), (vg.PROMPT_COLOR, vg.NEW_COLOR),
                                        strict=True):
         g = job.result
         with col:
             st.markdown(f"**{name}**")
-            with st.container(height=180, border=True):
+            with st.container(height=130, border=True):
                 st.markdown(written_markdown(lm, g.prompt_ids, g.new_token_ids, None))
             probs = np.array([s.prob for s in g.steps])
             show_figure(vg.chosen_probability_figure(probs, g.new_tokens, color=color,
                                                      title=f"mean p = {probs.mean():.0%}"),
                         key=f"gen_compare_{name}", filename=f"generate_{name.replace(' = ', '')}_probabilities")
+    st.caption(f"The same prompt, seed {settings[3]} and top-k / top-p, at two temperatures. The bars: the "
+               "probability each chosen token was drawn with. Low T keeps picking likely tokens; high T wanders.")
 
 
 shell.header("Generate", "The model writes one token at a time: each new token is drawn from its next-token "

@@ -283,8 +283,8 @@ def silu_figure(gate: np.ndarray, act: np.ndarray, *, near_zero: float, title: s
     fig.add_hrect(y0=-near_zero, y1=near_zero, fillcolor=MASKED_COLOR, opacity=0.6, line_width=0)
     fig.add_trace(go.Scatter(x=curve_x, y=curve_x / (1 + np.exp(-curve_x)), mode="lines", name="SiLU(x) = x·σ(x)",
                              line=dict(color="#555555", width=2), hoverinfo="skip"))
-    for mask, name, color in ((~closed, "open", PALETTE[0]), (closed, f"nearly closed (|SiLU| < {near_zero:g})",
-                                                               PALETTE[1])):
+    closed_name = plotly_escape(f"nearly closed (|SiLU| < {near_zero:g})")
+    for mask, name, color in ((~closed, "open", PALETTE[0]), (closed, closed_name, PALETTE[1])):
         fig.add_trace(go.Scattergl(x=g[mask], y=a[mask], mode="markers", name=name, customdata=np.flatnonzero(mask),
                                    marker=dict(size=5, color=color, opacity=0.7),
                                    hovertemplate="channel %{customdata}<br>gate %{x:.3f} → %{y:.3f}<extra></extra>"))
