@@ -3,7 +3,7 @@ computes per text. Values are read-only and shared by all sessions; a value evic
 again when next asked for.
 
 Budget: ATLAS_CACHE_MB (environment variable or Streamlit secret `cache_mb`), default 600 MB, split between the
-traces (70%), recomputed layer details (20%) and small derived arrays (10%).
+traces (60%), recomputed layer details (15%), small derived arrays (10%) and generations (15%).
 """
 from __future__ import annotations
 
