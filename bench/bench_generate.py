@@ -56,7 +56,7 @@ def main() -> None:
     import torch
 
     from model import load_model
-    from model.generation import IncrementalDecoder, linear
+    from model.generation import BlockWeights, IncrementalDecoder
 
     lm = load_model()
     cfg = lm.config
@@ -107,16 +107,23 @@ def main() -> None:
             decoder.feed([token])
 
     x, x_ff = torch.randn(1, cfg.d_model), torch.randn(1, cfg.d_ff)
+    x_np, x_ff_np = x[0].numpy(), x_ff[0].numpy()
+    weights = [BlockWeights.of(block) for block in lm.blocks]
 
-    def products(linear):
+    def numpy_products():
+        for w in weights:
+            w.qkv @ x_np, w.o @ x_np, w.gate_up @ x_np, w.down @ x_ff_np
+
+    def torch_products():
         for block in lm.blocks:
+            linear = torch.nn.functional.linear
             linear(x, block.attn.w_qkv), linear(x, block.attn.w_o)
             linear(x, block.mlp.w_gate_up), linear(x_ff, block.mlp.w_down)
 
     with torch.inference_mode():
         parts = interleaved_medians({
             "prompt": lambda: IncrementalDecoder(lm, len(ids)).feed(ids), "forward": feed_all,
-            "numpy": lambda: products(linear), "torch F.linear": lambda: products(torch.nn.functional.linear),
+            "numpy": numpy_products, "torch F.linear": torch_products,
         }, args.runs)
     step = (parts["forward"] - parts["prompt"]) / (NEW_TOKENS - 1)
     print(f"\nforward only: prompt ({len(ids)} tokens) {parts['prompt'] * 1e3:.1f} ms, then {step * 1e3:.1f} ms per "

@@ -121,10 +121,9 @@ class SwiGLU:
         self.w_gate_up = torch.cat((w_gate, w_up), dim=0).contiguous()  # [2 F, D]
         self.w_down = w_down                                            # [D, F]
 
-    def __call__(self, h: torch.Tensor, linear=F.linear) -> torch.Tensor:
-        """linear(x, weight): the matmul to use (generation passes numpy's BLAS for one-row inputs)."""
-        gate, up = linear(h, self.w_gate_up).split(self.d_ff, dim=-1)  # [T, F] each, views of one buffer
-        return linear(F.silu(gate, inplace=True).mul_(up), self.w_down)  # [T, D]
+    def __call__(self, h: torch.Tensor) -> torch.Tensor:
+        gate, up = F.linear(h, self.w_gate_up).split(self.d_ff, dim=-1)  # [T, F] each, views of one buffer
+        return F.linear(F.silu(gate, inplace=True).mul_(up), self.w_down)  # [T, D]
 
     def parts(self, h: torch.Tensor) -> MLPIntermediates:
         """__call__ with every intermediate kept (the same operations, not in place)."""

@@ -1,16 +1,17 @@
 """Token-by-token generation with a KV cache, recording what the model saw at each step.
 
-Each step feeds one token through the decoder's own weights and building blocks (rms_norm, the fused Attention and
-SwiGLU weights, rope_cos_sin / apply_rope), attending to the rotated keys and values cached from earlier steps, so a
+Each step feeds one token through the decoder's own weights (the fused Attention and SwiGLU matrices, the same
+rope_cos_sin tables and half-split rotation), attending to the rotated keys and values cached from earlier steps, so a
 step costs one token's compute. The cache lives in an IncrementalDecoder made per call: nothing is stored on the
 model, and one model can serve many threads at once.
 
 Two regimes, because torch's thread pool (OpenMP) and numpy's (OpenBLAS) spin against each other when their
 calls alternate (measured: prompts 5x and steps up to 20x slower):
-- a generation step (one row) runs numpy's BLAS for the weight products and the attention over the cache. A
-  matrix-vector product is memory-bound (reading the ~425 MB of float32 block weights is the step's main cost), and
-  on this 2-core AMD machine OpenBLAS uses both cores where torch's MKL gemv uses one (26 vs 11 GB/s). The torch ops
-  left in a step (norms, RoPE, SiLU on one row) stay below torch's parallel threshold;
+- a generation step (one row) runs wholly in numpy (IncrementalDecoder._step): BLAS for the weight products and
+  the attention over the cache, numpy for the norms, RoPE and SiLU of one row (torch's per-op overhead on one row
+  cost 14 ms of a 41 ms step). A matrix-vector product is memory-bound (reading the ~425 MB of float32 block weights
+  is the step's main cost, ~21 ms), and on this 2-core AMD machine OpenBLAS uses both cores where torch's MKL gemv
+  uses one (20 vs 42 ms per step);
 - the prompt (many rows) runs in torch, as the decoder's forward does, in chunks of PREFILL_CHUNK queries.
 The price: when other processes keep both cores busy, threaded BLAS waits on descheduled threads and a step gets
 slower than single-threaded MKL would be (bench/bench_generate.py times both on the machine as it is).
@@ -167,6 +168,23 @@ def choose_token(dist: TokenDistribution, rng: np.random.Generator) -> int:
     return int(sampling.sample_with(dist.sampling, 1, rng)[0])
 
 
+@dataclass(frozen=True)
+class BlockWeights:
+    """numpy views of one block's weights, for the one-token step."""
+
+    attn_norm: np.ndarray   # [D]
+    qkv: np.ndarray         # [(H + 2 KV) hd, D]
+    o: np.ndarray           # [D, H hd]
+    mlp_norm: np.ndarray    # [D]
+    gate_up: np.ndarray     # [2 F, D]
+    down: np.ndarray        # [D, F]
+
+    @classmethod
+    def of(cls, block) -> BlockWeights:
+        return cls(block.attn_norm.numpy(), block.attn.w_qkv.numpy(), block.attn.w_o.numpy(),
+                   block.mlp_norm.numpy(), block.mlp.w_gate_up.numpy(), block.mlp.w_down.numpy())
+
+
 class IncrementalDecoder:
     """The model run one sequence at a time with a KV cache: feed(prompt_ids), then feed([token]) per step.
 
@@ -181,6 +199,9 @@ class IncrementalDecoder:
         self.k = np.empty(shape, np.float32)                                          # [L, KV, C, hd] after RoPE
         self.v = np.empty(shape, np.float32)                                          # [L, KV, C, hd]
         self.cos, self.sin = rope_cos_sin(range(capacity), cfg.head_dim, cfg.rope_theta)  # [C, hd/2] each
+        self.cos_np, self.sin_np = self.cos.numpy(), self.sin.numpy()                 # [C, hd/2] each
+        self.weights = [BlockWeights.of(block) for block in lm.blocks]
+        self.out_norm = lm.out_norm.numpy()                                           # [D]
         self.capacity = capacity
         self.length = 0                                                               # positions cached so far
         self.head_blocks = None
@@ -190,7 +211,6 @@ class IncrementalDecoder:
             values, scales = lm.lm_head.values.numpy(), lm.lm_head.scale.numpy()[..., 0]  # [V, nb, 32], [V, nb]
             self.head_blocks = np.ascontiguousarray(values.transpose(1, 0, 2))        # [nb, V, 32] int8
             self.head_scales = np.ascontiguousarray(scales.T)                         # [nb, V] float32
-            self.head_buffer = np.empty((values.shape[1], HEAD_CHUNK_ROWS, values.shape[2]), np.float32)
 
     def feed(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Run ids (continuing the cached tokens) through the model. Returns the logits after the last one
@@ -203,12 +223,14 @@ class IncrementalDecoder:
                 chunk = ids[start:start + PREFILL_CHUNK]
                 last = start + PREFILL_CHUNK >= len(ids)
                 row = np.empty((cfg.n_layers, cfg.n_heads, self.length + len(chunk)), np.float16) if last else None
-                x = self._forward(torch.tensor(list(chunk)), row)                   # [n, D]
-            logits = self._logits(rms_norm(x[-1], self.lm.out_norm, cfg.norm_eps))
-        return logits, row
+                if len(chunk) == 1:
+                    x = self._step(chunk[0], row)                                    # [D]
+                else:
+                    x = self._forward(torch.tensor(list(chunk)), row)[-1].numpy()    # [D]
+        return self._logits(_rms_norm(x, self.out_norm, cfg.norm_eps)), row
 
     def _forward(self, ids: torch.Tensor, row: np.ndarray | None) -> torch.Tensor:
-        """ids [n] at positions length..length+n-1 through every block; caches their keys and values."""
+        """ids [n > 1] at positions length..length+n-1 through every block; caches their keys and values."""
         start = self.length
         x = self.lm.embedding.rows(ids)                                              # [n, D]
         for layer, block in enumerate(self.lm.blocks):
@@ -217,31 +239,55 @@ class IncrementalDecoder:
             if row is not None:
                 row[layer] = pattern[:, -1].numpy()                                  # [H, T]
             x = x + out
-            x = x + block.mlp(rms_norm(x, block.mlp_norm, block.eps), linear=linear)  # [n, D]
+            x = x + block.mlp(rms_norm(x, block.mlp_norm, block.eps))              # [n, D]
         self.length = start + len(ids)
         return x
 
     def _attention(self, attn, h: torch.Tensor, layer: int, start: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Causal GQA attention of n new queries over the cached keys plus their own (half-split RoPE).
+        """Causal GQA attention of n > 1 new queries over the cached keys plus their own (half-split RoPE).
         Returns the output [n, D] and the pattern [H, n, T]."""
         cfg = attn.cfg
         n, hd = h.shape[0], cfg.head_dim
         end = start + n
         n_qk = cfg.n_heads + cfg.n_kv_heads
-        qk, v = linear(h, attn.w_qkv).split((n_qk * hd, cfg.n_kv_heads * hd), dim=-1)
+        qk, v = F.linear(h, attn.w_qkv).split((n_qk * hd, cfg.n_kv_heads * hd), dim=-1)
         qk = qk.view(n, n_qk, hd).transpose(0, 1)                                  # [H + KV, n, hd]: q heads, k heads
         v = v.view(n, cfg.n_kv_heads, hd).transpose(0, 1)                          # [KV, n, hd]
         qk_rot = apply_rope(qk, self.cos[start:end], self.sin[start:end])           # [H + KV, n, hd], one call for both
         self.k[layer, :, start:end] = qk_rot[cfg.n_heads:].numpy()
         self.v[layer, :, start:end] = v.numpy()
-        mix = _mix_one_query if n == 1 else _mix_queries
-        pattern, mixed = mix(qk_rot[:cfg.n_heads], torch.from_numpy(self.k[layer, :, :end]),
-                             torch.from_numpy(self.v[layer, :, :end]))             # [H, n, T], [H, n, hd]
-        return linear(mixed.transpose(0, 1).reshape(n, -1), attn.w_o), pattern     # [n, D], [H, n, T]
+        pattern, mixed = _mix_queries(qk_rot[:cfg.n_heads], torch.from_numpy(self.k[layer, :, :end]),
+                                      torch.from_numpy(self.v[layer, :, :end]))    # [H, n, T], [H, n, hd]
+        return F.linear(mixed.transpose(0, 1).reshape(n, -1), attn.w_o), pattern   # [n, D], [H, n, T]
 
-    def _logits(self, x: torch.Tensor) -> np.ndarray:
-        """Next-token logits [V] float32 of the final-normed vector x [D]."""
-        xn = x.numpy()
+    def _step(self, token_id: int, row: np.ndarray) -> np.ndarray:
+        """One token at position `length` through every block, in numpy (see the module docstring); caches its key
+        and value. Returns the last block's output [D]."""
+        cfg = self.lm.config
+        pos, hd, n_q, n_kv = self.length, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
+        half, n_qk = hd // 2, (n_q + n_kv) * hd
+        cos, sin = self.cos_np[pos], self.sin_np[pos]                                # [hd/2] each
+        x = self.lm.embedding.rows(torch.tensor([token_id]))[0].numpy()             # [D]
+        for layer, w in enumerate(self.weights):
+            qkv = w.qkv @ _rms_norm(x, w.attn_norm, cfg.norm_eps)                   # [(H + 2 KV) hd]
+            qk = qkv[:n_qk].reshape(n_q + n_kv, hd)                                 # [H + KV, hd]: q heads, k heads
+            x1, x2 = qk[:, :half], qk[:, half:]                                     # [H + KV, hd/2] each
+            qk_rot = np.concatenate((x1 * cos - x2 * sin, x1 * sin + x2 * cos), axis=-1)  # [H + KV, hd]
+            self.k[layer, :, pos] = qk_rot[n_q:]
+            self.v[layer, :, pos] = qkv[n_qk:].reshape(n_kv, hd)
+            pattern, mixed = _mix_one_query(qk_rot[:n_q], self.k[layer, :, :pos + 1],
+                                            self.v[layer, :, :pos + 1])              # [H, T], [H, hd]
+            row[layer] = pattern
+            x = x + w.o @ mixed.reshape(-1)                                          # [D]
+            gate_up = w.gate_up @ _rms_norm(x, w.mlp_norm, cfg.norm_eps)            # [2 F]
+            gate, up = gate_up[:cfg.d_ff], gate_up[cfg.d_ff:]                       # [F] each
+            with np.errstate(over="ignore"):                                        # exp(-gate) = inf: silu = -0
+                x = x + w.down @ (gate / (1 + np.exp(-gate)) * up)                   # [D]
+        self.length = pos + 1
+        return x
+
+    def _logits(self, xn: np.ndarray) -> np.ndarray:
+        """Next-token logits [V] float32 of the final-normed vector xn [D]."""
         if self.head_blocks is None:
             return self.lm.lm_head.weight.numpy() @ xn
         # Q8_0: logit = sum over 32-value blocks b of scale_b * (int8 values_b . x_b): the scales are applied
@@ -249,9 +295,10 @@ class IncrementalDecoder:
         n_blocks, vocab, block = self.head_blocks.shape
         x_blocks = xn.reshape(n_blocks, block, 1)                                   # [nb, 32, 1]
         out = np.empty(vocab, np.float32)                                           # [V]
+        buffer = np.empty((n_blocks, HEAD_CHUNK_ROWS, block), np.float32)
         for first in range(0, vocab, HEAD_CHUNK_ROWS):
             rows = slice(first, first + HEAD_CHUNK_ROWS)
-            buf = self.head_buffer[:, : len(out[rows])]
+            buf = buffer[:, : len(out[rows])]
             buf[...] = self.head_blocks[:, rows]                                    # [nb, c, 32] float32
             dots = np.matmul(buf, x_blocks)[..., 0]                                 # [nb, c]
             out[rows] = np.einsum("bv,bv->v", dots, self.head_scales[:, rows])
@@ -275,28 +322,24 @@ def _mix_queries(q_rot: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) 
     return pattern, mixed
 
 
-def _mix_one_query(q_rot: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor,
-                                                                                              torch.Tensor]:
-    """_mix_queries for n = 1 (a generation step) in numpy float32, all heads of a KV group in one product: torch's
-    mm and softmax would wake its thread pool here, between OpenBLAS calls (measured 20x slower steps)."""
-    H, _, hd = q_rot.shape
+def _mix_one_query(q_rot: np.ndarray, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One query per head over T positions, all heads of a KV group in one product: q_rot [H, hd], keys and values
+    [KV, T, hd] -> pattern [H, T], mixed [H, hd]."""
+    H, hd = q_rot.shape
     kv_heads, T, _ = keys.shape
-    q = q_rot.numpy().reshape(kv_heads, H // kv_heads, hd)                         # [KV, g, hd]
-    scores = np.matmul(q, keys.numpy().transpose(0, 2, 1))                          # [KV, g, T]
+    q = q_rot.reshape(kv_heads, H // kv_heads, hd)                                 # [KV, g, hd]
+    scores = np.matmul(q, keys.transpose(0, 2, 1))                                  # [KV, g, T]
     scores *= np.float32(1.0 / math.sqrt(hd))                                       # as the decoder: q.k, then scale
     scores -= scores.max(-1, keepdims=True)                                         # softmax over keys, in place
     pattern = np.exp(scores, out=scores)
     pattern /= pattern.sum(-1, keepdims=True)                                       # [KV, g, T]
-    mixed = np.matmul(pattern, values.numpy())                                      # [KV, g, hd]
-    return torch.from_numpy(pattern.reshape(H, 1, T)), torch.from_numpy(mixed.reshape(H, 1, hd))
+    mixed = np.matmul(pattern, values)                                              # [KV, g, hd]
+    return pattern.reshape(H, T), mixed.reshape(H, hd)
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """x [n, in] @ weight [out, in]^T: one row through numpy's BLAS (both cores), more rows through torch (see the
-    module docstring)."""
-    if x.shape[0] == 1:
-        return torch.from_numpy(x.numpy() @ weight.numpy().T)                       # [1, out]
-    return F.linear(x, weight)                                                      # [n, out]
+def _rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+    """decoder.rms_norm for one vector x [D] in numpy float32."""
+    return x * np.float32(1.0 / math.sqrt(float(np.dot(x, x)) / x.shape[0] + eps)) * weight
 
 
 def prepare_prompt(lm, prompt: str | Sequence[int], max_new_tokens: int) -> tuple[str, list[int], int]:
