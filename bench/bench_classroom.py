@@ -156,33 +156,30 @@ def main() -> None:
     ap.add_argument("--long", action="store_true", help="also the ~500-token texts case (memory)")
     args = ap.parse_args()
     log_dir = Path(tempfile.mkdtemp(prefix="bench_classroom_"))
-    rows = []
+    print("bench_classroom: one server, N Chromium sessions at once (browsers share the server's 2 cores)")
+    print(f"{'case':<22} {'N':>3} {'server CPU s/session':>21} {'peak RSS MB':>12} {'first heatmap s':>18} "
+          f"{'head switch p95 s':>18}", flush=True)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        for n in args.sessions:
+        for k, n in enumerate(args.sessions):
             server = Server(log_dir)
             try:
                 server.wait_healthy()
                 warm = open_class(browser, server.url, ["Warming up the model."])
                 wait_all(warm)
                 warm[0].context.close()
-                base = len(rows) * 1000
-                rows.append(run_case(browser, server, "distinct ~60 tokens",
-                                     [text_for(base + i, 48) for i in range(n)], args.switches))
-                rows.append(run_case(browser, server, "shared example", ["The little robot looked at the stars."] * n,
-                                     args.switches))
+                base = k * 1000
+                cases = [("distinct ~60 tokens", [text_for(base + i, 48) for i in range(n)], args.switches),
+                         ("shared example", ["The little robot looked at the stars."] * n, args.switches)]
                 if args.long:
-                    rows.append(run_case(browser, server, "distinct ~500 tokens",
-                                         [text_for(base + 500 + i, 480) for i in range(n)], 0))
+                    cases.append(("distinct ~500 tokens", [text_for(base + 500 + i, 480) for i in range(n)], 0))
+                for name, texts, switches in cases:
+                    r = run_case(browser, server, name, texts, switches)
+                    print(f"{r['case']:<22} {r['n']:>3} {r['cpu_per_session']:>21.3f} {r['peak_mb']:>12.0f} "
+                          f"{r['first_median']:>8.2f} / {r['first_max']:<7.2f} {r['switch_p95']:>18.2f}", flush=True)
             finally:
                 server.stop()
         browser.close()
-    print("\nbench_classroom: one server, N Chromium sessions at once (browsers share the server's 2 cores)")
-    print(f"{'case':<22} {'N':>3} {'server CPU s/session':>21} {'peak RSS MB':>12} {'first heatmap s':>18} "
-          f"{'head switch p95 s':>18}")
-    for r in rows:
-        print(f"{r['case']:<22} {r['n']:>3} {r['cpu_per_session']:>21.3f} {r['peak_mb']:>12.0f} "
-              f"{r['first_median']:>8.2f} / {r['first_max']:<7.2f} {r['switch_p95']:>18.2f}")
     print("(first heatmap: median / max; server logs in", log_dir, ")")
 
 
