@@ -5,8 +5,6 @@ import numpy as np
 import pytest
 import torch
 
-from model.gguf import default_model_path
-
 PROMPTS = {
     "english": "The history of the printing press begins in the fifteenth century, when Johannes Gutenberg combined "
                "movable metal type, oil-based ink and a wooden press adapted from winemaking to produce books that "
@@ -16,16 +14,6 @@ PROMPTS = {
     "non_ascii": "Zürich liegt am Zürichsee. 東京は日本の首都です。Ёжик в тумане — мультфильм 1975 года. "
                  "مرحبا 🌍 café",
 }
-
-
-@pytest.fixture(scope="module")
-def hf_model():
-    import transformers
-
-    path = default_model_path()
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager")
-    return model.eval()
 
 
 def repeated_random_ids(seed: int = 0, n: int = 30) -> list[int]:

@@ -8,21 +8,10 @@ import pytest
 import torch
 
 from model.generation import MAX_NEW_TOKENS, GenerationSettings, IncrementalDecoder, first_token_samples, prepare_prompt
-from model.gguf import default_model_path
 
 ENGLISH = "The history of the printing press begins in the fifteenth century, when Johannes Gutenberg"
 CODE = "def fibonacci(n: int) -> list[int]:\n    seq = [0, 1]\n    while len(seq) < n:\n"
 OPENING = "Once upon a time, in a small village by the sea, there lived a"
-
-
-@pytest.fixture(scope="module")
-def hf_model():
-    import transformers
-
-    path = default_model_path()
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager")
-    return model.eval()
 
 
 def chat_ids(lm, user: str) -> list[int]:

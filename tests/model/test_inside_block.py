@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from model.decoder import CHECKPOINT_EVERY, rms_norm
-from model.gguf import default_model_path
 
 TEXTS = {
     "hobbit": "In a hole in the ground there lived a hobbit. Not a nasty, dirty, wet hole, filled with the ends of "
@@ -19,16 +18,6 @@ TEXTS = {
     "code": "def fibonacci(n: int) -> list[int]:\n    seq = [0, 1]\n    while len(seq) < n:\n        "
             "seq.append(seq[-1] + seq[-2])\n    return seq[:n]\n",
 }
-
-
-@pytest.fixture(scope="module")
-def hf_model():
-    import transformers
-
-    path = default_model_path()
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager")
-    return model.eval()
 
 
 @pytest.fixture(scope="module")

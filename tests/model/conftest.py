@@ -1,0 +1,18 @@
+"""Fixtures of the model tests: the reference implementation.
+
+- hf_model: transformers' Llama loaded from the same GGUF file (eager attention, float32), once per test module.
+"""
+import pytest
+import torch
+
+from model.gguf import default_model_path
+
+
+@pytest.fixture(scope="module")
+def hf_model():
+    import transformers
+
+    path = default_model_path()
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager")
+    return model.eval()
