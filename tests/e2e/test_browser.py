@@ -596,6 +596,8 @@ def test_share_link_restores_the_view(app_url, new_page, case):
 
     fresh = new_page(*PROJECTOR)                       # a fresh browser profile opening the shared link
     open_view(fresh, link)
+    for key in charts:                                 # the page may draw its first chart before the others
+        fresh.locator(f".st-key-{key} .js-plotly-plot").first.wait_for(state="attached", timeout=RERUN_MS)
     assert_no_exception(fresh, f"{case}: the shared link {link}")
     problems = []
     restored = controls(fresh, keys)
