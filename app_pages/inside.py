@@ -427,9 +427,9 @@ def heads_view(lm, trace) -> None:
     show_figure(fig, key=ATTRIBUTION_CHART, filename=f"logit_attribution_{target}", on_select=attribution_clicked,
                 selection_mode="points")
     order = np.argsort(-np.abs(attr.heads).ravel())[:3]
-    strongest = ", ".join(f"L{i // cfg.n_heads} H{i % cfg.n_heads} ({attr.heads.ravel()[i]:+.2f})" for i in order)
-    st.caption(f"Logit of {tok_md(names[target])} = {attr.logit:.2f} = embedding {attr.embedding:+.2f} + all heads "
-               f"{attr.heads.sum():+.2f} + all MLPs {attr.mlps.sum():+.2f}. Each part is read through the final "
+    strongest = ", ".join(f"L{i // cfg.n_heads} H{i % cfg.n_heads} ({attr.heads.ravel()[i]:+z.2f})" for i in order)
+    st.caption(f"Logit of {tok_md(names[target])} = {attr.logit:.2f} = embedding {attr.embedding:+z.2f} + all heads "
+               f"{attr.heads.sum():+z.2f} + all MLPs {attr.mlps.sum():+z.2f}. Each part is read through the final "
                f"RMSNorm's real scale (1/rms = {attr.inv_rms:.3g}), so the parts add up exactly. Red pushes the token "
                f"up, blue down; strongest: {strongest}. *Direct* only: what a head changes in later layers is not "
                "counted. Click a head to switch it off below.")
