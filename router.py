@@ -1,5 +1,5 @@
-"""Attention Atlas: the router. Each view lives in app_pages/; the frame around it (link, state, shared controls)
-in app_pages/_shell.py."""
+"""Attention Atlas: the router, the script each session runs (app.py serves it). Each view lives in app_pages/; the
+frame around it (link, state, shared controls) in app_pages/_shell.py."""
 import streamlit as st
 
 from app_pages import _shell as shell

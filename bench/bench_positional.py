@@ -59,7 +59,7 @@ def page_reruns(runs: int) -> list[tuple[str, float, float, int]]:
     """Whole-page reruns in Streamlit's AppTest (app shell + this page), one control changed per rerun."""
     from streamlit.testing.v1 import AppTest
 
-    app = str(Path(__file__).resolve().parents[1] / "app.py")
+    app = str(Path(__file__).resolve().parents[1] / "router.py")
     at = AppTest.from_file(app, default_timeout=120)
     at.query_params["page"] = "positional"
     at.run()

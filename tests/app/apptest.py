@@ -10,7 +10,7 @@ import numpy as np
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "app.py")
+APP = str(ROOT / "router.py")   # the script each session runs (app.py serves it)
 EXAMPLES = json.loads((ROOT / "assets/examples.json").read_text(encoding="utf-8"))
 PAGE_FILES = {"attention": "app_pages/attention.py", "causal-mask": "app_pages/causal_mask.py",
               "softmax": "app_pages/softmax.py", "positional": "app_pages/positional.py",

