@@ -1,6 +1,13 @@
-"""`streamlit run app.py` loads the model as the server starts, before any browser connects (app_pages/_warmup.py)."""
+"""What `streamlit run app.py` does as a server, before and without any browser: it loads the model as it starts
+(app_pages/_warmup.py), and it sends Streamlit's frontend files gzip-compressed (app_pages/_static_assets.py)."""
+import gzip
+import re
 import time
+import urllib.request
 from pathlib import Path
+
+import pytest
+from streamlit import file_util
 
 from tests.e2e.browser_harness import free_port, start_app, stop_app, wait_healthy
 
@@ -16,21 +23,47 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def test_model_is_loaded_before_the_first_visitor(tmp_path):
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
     port = free_port()
-    log_path = tmp_path / "server.log"
+    log_path = tmp_path_factory.mktemp("server") / "server.log"
     with log_path.open("wb") as log:
         proc = start_app(ROOT, port, log)
         try:
             why = wait_healthy(proc, f"http://127.0.0.1:{port}", WARM_TIMEOUT_S)
             assert why is None, why
-            deadline = time.monotonic() + WARM_TIMEOUT_S
-            while rss_mb(proc.pid) < LOADED_RSS_MB and time.monotonic() < deadline and proc.poll() is None:
-                time.sleep(0.5)
-            loaded_rss = rss_mb(proc.pid)
+            yield proc, f"http://127.0.0.1:{port}", log_path
         finally:
             stop_app(proc)
+
+
+def get(url: str, encoding: str) -> tuple[dict, bytes]:
+    request = urllib.request.Request(url, headers={"Accept-Encoding": encoding})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return {k.lower(): v for k, v in response.headers.items()}, response.read()
+
+
+def test_model_is_loaded_before_the_first_visitor(server):
+    proc, _, log_path = server
+    deadline = time.monotonic() + WARM_TIMEOUT_S
+    while rss_mb(proc.pid) < LOADED_RSS_MB and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+    loaded_rss = rss_mb(proc.pid)
     log_text = log_path.read_text(errors="replace")
     assert "warm-up failed" not in log_text, log_text[-3000:]
     assert loaded_rss >= LOADED_RSS_MB, (f"no browser connected, yet the server should have loaded the model: "
                                          f"RSS {loaded_rss:.0f} MB after {WARM_TIMEOUT_S} s")
+
+
+def test_frontend_script_is_sent_gzipped(server):
+    """The page's entry script (named in index.html) arrives compressed and decompresses to the installed file; a
+    client that does not accept gzip gets the plain file from Streamlit."""
+    _, url, _ = server
+    _, index = get(url + "/", "identity")
+    script = re.search(rb'src="\.?(/static/js/index\.[\w-]+\.js)"', index).group(1).decode()
+    on_disk = (Path(file_util.get_static_dir()) / script.lstrip("/")).read_bytes()
+    headers, body = get(url + script, "gzip")
+    assert headers.get("content-encoding") == "gzip" and len(body) < len(on_disk) / 2
+    assert gzip.decompress(body) == on_disk
+    headers, body = get(url + script, "identity")
+    assert "content-encoding" not in headers and body == on_disk
