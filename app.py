@@ -1,13 +1,14 @@
 """Attention Atlas: `streamlit run app.py` serves the pages (router.py) and, as the server starts, loads the model
 and runs the default text in the background (app_pages/_warmup.py), so the first visitor does not wait for it;
-Streamlit's frontend files are sent gzip-compressed from memory (app_pages/_static_assets.py).
+Streamlit's frontend files are sent gzip-compressed from memory, the chart library imported with the page
+(app_pages/_static_assets.py).
 `streamlit run router.py` serves the same app with the first visitor's session loading the model instead."""
 from contextlib import asynccontextmanager
 
 import streamlit as st
 from starlette.middleware import Middleware
 
-from app_pages._static_assets import CompressedStaticAssets
+from app_pages._static_assets import FrontendFiles
 from app_pages._warmup import start_warm_up
 
 
@@ -17,4 +18,4 @@ async def warm_server(_app):
     yield
 
 
-app = st.App("router.py", lifespan=warm_server, middleware=[Middleware(CompressedStaticAssets)])
+app = st.App("router.py", lifespan=warm_server, middleware=[Middleware(FrontendFiles)])

@@ -179,6 +179,19 @@ def same_link(a: str, b: str) -> bool:
             and parse_qs(sa.query) == parse_qs(sb.query))
 
 
+def cell_centre(page, key: str, x: int, y: int) -> list[float]:
+    """CELL_CENTRE_JS once the page's layout has settled (two readings 150 ms apart agree): a late reflow (a web
+    font arriving) would otherwise move the chart between the reading and the mouse move."""
+    last = page.evaluate(CELL_CENTRE_JS, [key, x, y])
+    for _ in range(20):
+        page.wait_for_timeout(150)
+        now = page.evaluate(CELL_CENTRE_JS, [key, x, y])
+        if now == last:
+            break
+        last = now
+    return last
+
+
 def open_view(page, url: str, min_charts: int = 1) -> None:
     page.goto(url)
     page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=min_charts, timeout=FIRST_LOAD_MS, polling=100)
@@ -212,6 +225,10 @@ def assert_no_exception(page, where: str) -> None:
 
 
 def controls(page, keys) -> dict:
+    """CONTROLS_JS once every widget's component has mounted: the frontend loads a widget's code on first use, so
+    its keyed box can be on the page, still empty, after the charts are drawn."""
+    page.wait_for_function("(keys) => Object.values((" + CONTROLS_JS + ")(keys))"
+                           ".every(v => !(v && v.unknown === ''))", arg=list(keys), timeout=RERUN_MS, polling=100)
     return page.evaluate(CONTROLS_JS, list(keys))
 
 
@@ -365,7 +382,7 @@ def test_token_axes_are_declared_and_tags_escaped(app_url, new_page, lm, text_na
                 if len(ticks) < 10:
                     problems.append(f"{name}: only {len(ticks)} x ticks drawn for {len(tokens)} tokens")
             if text_name == "markup":
-                x, y = page.evaluate(CELL_CENTRE_JS, ["fig_head", 0, 4])      # query 4 ("</"), key 0 ("<")
+                x, y = cell_centre(page, "fig_head", 0, 4)      # query 4 ("</"), key 0 ("<")
                 page.mouse.move(x, y)
                 hover = page.locator(".hoverlayer .hovertext").first
                 try:
@@ -676,7 +693,7 @@ def test_whole_model_overview_click_picks_a_head(app_url, new_page, overview):
         rerun(page, lambda: choice.click(), min_charts=2)
     for layer, head in ((16, 0), (29, 8)):
         page.locator(".st-key-w_overview").scroll_into_view_if_needed()
-        x, y = page.evaluate(CELL_CENTRE_JS, ["w_overview", layer, head])
+        x, y = cell_centre(page, "w_overview", layer, head)
         page.mouse.move(x + 3, y - 4)           # off-centre: anywhere in the cell counts
         page.mouse.click(x + 3, y - 4)
         want = (str(layer), str(head))

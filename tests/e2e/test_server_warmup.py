@@ -1,5 +1,6 @@
 """What `streamlit run app.py` does as a server, before and without any browser: it loads the model as it starts
-(app_pages/_warmup.py), and it sends Streamlit's frontend files gzip-compressed (app_pages/_static_assets.py)."""
+(app_pages/_warmup.py), and it sends Streamlit's frontend files gzip-compressed, the page importing the Plotly chunk
+(app_pages/_static_assets.py)."""
 import gzip
 import re
 import time
@@ -67,3 +68,12 @@ def test_frontend_script_is_sent_gzipped(server):
     assert gzip.decompress(body) == on_disk
     headers, body = get(url + script, "identity")
     assert "content-encoding" not in headers and body == on_disk
+
+
+def test_page_imports_the_installed_plotly_chunk(server):
+    _, url, _ = server
+    headers, index = get(url + "/", "gzip")
+    html = gzip.decompress(index) if headers.get("content-encoding") == "gzip" else index
+    chunk = re.search(rb'import\("\.(/static/js/PlotlyChart\.[\w-]+\.js)"\)', html).group(1)
+    _, body = get(url + chunk.decode(), "gzip")
+    assert gzip.decompress(body) == (Path(file_util.get_static_dir()) / chunk.decode().lstrip("/")).read_bytes()
