@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz.format import percent_labels
+from viz.format import percent_labels, probability_axis
 from viz.labels import plotly_escape, position_labels, row_axis, token_axis, token_categories
 from viz.theme import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, HIDDEN_COLOR, MASKED_COLOR, PALETTE, apply_theme
 
@@ -388,8 +388,7 @@ def next_token_bars(labels: list[str], probs: np.ndarray, *, title: str | None =
         text=percent_labels(p), textposition="outside", cliponaxis=False, name="probability",
         customdata=[plotly_escape(n) for n in names], hovertemplate="%{customdata}: %{x:.4f}<extra></extra>"))
     fig.update_yaxes(**row_axis(names, max_chars=20), showgrid=False)
-    fig.update_xaxes(title_text="probability", tickformat=".0%",
-                     range=[0, min(1.0, float(p.max(initial=0)) * 1.25 + 0.02)])
+    fig.update_xaxes(title_text="probability", **probability_axis(float(p.max(initial=0)) * 1.25 + 0.02))
     apply_theme(fig, title=title, height=height or 90 + 34 * p.size)
     return fig
 

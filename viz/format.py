@@ -74,3 +74,17 @@ def percent_tickformat(top: float) -> str:
     if top <= 0:
         return ".0%"
     return f".{percent_decimals([top / 5], significant=1, max_decimals=6)}%"
+
+
+PROBABILITY_TICKS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+
+
+def probability_axis(end: float) -> dict:
+    """Range and tick format of a probability axis drawn from 0 to `end` (the longest bar times some room for the
+    value written past its end). A bar near 100% needs the axis to pass 100%, or its value is cut off at the
+    figure's edge; the ticks then stop at 100%."""
+    end = end if end > 0 else 1.0
+    axis = dict(range=[0, end], tickformat=percent_tickformat(min(end, 1.0)))
+    if end > 1.0:
+        axis["tickvals"] = PROBABILITY_TICKS
+    return axis

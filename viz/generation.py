@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.format import percent_labels, percent_tickformat
+from viz.format import percent_labels, percent_tickformat, probability_axis
 from viz.labels import plotly_escape, position_axis, row_axis, token_categories
 from viz.theme import ACCENT, HIDDEN_COLOR, MASKED_COLOR, PALETTE, apply_theme
 
@@ -31,9 +31,8 @@ def candidates_figure(labels: list[str], probs, kept, drawn: int | None, *, titl
         textposition="outside", cliponaxis=False, name="probability",
         customdata=np.stack([[plotly_escape(s) for s in labels], status], axis=-1),
         hovertemplate="%{customdata[0]}: %{x:.4f}<br>%{customdata[1]}<extra></extra>"))
-    top = min(1.0, float(p.max(initial=0)) * 1.3) or 1.0
     fig.update_yaxes(**row_axis(labels, max_chars=16), showgrid=False)
-    fig.update_xaxes(title_text="probability", range=[0, top], tickformat=percent_tickformat(top), nticks=5)
+    fig.update_xaxes(title_text="probability", nticks=5, **probability_axis(float(p.max(initial=0)) * 1.3))
     return apply_theme(fig, title, height)
 
 

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz.attention import stat_overview
-from viz.format import percent_labels, percent_tickformat
+from viz.format import percent_labels, probability_axis
 from viz.labels import plotly_escape, position_axis, row_axis, shorten, tick_positions
 from viz.theme import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, MASKED_COLOR, PALETTE, apply_theme
 
@@ -497,8 +497,7 @@ def ablation_figure(labels: list[str], before: np.ndarray, after: np.ndarray, *,
                              text=text, textposition="outside", cliponaxis=False,
                              customdata=names, hovertemplate=f"%{{customdata}}<br>{name}: %{{x:.4f}}<extra></extra>"))
     fig.update_yaxes(**row_axis(labels, max_chars=16), showgrid=False)
-    fig.update_xaxes(title_text="probability", range=[0, min(1.0, top * 1.3) or 1.0],
-                     tickformat=percent_tickformat(top * 1.3), nticks=6)
+    fig.update_xaxes(title_text="probability", nticks=6, **probability_axis(top * 1.3))
     apply_theme(fig, title=title, height=height or 110 + 44 * len(labels))
     fig.update_layout(barmode="group", bargap=0.25, bargroupgap=0.05,
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))

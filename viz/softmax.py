@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz.format import percent_labels, percent_tickformat
+from viz.format import percent_labels, percent_tickformat, probability_axis
 from viz.labels import plotly_escape, row_axis
 from viz.theme import ACCENT, MASKED_COLOR, PALETTE, apply_theme
 
@@ -59,8 +59,7 @@ def probability_bars(labels: list[str], probs, *, keep=None, renormalized=None, 
         fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0))
     _label_axis(fig, labels, title_text=None)
     top = float(np.nanmax(np.concatenate([p, renorm]))) if n else 1.0
-    top = min(1.0, top) * 1.25 or 1.0                  # room for the labels right of the bars
-    fig.update_xaxes(title_text="probability", range=[0, top], tickformat=percent_tickformat(top), nticks=6)
+    fig.update_xaxes(title_text="probability", nticks=6, **probability_axis(min(1.0, top) * 1.25))
     apply_theme(fig, title=title, height=height or int(min(720, 120 + 26 * max(n, 4))))
     fig.update_layout(showlegend=renormalized is not None and bool((~keep).any()), bargap=0.25)
     return fig

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from viz.format import SI, format_bytes, format_si, percent_decimals, percent_labels, percent_tickformat
+from viz.format import (
+    SI,
+    format_bytes,
+    format_si,
+    percent_decimals,
+    percent_labels,
+    percent_tickformat,
+    probability_axis,
+)
 from viz.labels import plotly_escape, position_axis, row_axis, symbol_legend, tick_positions, token_axis
 
 
@@ -71,3 +79,11 @@ def test_percent_tickformat_never_repeats_a_tick():
         decimals = int(percent_tickformat(top)[1:-1])
         ticks = {f"{100 * top * k / 5:.{decimals}f}" for k in range(6)}
         assert len(ticks) == 6, (top, ticks)
+
+
+def test_probability_axis_passes_100_percent_only_for_a_near_certain_bar():
+    assert probability_axis(0.5) == {"range": [0, 0.5], "tickformat": ".0%"}
+    near_certain = probability_axis(0.9999 * 1.25)
+    assert near_certain["range"] == [0, 0.9999 * 1.25]                     # room for "99.99%" past the bar
+    assert max(near_certain["tickvals"]) == 1.0                            # no "120%" tick on a probability
+    assert probability_axis(0.0)["range"] == [0, 1.0]

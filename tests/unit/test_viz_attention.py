@@ -157,3 +157,9 @@ def test_matrix_csv_round_trip():
     assert [r[0] for r in rows[1:]] == ["0 The", '1 "q"', "2 The"]
     assert rows[1][2] == "" and rows[1][3] == ""                   # masked cells empty
     np.testing.assert_allclose(float(rows[3][1]), p[2, 0], rtol=1e-5)
+
+
+def test_next_token_bars_leave_room_for_a_near_certain_label():
+    """A 99.99% bar: the axis goes past its end (its value is written there), ticks stop at 100%."""
+    fig = va.next_token_bars(["5", "4"], np.array([0.9999, 0.0001]))
+    assert fig.layout.xaxis.range[1] >= 1.2 and max(fig.layout.xaxis.tickvals) == 1.0
