@@ -259,9 +259,11 @@ def warm_benches(browser, runs: int, log_dir: Path) -> dict[str, list[float]]:
     return results
 
 
-def cold_starts(browser, runs: int, log_dir: Path) -> tuple[list[float], list[float]]:
-    """(process start -> first heatmap drawn, process start -> health OK), seconds, per run."""
-    total, healthy = [], []
+def first_heatmaps(browser, runs: int, log_dir: Path, open_after_s: float = 0.0) -> list[tuple[float, float, float]]:
+    """Per run, a fresh server and a fresh browser that opens the page open_after_s after the process started (at
+    health if that is later): (process start -> health OK, process start -> first heatmap drawn, page opened ->
+    first heatmap drawn), seconds."""
+    out = []
     for _ in range(runs):
         context = browser.new_context(viewport={"width": 1280, "height": 800})
         context.set_default_timeout(TIMEOUT_MS)
@@ -269,35 +271,17 @@ def cold_starts(browser, runs: int, log_dir: Path) -> tuple[list[float], list[fl
         page.goto("about:blank")
         server = Server(log_dir)
         try:
-            healthy.append(server.wait_healthy())
+            healthy = server.wait_healthy()
+            time.sleep(max(0.0, open_after_s - (time.perf_counter() - server.started)))
+            opened = time.perf_counter()
             page.goto(server.url)
             wait_until(page, 1, HAS_TITLE, "Layer 0, head 0")
-            total.append(time.perf_counter() - server.started)
+            drawn = time.perf_counter()
+            out.append((healthy, drawn - server.started, drawn - opened))
         finally:
             server.stop()
             context.close()
-    return total, healthy
-
-
-def first_visits(browser, runs: int, log_dir: Path) -> list[float]:
-    """Seconds from opening the page to its first heatmap, in a fresh browser, on a server started WARM_WAIT_S ago."""
-    times = []
-    for _ in range(runs):
-        context = browser.new_context(viewport={"width": 1280, "height": 800})
-        context.set_default_timeout(TIMEOUT_MS)
-        page = context.new_page()
-        server = Server(log_dir)
-        try:
-            server.wait_healthy()
-            time.sleep(max(0.0, WARM_WAIT_S - (time.perf_counter() - server.started)))
-            t0 = time.perf_counter()
-            page.goto(server.url)
-            wait_until(page, 1, HAS_TITLE, "Layer 0, head 0")
-            times.append(time.perf_counter() - t0)
-        finally:
-            server.stop()
-            context.close()
-    return times
+    return out
 
 
 def main() -> None:
@@ -312,8 +296,8 @@ def main() -> None:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             warm = warm_benches(browser, max(1, args.runs), log_dir)
-            cold, healthy = cold_starts(browser, args.cold_runs, log_dir) if args.cold_runs > 0 else ([], [])
-            visits = first_visits(browser, args.cold_runs, log_dir) if args.cold_runs > 0 else []
+            cold = first_heatmaps(browser, args.cold_runs, log_dir)
+            visits = first_heatmaps(browser, args.cold_runs, log_dir, open_after_s=WARM_WAIT_S)
         finally:
             browser.close()
 
@@ -325,9 +309,10 @@ def main() -> None:
         ("(c') new 256-token text on Whole model (info)", warm["c_new"], None),
     ]
     if cold:
-        rows += [("(d) cold start: process -> first heatmap", cold, 4.0),
-                 ("(d') cold start: process -> /_stcore/health (info)", healthy, None),
-                 (f"(d'') first visit, server started {WARM_WAIT_S:g} s before (info)", visits, None)]
+        rows += [("(d) cold start: process -> first heatmap", [run[1] for run in cold], 4.0),
+                 ("(d') cold start: process -> /_stcore/health (info)", [run[0] for run in cold], None),
+                 (f"(d'') first visit, server started {WARM_WAIT_S:g} s before (info)", [run[2] for run in visits],
+                  None)]
     print(f"\nbench_ui: real Chromium, Streamlit app, {os.cpu_count()} CPU cores visible; medians (min-max), seconds")
     print(f"{'measure':<56} {'runs':>4} {'median':>7} {'min':>6} {'max':>6} {'target':>7}  ok")
     for name, values, target in rows:

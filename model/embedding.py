@@ -5,8 +5,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-Q8_0_BLOCK = 32          # values per block
-Q8_0_BLOCK_BYTES = 34    # fp16 scale + 32 x int8
+from model.quants import Q8_0_BYTES
+
 LOGIT_CHUNK_ROWS = 256   # rows dequantized at a time for the LM head (590 kB of float32: stays in cache)
 
 
@@ -31,7 +31,7 @@ class Q8Embedding:
 
     def __init__(self, blocks: np.ndarray):
         n_rows, n_bytes = blocks.shape
-        raw = torch.from_numpy(blocks).view(n_rows, n_bytes // Q8_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES)  # [V, nb, 34]
+        raw = torch.from_numpy(blocks).view(n_rows, n_bytes // Q8_0_BYTES, Q8_0_BYTES)  # [V, nb, 34]
         self.scale = raw[..., :2].contiguous().view(torch.float16).float()    # [V, nb, 1]
         self.values = raw[..., 2:].contiguous().view(torch.int8)              # [V, nb, 32]
 
@@ -50,6 +50,7 @@ class Q8Embedding:
             torch.mul(self.values[rows], self.scale[rows], out=chunk)
             torch.mv(chunk.view(-1, n_blocks * block), x, out=out[rows])
         return out
+
 
 def embedding_table(weight: np.ndarray):
     """DenseEmbedding for float32 arrays, Q8Embedding for raw Q8_0 blocks (uint8)."""

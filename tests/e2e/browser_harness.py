@@ -11,6 +11,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
@@ -179,3 +181,20 @@ def stop_app(proc: subprocess.Popen) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+@contextmanager
+def running_app(root: Path, log_path: Path, timeout_s: float) -> Iterator[tuple[subprocess.Popen, str]]:
+    """start_app on a free port, output to log_path: (the process, its base URL) once healthy; stopped afterwards.
+    Raises with the log's tail if it never answers."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with log_path.open("wb") as log:
+        proc = start_app(root, port, log)
+        try:
+            why = wait_healthy(proc, url, timeout_s)
+            if why:
+                raise RuntimeError(f"{why}:\n{log_path.read_text(errors='replace')[-3000:]}")
+            yield proc, url
+        finally:
+            stop_app(proc)

@@ -34,10 +34,7 @@ from tests.e2e.browser_harness import (
     IDLE_WITH_CHARTS_JS,
     RERUN_DONE_JS,
     RUN_COUNTER_INIT_JS,
-    free_port,
-    start_app,
-    stop_app,
-    wait_healthy,
+    running_app,
 )
 
 assert Path(CHROMIUM).exists(), f"end-to-end browser tests need Debian's chromium at {CHROMIUM} (apt install chromium)"
@@ -115,17 +112,8 @@ CHART_FONTS_JS = """() => {
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
     """A `streamlit run app.py` on a free local port; its base URL. The process group is killed afterwards."""
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
-    with log_path.open("wb") as log:
-        proc = start_app(ROOT, port, log)
-        try:
-            why = wait_healthy(proc, f"http://127.0.0.1:{port}", HEALTH_TIMEOUT_S)
-            if why:
-                pytest.fail(f"{why}:\n{log_path.read_text(errors='replace')[-3000:]}")
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            stop_app(proc)
+    with running_app(ROOT, tmp_path_factory.mktemp("streamlit") / "server.log", HEALTH_TIMEOUT_S) as (_, url):
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit import file_util
 
-from tests.e2e.browser_harness import free_port, start_app, stop_app, wait_healthy
+from tests.e2e.browser_harness import running_app
 
 ROOT = Path(__file__).resolve().parents[2]
 LOADED_RSS_MB = 450     # the dequantized weights alone are ~455 MB; a server without the model is ~200 MB
@@ -26,16 +26,9 @@ def rss_mb(pid: int) -> float:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = free_port()
     log_path = tmp_path_factory.mktemp("server") / "server.log"
-    with log_path.open("wb") as log:
-        proc = start_app(ROOT, port, log)
-        try:
-            why = wait_healthy(proc, f"http://127.0.0.1:{port}", WARM_TIMEOUT_S)
-            assert why is None, why
-            yield proc, f"http://127.0.0.1:{port}", log_path
-        finally:
-            stop_app(proc)
+    with running_app(ROOT, log_path, WARM_TIMEOUT_S) as (proc, url):
+        yield proc, url, log_path
 
 
 def get(url: str, encoding: str) -> tuple[dict, bytes]:

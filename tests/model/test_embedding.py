@@ -4,7 +4,8 @@ import numpy as np
 import torch
 from gguf.quants import dequantize as gguf_dequantize
 
-from model.embedding import LOGIT_CHUNK_ROWS, Q8_0_BLOCK_BYTES, Q8Embedding
+from model.embedding import LOGIT_CHUNK_ROWS, Q8Embedding
+from model.quants import Q8_0_BYTES
 
 ROWS = 2 * LOGIT_CHUNK_ROWS + 37      # two whole chunks and a partial one
 COLS = 96                             # 3 blocks of 32 per row
@@ -12,7 +13,7 @@ COLS = 96                             # 3 blocks of 32 per row
 
 def random_q8_table(rng: np.random.Generator) -> np.ndarray:
     """[ROWS, bytes per row] uint8 of valid Q8_0 blocks: random fp16 scales, random int8 values."""
-    blocks = rng.integers(0, 256, size=(ROWS * COLS // 32, Q8_0_BLOCK_BYTES), dtype=np.uint8)
+    blocks = rng.integers(0, 256, size=(ROWS * COLS // 32, Q8_0_BYTES), dtype=np.uint8)
     blocks[:, :2] = rng.normal(0, 0.05, size=(len(blocks), 1)).astype(np.float16).view(np.uint8)
     return blocks.reshape(ROWS, -1)
 
