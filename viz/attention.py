@@ -18,7 +18,18 @@ from plotly.subplots import make_subplots
 
 from viz.format import percent_labels, probability_axis
 from viz.labels import plotly_escape, position_labels, row_axis, token_axis, token_categories
-from viz.theme import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, HIDDEN_COLOR, MASKED_COLOR, PALETTE, apply_theme
+from viz.margins import LINE_EM, TICK_PAD_PX, tick_angle, tick_depth, title_depth, widest_px
+from viz.theme import (
+    ACCENT,
+    ATTENTION_SCALE,
+    DIVERGING_SCALE,
+    FONT_SIZE,
+    HIDDEN_COLOR,
+    MASKED_COLOR,
+    PALETTE,
+    TICK_FONT_SIZE,
+    apply_theme,
+)
 
 GRID_MAX_CELLS = 128     # small multiples are mean-pooled to at most this many rows/columns per head
 THUMB_CELLS = 20         # whole-model thumbnails: each head pooled to at most this many rows/columns
@@ -96,13 +107,28 @@ def sink_hidden_layers(cats: list[str], n_rows: int, allowed: np.ndarray | None 
 
 # --------------------------------------------------------------------------------------------------- one head
 LABEL_PX = 18            # a token tick label (14 px text, turned 90° when crowded) needs this much room
-SQUARE_CHROME_PX = (150, 130)   # a square token heatmap's (width, height) outside its plot area: labels, title
+SQUARE_CHROME_PX = 130   # height a square token heatmap has outside its plot, about: title, labels (for thinning)
+COLOUR_BAR_PX = 2 * 10 + 14 + 10 + 44  # plotly's padding, our bar, its tick pad and widest tick ("0.005", 14 px)
+COLOUR_BAR_GAP = 0.02    # the bar starts at x = 1.02 of the plot's width
 
 
-def square_size(height: int, show_scale: bool = True) -> tuple[int, int]:
-    """(width, plot side) of a square token heatmap `height` px tall, colour bar included."""
-    side = max(120, height - SQUARE_CHROME_PX[1])
-    return side + SQUARE_CHROME_PX[0] + (70 if show_scale else 0), side
+def square_layout(tick_text: list[str], n: int, height: int, titled: bool, show_scale: bool) -> dict:
+    """Layout of an n x n token heatmap `height` px tall whose both axes show tick_text (one label every n /
+    len(tick_text) cells): margins that fit the labels, axis titles and colour bar (viz.margins), the x labels'
+    angle, and a width that leaves a square plot. {"width", "margin", "tickangle", "side"}."""
+    widest = widest_px(tick_text, TICK_FONT_SIZE)
+    top = 60 if titled else 20                                       # as apply_theme
+    title = title_depth(FONT_SIZE)
+    first_guess = height - top - tick_depth(widest, 0, TICK_FONT_SIZE) - title
+    angle = tick_angle(widest, first_guess / max(1, len(tick_text)), TICK_FONT_SIZE)
+    bottom = math.ceil(tick_depth(widest, angle, TICK_FONT_SIZE) + title)
+    side = max(120, height - top - bottom)
+    spill = {0: widest / 2, 45: tick_depth(widest, 45, TICK_FONT_SIZE),       # how far the last x label reaches
+             90: LINE_EM * TICK_FONT_SIZE / 2}[angle] - side / n / 2            # past the plot's right edge
+    right = COLOUR_BAR_GAP * side + COLOUR_BAR_PX if show_scale else max(10.0, spill + 4)
+    left = max(widest + TICK_PAD_PX + title, spill + 4 if angle == 0 else 0)
+    margin = dict(l=math.ceil(left), r=math.ceil(right), t=top, b=bottom)
+    return dict(width=margin["l"] + side + margin["r"], margin=margin, tickangle=angle, side=side)
 
 
 def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = None, query: int | None = None,
@@ -110,8 +136,8 @@ def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = 
                  max_labels: int | None = None, height: int = 560, show_scale: bool = True) -> go.Figure:
     """One head's [T, T] attention: query i down, key j across; masked cells grey, weight 0 = dark.
 
-    A square figure of its own size (height x square_size(height)[0]): show it at that width, so the colour bar
-    sits by the matrix. pattern: the weights to show (with the sink hidden: head_stats.sink_hidden_view, whose NaN
+    A square plot in a figure of its own size (square_layout): show it at that width, so the colour bar sits by the
+    matrix. pattern: the weights to show (with the sink hidden: head_stats.sink_hidden_view, whose NaN
     cells this draws as hidden). query outlines one query row. zmax defaults to the largest weight shown in rows
     1.. (stretch: the 99th percentile). Tick labels are thinned to what the side fits (or max_labels).
     show_scale=False drops the colour bar (a small preview; the hover still gives every weight).
@@ -133,14 +159,15 @@ def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = 
     if query is not None and 0 <= query < T:
         fig.add_shape(type="rect", x0=-0.5, x1=query + 0.5, y0=query - 0.5, y1=query + 0.5,
                       line=dict(color=ACCENT, width=2), fillcolor="rgba(0,0,0,0)")
-    width, side = square_size(height, show_scale)
-    labels = max_labels or max(4, side // LABEL_PX)
-    fig.update_xaxes(title_text="key j (attended to)", **token_axis(tokens, labels), autotickangles=[0, 45, 90],
-                     showgrid=False, zeroline=False, constrain="domain")
-    fig.update_yaxes(title_text="query i (attending)", **token_axis(tokens, labels), autorange="reversed",
-                     showgrid=False, zeroline=False, scaleanchor="x", constrain="domain")
+    axis = token_axis(tokens, max_labels or max(4, (height - SQUARE_CHROME_PX) // LABEL_PX))
+    box = square_layout(axis["ticktext"], T, height, bool(title), show_scale)
+    fig.update_xaxes(title_text="key j (attended to)", **axis, tickangle=box["tickangle"], showgrid=False,
+                     zeroline=False, constrain="domain")
+    fig.update_yaxes(title_text="query i (attending)", **axis, autorange="reversed", showgrid=False,
+                     zeroline=False, scaleanchor="x", constrain="domain")
     apply_theme(fig, title=title, height=height)
-    fig.update_layout(width=width, plot_bgcolor=MASKED_COLOR, margin_pad=0)   # no pad: a grey frame reads as masked
+    fig.update_layout(width=box["width"], margin=box["margin"], plot_bgcolor=MASKED_COLOR,
+                      margin_pad=0)                                 # no pad: a grey frame reads as masked
     return fig
 
 

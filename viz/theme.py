@@ -44,14 +44,18 @@ def apply_theme(fig: go.Figure, title: str | None = None, height: int | None = N
 
 
 def scale_fonts(fig: go.Figure, factor: float) -> go.Figure:
-    """Every font size of fig (layout, title, axes, annotations, colour bars, trace text) times factor, in place:
-    presenter mode enlarges chart text without each figure knowing about it."""
+    """Every font size of fig (layout, title, axes, annotations, colour bars, trace text) and its margins (which
+    figures size to their labels, viz.margins) times factor, in place: presenter mode enlarges chart text without
+    each figure knowing about it."""
     def scale(font) -> None:
         if font is not None and font.size:
             font.size = round(font.size * factor)
 
     layout = fig.layout
     layout.font.size = round((layout.font.size or FONT_SIZE) * factor)
+    for side in ("l", "r", "t", "b"):
+        if layout.margin[side] is not None:
+            layout.margin[side] = round(layout.margin[side] * factor)
     scale(layout.title.font)
     scale(layout.hoverlabel.font)
     scale(layout.legend.font)

@@ -385,6 +385,32 @@ def test_token_axes_are_declared_and_tags_escaped(app_url, new_page, lm, text_na
     assert not problems, f"text {text!r}:\n" + "\n".join(problems)
 
 
+# The margins the first chart of the main area reserved (its layout) and those plotly drew it with.
+MARGINS_JS = """(key) => {
+  const gd = document.querySelector('.st-key-' + CSS.escape(key) + ' .js-plotly-plot');
+  const m = gd.layout.margin || {}, s = gd._fullLayout._size;
+  return {reserved: [m.l, m.r, m.t, m.b], drawn: [s.l, s.r, s.t, s.b]};
+}"""
+ROOM_TEXTS = {**TEXTS, "chinese": "我喜欢学习机器学习，也喜欢读书。", "emoji": "I love 🍕 and 🎉 parties 😀!",
+              "one token": "Hi", "512 tokens": " ".join(f"word{i}" for i in range(400))}
+
+
+@pytest.mark.parametrize("present", [False, True], ids=["sidebar", "presenter"])
+def test_one_head_heatmap_reserves_room_for_its_labels(app_url, new_page, present):
+    """The one-head heatmap reserves margins that fit its labels, colour bar and titles (viz.margins), so plotly
+    draws it once: had they been short, plotly's automargin would have drawn it again with larger ones (a third
+    of a head switch's time). Texts with long, wide, markup-like and numeric tokens, one token, 512 tokens."""
+    page = new_page(*PROJECTOR)
+    problems = []
+    for name, text in ROOM_TEXTS.items():
+        open_view(page, url_of(app_url, "/", text=text, **({"present": 1} if present else {})))
+        assert_no_exception(page, name)
+        margins = page.evaluate(MARGINS_JS, "fig_head")
+        if margins["drawn"] != margins["reserved"]:
+            problems.append(f"{name}: reserved l, r, t, b = {margins['reserved']}, drawn with {margins['drawn']}")
+    assert not problems, "\n".join(problems)
+
+
 # ---------------------------------------------------------------------------------------------- first screen
 
 def box(page, selector: str) -> dict | None:
