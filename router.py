@@ -1,5 +1,9 @@
 """Attention Atlas: the router, the script each session runs (app.py serves it). Each view lives in app_pages/; the
 frame around it (link, state, shared controls) in app_pages/_shell.py."""
+# Before any page builds a figure: plotly checks sys.modules for pandas while it validates a figure, and a pandas
+# that another thread (the warm-up, a session's first table) is importing that moment is half-made and breaks the
+# figure (AttributeError: partially initialized module 'pandas'). An import here waits until it is whole.
+import pandas  # noqa: F401
 import streamlit as st
 
 from app_pages import _shell as shell

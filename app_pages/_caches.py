@@ -21,10 +21,11 @@ from app_pages._jobs import Job, JobRunner
 from model import ForwardTrace, LayerDetail, load_model
 from model.attribution import LogitAttribution
 from model.block_walk import BlockWalk
-from model.decoder import FLOAT32_ATTENTION_BYTES, tune_heap
+from model.decoder import FLOAT32_ATTENTION_BYTES
 from model.fetch import cached_model_path
 from model.gguf import ModelLoadError, default_model_path, installed_model_path
 from model.head_stats import apply_sink, head_stats, sink_hidden_view
+from model.heap import tune_heap
 from model.lens import LensTop
 from model.sampling import softmax
 from model.stream import ResidualNorms

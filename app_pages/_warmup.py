@@ -9,24 +9,36 @@ import logging
 import threading
 
 LOG = logging.getLogger("attention_atlas.warmup")
-# What the page scripts import (and their libraries: plotly, pandas), so no visitor's run imports them.
-PAGE_MODULES = ("pandas", "app_pages._shell", "app_pages._widgets", "viz.attention", "viz.generation", "viz.inside",
-                "viz.mask", "viz.params", "viz.positional", "viz.softmax")
+# What the first view (Attention, one head) imports beyond the model: imported before the load, so the first
+# visitor's script, which imports them too, waits for them instead of importing them while the model loads.
+FIRST_VIEW_MODULES = ("app_pages._shell", "app_pages._widgets", "viz.attention")
+# What the other pages import: after the default text's run, off the first view's path.
+PAGE_MODULES = ("viz.generation", "viz.inside", "viz.mask", "viz.params", "viz.positional", "viz.softmax")
 
 
 def warm_up() -> None:
-    """Fetch the model package if it is missing, load the model, run the default text, import the pages' modules,
-    freeze what is loaded out of the garbage collector's walks."""
+    """Fetch the model package if it is missing, import pandas (see router.py), torch and the first view's modules,
+    load the model, run the default text, import the other pages' modules, freeze what is loaded out of the garbage
+    collector's walks. The collector is paused meanwhile (model.heap.paused_gc): the ~1M objects these imports and
+    the load make are long-lived, and collections walking them took ~0.5 s of a cold start."""
     try:
-        from app_pages import _caches as caches
-        from app_pages._examples import default_text
-        from model.gguf import default_model_path
+        from model.heap import paused_gc
 
-        default_model_path()
-        caches.load_shared_model()
-        caches.get_trace(default_text())
-        for module in PAGE_MODULES:
-            importlib.import_module(module)
+        with paused_gc():
+            from model.gguf import default_model_path
+
+            default_model_path()
+            import pandas  # noqa: F401
+            import torch  # noqa: F401
+            for module in FIRST_VIEW_MODULES:
+                importlib.import_module(module)
+            from app_pages import _caches as caches
+            from app_pages._examples import default_text
+
+            caches.load_shared_model()
+            caches.get_trace(default_text())
+            for module in PAGE_MODULES:
+                importlib.import_module(module)
         caches.freeze_long_lived()
     except Exception:  # the first session retries and shows an actionable message
         LOG.exception("warm-up failed; the first visitor's session loads the model instead")

