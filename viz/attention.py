@@ -18,7 +18,16 @@ from plotly.subplots import make_subplots
 
 from viz.format import percent_labels, probability_axis
 from viz.labels import plotly_escape, position_labels, row_axis, token_axis, token_categories
-from viz.margins import LINE_EM, TICK_PAD_PX, tick_angle, tick_depth, title_depth, widest_px
+from viz.margins import (
+    BAR_GAP,
+    LINE_EM,
+    TICK_PAD_PX,
+    colour_bar_px,
+    tick_angle,
+    tick_depth,
+    title_depth,
+    widest_px,
+)
 from viz.theme import (
     ACCENT,
     ATTENTION_SCALE,
@@ -108,8 +117,7 @@ def sink_hidden_layers(cats: list[str], n_rows: int, allowed: np.ndarray | None 
 # --------------------------------------------------------------------------------------------------- one head
 LABEL_PX = 18            # a token tick label (14 px text, turned 90° when crowded) needs this much room
 SQUARE_CHROME_PX = 130   # height a square token heatmap has outside its plot, about: title, labels (for thinning)
-COLOUR_BAR_PX = 2 * 10 + 14 + 10 + 44  # plotly's padding, our bar, its tick pad and widest tick ("0.005", 14 px)
-COLOUR_BAR_GAP = 0.02    # the bar starts at x = 1.02 of the plot's width
+COLOUR_BAR_THICKNESS = 14
 
 
 def square_layout(tick_text: list[str], n: int, height: int, titled: bool, show_scale: bool) -> dict:
@@ -125,7 +133,7 @@ def square_layout(tick_text: list[str], n: int, height: int, titled: bool, show_
     side = max(120, height - top - bottom)
     spill = {0: widest / 2, 45: tick_depth(widest, 45, TICK_FONT_SIZE),       # how far the last x label reaches
              90: LINE_EM * TICK_FONT_SIZE / 2}[angle] - side / n / 2            # past the plot's right edge
-    right = COLOUR_BAR_GAP * side + COLOUR_BAR_PX if show_scale else max(10.0, spill + 4)
+    right = BAR_GAP * side + colour_bar_px(COLOUR_BAR_THICKNESS) if show_scale else max(10.0, spill + 4)
     left = max(widest + TICK_PAD_PX + title, spill + 4 if angle == 0 else 0)
     margin = dict(l=math.ceil(left), r=math.ceil(right), t=top, b=bottom)
     return dict(width=margin["l"] + side + margin["r"], margin=margin, tickangle=angle, side=side)
@@ -152,7 +160,8 @@ def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = 
     gap = 1 if T <= 48 else 0
     fig = go.Figure(go.Heatmap(
         z=z, x=cats, y=cats, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=top, hoverongaps=False, xgap=gap, ygap=gap,
-        name="attention", showscale=show_scale, colorbar=dict(title=dict(text="weight"), thickness=14),
+        name="attention", showscale=show_scale,
+        colorbar=dict(title=dict(text="weight"), thickness=COLOUR_BAR_THICKNESS),
         hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"))
     if sink_hidden:
         fig.add_traces(sink_hidden_layers(cats, T))
@@ -229,6 +238,19 @@ def _overview_axes(fig: go.Figure, L: int, H: int) -> None:
                      ticktext=[str(h) for h in range(H)], showgrid=False, zeroline=False, range=[H - 0.5, -0.5])
 
 
+OVERVIEW_BAR_THICKNESS = 12
+OVERVIEW_PLOT_PX = 1000  # wider than an overview's plot gets (the main column at 1280 px): room for the bar's gap
+
+
+def _overview_margins(fig: go.Figure, scale_title: str | None) -> None:
+    """Room for an overview's tick labels, axis titles and colour bar (viz.margins); after apply_theme."""
+    title = title_depth(FONT_SIZE)
+    left = widest_px(list(fig.layout.yaxis.ticktext), TICK_FONT_SIZE) + TICK_PAD_PX + title
+    bottom = tick_depth(widest_px(list(fig.layout.xaxis.ticktext), TICK_FONT_SIZE), 0, TICK_FONT_SIZE) + title
+    right = BAR_GAP * OVERVIEW_PLOT_PX + colour_bar_px(OVERVIEW_BAR_THICKNESS, FONT_SIZE if scale_title else None)
+    fig.update_layout(margin=dict(l=math.ceil(left), r=math.ceil(right), b=math.ceil(bottom)))
+
+
 def _overview_height(H: int, height: int | None, title: str | None) -> tuple[int, float]:
     """(figure height, pixels per head row): about 28 px a row plus title and axis."""
     chrome = 110 + (40 if title else 0)
@@ -286,13 +308,14 @@ def stat_overview(values: np.ndarray, *, label: str, selected: tuple[int, int] |
         zmax=zmax if zmax is not None else (colour_top(v, skip_rows=0) if zmin is not None else None),
         hoverongaps=False, text=text if show else None, texttemplate="%{text}" if show else None,
         textfont=dict(size=12), xgap=1, ygap=1, hoverinfo="skip", name=label,
-        colorbar=dict(title=dict(text=scale_title or "", side="right"), thickness=12)))
+        colorbar=dict(title=dict(text=scale_title or "", side="right"), thickness=OVERVIEW_BAR_THICKNESS)))
     hover = [f"{label}: {x:{'+' if signed else ''}.3f}" if np.isfinite(x) else f"{label}: n/a" for x in v.ravel()]
     fig.add_trace(_click_layer(L, H, size=row_px * 0.9, text=hover))
     if selected is not None:
         fig.add_shape(**_selected_box(*selected))
     _overview_axes(fig, L, H)
     apply_theme(fig, title=title, height=height)
+    _overview_margins(fig, scale_title)
     fig.update_layout(plot_bgcolor=MASKED_COLOR, margin_pad=0, clickmode="event+select", dragmode=False,
                       hovermode="closest")
     return fig
@@ -349,7 +372,8 @@ def thumbnail_overview(tiles: np.ndarray, *, selected: tuple[int, int] | None = 
     fig.add_trace(go.Scatter(x=tri_x, y=tri_y, mode="lines", fill="toself", fillcolor=MASKED_COLOR,
                              line=dict(width=0), hoverinfo="skip", showlegend=False, name="masked"))
     fig.add_trace(go.Heatmap(z=big, x=x, y=y, colorscale=ATTENTION_SCALE, zmin=0, zmax=1, hoverinfo="skip",
-                             colorbar=dict(title=dict(text="", side="right"), thickness=12, tickvals=[0, 1],
+                             colorbar=dict(title=dict(text="", side="right"), thickness=OVERVIEW_BAR_THICKNESS,
+                                           tickvals=[0, 1],
                                            ticktext=["0", "max"]),
                              name="pattern"))
     height, row_px = _overview_height(H, height, title)
@@ -358,6 +382,7 @@ def thumbnail_overview(tiles: np.ndarray, *, selected: tuple[int, int] | None = 
         fig.add_shape(**_selected_box(*selected))
     _overview_axes(fig, L, H)
     apply_theme(fig, title=title, height=height)
+    _overview_margins(fig, None)
     fig.update_layout(plot_bgcolor="white", margin_pad=0, clickmode="event+select", dragmode=False,
                       hovermode="closest")
     return fig

@@ -54,3 +54,14 @@ def tick_depth(widest: float, angle: int, size: float) -> float:
 def title_depth(size: float) -> float:
     """Room an axis title of font size px takes beyond its tick labels (its line and the standoff)."""
     return LINE_EM * size + TITLE_STANDOFF_PX + TITLE_EXTRA_PX
+
+
+BAR_PAD_PX = 10        # plotly's padding on each side of a colour bar
+BAR_TICKS_PX = 10 + 44  # a colour bar's tick pad and widest tick label ("0.005" at 14 px)
+BAR_GAP = 0.02         # a colour bar starts at x = 1.02 of the plot's width
+
+
+def colour_bar_px(thickness: int, side_title_size: float | None = None) -> float:
+    """Room a vertical colour bar takes right of its plot's gap: padding, bar, ticks, and a title turned along its
+    side (side="right") when side_title_size is given (its font size)."""
+    return 2 * BAR_PAD_PX + thickness + BAR_TICKS_PX + (LINE_EM * side_title_size if side_title_size else 0)

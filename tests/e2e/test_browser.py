@@ -395,19 +395,31 @@ ROOM_TEXTS = {**TEXTS, "chinese": "我喜欢学习机器学习，也喜欢读书
               "one token": "Hi", "512 tokens": " ".join(f"word{i}" for i in range(400))}
 
 
+# Charts that reserve room for their labels (viz.margins): (path, chart key, texts to try).
+ROOM_CHARTS = {
+    "one head": ("/", "fig_head", list(ROOM_TEXTS)),
+    "overview, previous-token": ("/?view=model", "w_overview", ["numbers", "512 tokens"]),
+    "overview, entropy": ("/?view=model&color=entropy", "w_overview", ["numbers"]),
+    "overview, thumbnails": ("/?view=model&color=thumbs", "w_overview", ["numbers"]),
+}
+
+
 @pytest.mark.parametrize("present", [False, True], ids=["sidebar", "presenter"])
-def test_one_head_heatmap_reserves_room_for_its_labels(app_url, new_page, present):
-    """The one-head heatmap reserves margins that fit its labels, colour bar and titles (viz.margins), so plotly
-    draws it once: had they been short, plotly's automargin would have drawn it again with larger ones (a third
-    of a head switch's time). Texts with long, wide, markup-like and numeric tokens, one token, 512 tokens."""
+def test_charts_reserve_room_for_their_labels(app_url, new_page, present):
+    """The one-head heatmap and the whole-model overviews reserve margins that fit their labels, colour bars and
+    titles (viz.margins), so plotly draws them once: had they been short, plotly's automargin would have drawn
+    them again with larger ones (a third of a head switch's time). Texts with long, wide, markup-like and numeric
+    tokens, one token, 512 tokens; presenter mode's larger text."""
     page = new_page(*PROJECTOR)
     problems = []
-    for name, text in ROOM_TEXTS.items():
-        open_view(page, url_of(app_url, "/", text=text, **({"present": 1} if present else {})))
-        assert_no_exception(page, name)
-        margins = page.evaluate(MARGINS_JS, "fig_head")
-        if margins["drawn"] != margins["reserved"]:
-            problems.append(f"{name}: reserved l, r, t, b = {margins['reserved']}, drawn with {margins['drawn']}")
+    for chart, (path, key, texts) in ROOM_CHARTS.items():
+        for name in texts:
+            open_view(page, url_of(app_url, path, text=ROOM_TEXTS[name], **({"present": 1} if present else {})))
+            assert_no_exception(page, f"{chart}, {name}")
+            margins = page.evaluate(MARGINS_JS, key)
+            if margins["drawn"] != margins["reserved"]:
+                problems.append(f"{chart}, {name}: reserved l, r, t, b = {margins['reserved']}, drawn with "
+                                f"{margins['drawn']}")
     assert not problems, "\n".join(problems)
 
 
