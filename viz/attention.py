@@ -23,6 +23,7 @@ from viz.margins import (
     LINE_EM,
     TICK_PAD_PX,
     colour_bar_px,
+    text_px,
     tick_angle,
     tick_depth,
     title_depth,
@@ -389,6 +390,9 @@ def thumbnail_overview(tiles: np.ndarray, *, selected: tuple[int, int] | None = 
 
 
 # ---------------------------------------------------------------------------------------------- one query row
+QUERY_PLOT_PX = 520      # about the narrowest its plot gets (the main column at 1024 px): sets the labels' angle
+
+
 def query_heads_heatmap(rows: np.ndarray, tokens: list[str], query: int, *, selected: int | None = None,
                         sink_hidden: bool = False, title: str | None = None, max_labels: int = 40,
                         height: int | None = None) -> go.Figure:
@@ -408,7 +412,8 @@ def query_heads_heatmap(rows: np.ndarray, tokens: list[str], query: int, *, sele
     fig = go.Figure(go.Heatmap(
         z=z, x=cats, y=heads, colorscale=ATTENTION_SCALE, zmin=0.0,
         zmax=float(finite.max()) if finite.size and finite.max() > 0 else 1.0, xgap=1 if query < 48 else 0,
-        ygap=1, colorbar=dict(title=dict(text="weight"), thickness=14), name="attention", hoverongaps=False,
+        ygap=1, colorbar=dict(title=dict(text="weight"), thickness=COLOUR_BAR_THICKNESS), name="attention",
+        hoverongaps=False,
         hovertemplate=f"query #{query} → key %{{x}}<br>%{{y}}: weight %{{z:.4f}}<extra></extra>"))
     if sink_hidden:
         fig.add_trace(go.Heatmap(z=np.ones((H, 1)), x=cats[:1], y=heads, colorscale=_single_colour(HIDDEN_COLOR),
@@ -417,11 +422,17 @@ def query_heads_heatmap(rows: np.ndarray, tokens: list[str], query: int, *, sele
     if selected is not None and 0 <= selected < H:
         fig.add_shape(type="rect", x0=-0.5, x1=query + 0.5, y0=selected - 0.5, y1=selected + 0.5,
                       line=dict(color=ACCENT, width=3), fillcolor="rgba(0,0,0,0)")
-    fig.update_xaxes(title_text="key j (earlier tokens)", **token_axis(shown, max_labels), autotickangles=[0, 45, 90],
-                     showgrid=False)
+    axis = token_axis(shown, max_labels)
+    widest = widest_px(axis["ticktext"], TICK_FONT_SIZE)
+    angle = tick_angle(widest, QUERY_PLOT_PX / len(axis["ticktext"]), TICK_FONT_SIZE)
+    fig.update_xaxes(title_text="key j (earlier tokens)", **axis, tickangle=angle, showgrid=False)
     fig.update_yaxes(type="category", autorange="reversed", showgrid=False)
     apply_theme(fig, title=title, height=height or 150 + 34 * H)
-    fig.update_layout(plot_bgcolor=MASKED_COLOR)
+    spill = {0: widest / 2, 45: tick_depth(widest, 45, TICK_FONT_SIZE), 90: LINE_EM * TICK_FONT_SIZE / 2}[angle]
+    fig.update_layout(plot_bgcolor=MASKED_COLOR, margin=dict(
+        l=math.ceil(max(widest_px(heads, TICK_FONT_SIZE) + 2 * TICK_PAD_PX, spill)),
+        r=math.ceil(BAR_GAP * QUERY_PLOT_PX + colour_bar_px(COLOUR_BAR_THICKNESS)),
+        b=math.ceil(tick_depth(widest, angle, TICK_FONT_SIZE) + title_depth(FONT_SIZE))))
     return fig
 
 
@@ -439,9 +450,15 @@ def next_token_bars(labels: list[str], probs: np.ndarray, *, title: str | None =
         x=p, y=np.arange(p.size), orientation="h", marker_color=[ACCENT] + [PALETTE[0]] * (p.size - 1),
         text=percent_labels(p), textposition="outside", cliponaxis=False, name="probability",
         customdata=[plotly_escape(n) for n in names], hovertemplate="%{customdata}: %{x:.4f}<extra></extra>"))
-    fig.update_yaxes(**row_axis(names, max_chars=20), showgrid=False)
-    fig.update_xaxes(title_text="probability", **probability_axis(float(p.max(initial=0)) * 1.25 + 0.02))
+    rows = row_axis(names, max_chars=20)
+    x_axis = probability_axis(float(p.max(initial=0)) * 1.25 + 0.02)
+    fig.update_yaxes(**rows, showgrid=False)
+    fig.update_xaxes(title_text="probability", **x_axis)
     apply_theme(fig, title=title, height=height or 90 + 34 * p.size)
+    fig.update_layout(margin=dict(
+        l=math.ceil(widest_px(rows["ticktext"], TICK_FONT_SIZE) + 2 * TICK_PAD_PX),
+        r=math.ceil(text_px("100%", TICK_FONT_SIZE) / 2 + TICK_PAD_PX),     # a tick label at the axis' end
+        b=math.ceil(tick_depth(0, 0, TICK_FONT_SIZE) + title_depth(FONT_SIZE))))
     return fig
 
 

@@ -17,7 +17,7 @@ WIDE_EM = 1.05         # CJK, fullwidth forms and emoji take about a font size e
 LINE_EM = 1.4          # height of one line of text, in font sizes (what plotly gives it)
 LABEL_GAP_PX = 4       # horizontal tick labels closer than this read as one
 TITLE_STANDOFF_PX = 12  # viz.theme's axis title_standoff
-TITLE_EXTRA_PX = 6     # plotly puts an axis title this much further out than line + standoff (measured)
+TITLE_EXTRA_PX = 12    # plotly puts an axis title up to this much further out than line + standoff (measured)
 TICK_PAD_PX = 4        # between the plot and its tick labels (plotly: ticklen 0 + its label pad)
 
 

@@ -401,15 +401,18 @@ ROOM_CHARTS = {
     "overview, previous-token": ("/?view=model", "w_overview", ["numbers", "512 tokens"]),
     "overview, entropy": ("/?view=model&color=entropy", "w_overview", ["numbers"]),
     "overview, thumbnails": ("/?view=model&color=thumbs", "w_overview", ["numbers"]),
+    "query row": ("/?view=query", "fig_query", ["markup", "emoji", "one token", "512 tokens"]),
+    "next token": ("/?view=next", "fig_next", ["markup", "chinese", "emoji"]),
 }
 
 
 @pytest.mark.parametrize("present", [False, True], ids=["sidebar", "presenter"])
 def test_charts_reserve_room_for_their_labels(app_url, new_page, present):
-    """The one-head heatmap and the whole-model overviews reserve margins that fit their labels, colour bars and
-    titles (viz.margins), so plotly draws them once: had they been short, plotly's automargin would have drawn
-    them again with larger ones (a third of a head switch's time). Texts with long, wide, markup-like and numeric
-    tokens, one token, 512 tokens; presenter mode's larger text."""
+    """The Attention page's charts (one head, the whole-model overviews, a query's row, the next-token bars)
+    reserve margins that fit their labels, colour bars and titles (viz.margins), so plotly draws them once: had
+    they been short, plotly's automargin would have drawn them again with larger ones (a third of a head switch's
+    time). Texts with long, wide, markup-like and numeric tokens, one token, 512 tokens; presenter mode's larger
+    text."""
     page = new_page(*PROJECTOR)
     problems = []
     for chart, (path, key, texts) in ROOM_CHARTS.items():
