@@ -123,7 +123,7 @@ def _open_reader(path: Path):
 
     class PlainArrayReader(gguf.GGUFReader):
         """GGUFReader over a plain ndarray view of the memmap, with string arrays (the 98k vocab and merge strings)
-        read as bytes in one loop and number arrays (the 49k token types) as one view: the generic parser makes one
+        read in one loop and number arrays (the 49k token types) as one view: the generic parser makes one
         or two numpy views per item (0.5 s for SmolLM2). An array's parts are [item type, count, item_0, item_1,
         ...] as before, data indexing the items; a string item is a memoryview of its bytes (what the gguf package
         reads from a part: tobytes(), nbytes), a number item a 1-element array."""

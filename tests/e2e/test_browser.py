@@ -671,6 +671,10 @@ def test_arrow_keys_step_head_and_layer(app_url, new_page, presenter):
     page = new_page(*PROJECTOR)
     open_view(page, url_of(app_url, "/", **({"present": 1} if presenter else {})))
     wait_for_title(page, "Layer 0, head 0")
+    # The shortcuts are hidden buttons: their keys work once the buttons' component has mounted, which can be
+    # after the heatmap is drawn.
+    page.wait_for_function("document.querySelectorAll('.st-key-keyboard_shortcuts button').length === 4",
+                           timeout=RERUN_MS, polling=100)
     page.evaluate("document.activeElement && document.activeElement.blur()")
     for key, want, title in (("ArrowRight", {"head": "1"}, "Layer 0, head 1"),
                              ("ArrowUp", {"head": "1", "layer": "1"}, "Layer 1, head 1")):
