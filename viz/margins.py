@@ -14,6 +14,7 @@ import unicodedata
 
 NARROW_EM = 0.62       # width of a character, in font sizes: Source Sans (the charts' font) averages ~0.5, "m" 0.83
 WIDE_EM = 1.05         # CJK, fullwidth forms and emoji take about a font size each
+SYMBOL_EM = 0.95       # other non-ASCII symbols and punctuation (token marks ↵ ⇥ ⏎: 0.84, the ellipsis …: 0.95)
 LINE_EM = 1.4          # height of one line of text, in font sizes (what plotly gives it)
 LABEL_GAP_PX = 4       # horizontal tick labels closer than this read as one
 TITLE_STANDOFF_PX = 12  # viz.theme's axis title_standoff
@@ -24,7 +25,7 @@ TICK_PAD_PX = 4        # between the plot and its tick labels (plotly: ticklen 0
 def text_px(text: str, size: float) -> float:
     """Estimated width in px of one line of plotly text (HTML entities read as their characters) at size px,
     erring wide."""
-    return size * sum(WIDE_EM if _is_wide(ch) else NARROW_EM for ch in html.unescape(text))
+    return size * sum(_em(ch) for ch in html.unescape(text))
 
 
 def widest_px(texts: list[str], size: float) -> float:
@@ -32,8 +33,12 @@ def widest_px(texts: list[str], size: float) -> float:
     return max((text_px(t, size) for t in texts), default=0.0)
 
 
-def _is_wide(ch: str) -> bool:
-    return unicodedata.east_asian_width(ch) in ("W", "F") or ord(ch) >= 0x1F000
+def _em(ch: str) -> float:
+    if unicodedata.east_asian_width(ch) in ("W", "F") or ord(ch) >= 0x1F000:
+        return WIDE_EM
+    if not ch.isascii() and unicodedata.category(ch)[0] in ("S", "P"):
+        return SYMBOL_EM
+    return NARROW_EM
 
 
 def tick_angle(widest: float, spacing: float, size: float) -> int:

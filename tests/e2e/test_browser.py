@@ -392,7 +392,7 @@ MARGINS_JS = """(key) => {
   return {reserved: [m.l, m.r, m.t, m.b], drawn: [s.l, s.r, s.t, s.b]};
 }"""
 ROOM_TEXTS = {**TEXTS, "chinese": "我喜欢学习机器学习，也喜欢读书。", "emoji": "I love 🍕 and 🎉 parties 😀!",
-              "one token": "Hi", "512 tokens": " ".join(f"word{i}" for i in range(400))}
+              "one token": "Hi", "512 tokens": " ".join(f"word{i}" for i in range(400)), "tags only": "<b>bold</b>"}
 
 
 # Charts that reserve room for their labels (viz.margins): (path, chart key, texts to try).
@@ -402,7 +402,7 @@ ROOM_CHARTS = {
     "overview, entropy": ("/?view=model&color=entropy", "w_overview", ["numbers"]),
     "overview, thumbnails": ("/?view=model&color=thumbs", "w_overview", ["numbers"]),
     "query row": ("/?view=query", "fig_query", ["markup", "emoji", "one token", "512 tokens"]),
-    "next token": ("/?view=next", "fig_next", ["markup", "chinese", "emoji"]),
+    "next token": ("/?view=next", "fig_next", ["markup", "chinese", "emoji", "tags only"]),   # ↵␣␣␣ predicted
 }
 
 

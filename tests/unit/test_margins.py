@@ -4,7 +4,7 @@ import math
 import numpy as np
 
 from viz import attention as va
-from viz.margins import LINE_EM, NARROW_EM, WIDE_EM, text_px, tick_angle, tick_depth, widest_px
+from viz.margins import LINE_EM, NARROW_EM, SYMBOL_EM, WIDE_EM, text_px, tick_angle, tick_depth, widest_px
 from viz.theme import scale_fonts
 
 
@@ -12,6 +12,7 @@ def test_text_px_counts_wide_characters_and_reads_entities():
     assert text_px("abcd", 10) == 4 * NARROW_EM * 10
     assert text_px("学习", 10) == 2 * WIDE_EM * 10                  # CJK: about a font size each
     assert text_px("🍕", 10) == WIDE_EM * 10
+    assert text_px("↵…", 10) == 2 * SYMBOL_EM * 10                  # token marks and the ellipsis: wider than "a"
     assert text_px("&lt;br&gt;", 14) == text_px("<br>", 14)        # escaped for plotly, drawn as 4 characters
     assert widest_px(["a", "abc", "ab"], 10) == text_px("abc", 10)
     assert widest_px([], 10) == 0
