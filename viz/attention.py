@@ -19,13 +19,12 @@ from plotly.subplots import make_subplots
 from viz.format import percent_labels, probability_axis
 from viz.labels import plotly_escape, position_labels, row_axis, token_axis, token_categories
 from viz.margins import (
-    BAR_GAP,
-    LINE_EM,
     TICK_PAD_PX,
     colour_bar_px,
     text_px,
     tick_angle,
     tick_depth,
+    tick_spill,
     title_depth,
     widest_px,
 )
@@ -124,7 +123,7 @@ COLOUR_BAR_THICKNESS = 14
 def square_layout(tick_text: list[str], n: int, height: int, titled: bool, show_scale: bool) -> dict:
     """Layout of an n x n token heatmap `height` px tall whose both axes show tick_text (one label every n /
     len(tick_text) cells): margins that fit the labels, axis titles and colour bar (viz.margins), the x labels'
-    angle, and a width that leaves a square plot. {"width", "margin", "tickangle", "side"}."""
+    angle, and a width that leaves a square plot. {"width", "margin", "tickangle"}."""
     widest = widest_px(tick_text, TICK_FONT_SIZE)
     top = 60 if titled else 20                                       # as apply_theme
     title = title_depth(FONT_SIZE)
@@ -132,12 +131,11 @@ def square_layout(tick_text: list[str], n: int, height: int, titled: bool, show_
     angle = tick_angle(widest, first_guess / max(1, len(tick_text)), TICK_FONT_SIZE)
     bottom = math.ceil(tick_depth(widest, angle, TICK_FONT_SIZE) + title)
     side = max(120, height - top - bottom)
-    spill = {0: widest / 2, 45: tick_depth(widest, 45, TICK_FONT_SIZE),       # how far the last x label reaches
-             90: LINE_EM * TICK_FONT_SIZE / 2}[angle] - side / n / 2            # past the plot's right edge
-    right = BAR_GAP * side + colour_bar_px(COLOUR_BAR_THICKNESS) if show_scale else max(10.0, spill + 4)
+    spill = tick_spill(widest, angle, TICK_FONT_SIZE) - side / n / 2        # the last x label past the plot's edge
+    right = colour_bar_px(COLOUR_BAR_THICKNESS, side) if show_scale else max(10.0, spill + 4)
     left = max(widest + TICK_PAD_PX + title, spill + 4 if angle == 0 else 0)
     margin = dict(l=math.ceil(left), r=math.ceil(right), t=top, b=bottom)
-    return dict(width=margin["l"] + side + margin["r"], margin=margin, tickangle=angle, side=side)
+    return dict(width=margin["l"] + side + margin["r"], margin=margin, tickangle=angle)
 
 
 def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = None, query: int | None = None,
@@ -248,7 +246,7 @@ def _overview_margins(fig: go.Figure, scale_title: str | None) -> None:
     title = title_depth(FONT_SIZE)
     left = widest_px(list(fig.layout.yaxis.ticktext), TICK_FONT_SIZE) + TICK_PAD_PX + title
     bottom = tick_depth(widest_px(list(fig.layout.xaxis.ticktext), TICK_FONT_SIZE), 0, TICK_FONT_SIZE) + title
-    right = BAR_GAP * OVERVIEW_PLOT_PX + colour_bar_px(OVERVIEW_BAR_THICKNESS, FONT_SIZE if scale_title else None)
+    right = colour_bar_px(OVERVIEW_BAR_THICKNESS, OVERVIEW_PLOT_PX, FONT_SIZE if scale_title else None)
     fig.update_layout(margin=dict(l=math.ceil(left), r=math.ceil(right), b=math.ceil(bottom)))
 
 
@@ -374,8 +372,7 @@ def thumbnail_overview(tiles: np.ndarray, *, selected: tuple[int, int] | None = 
                              line=dict(width=0), hoverinfo="skip", showlegend=False, name="masked"))
     fig.add_trace(go.Heatmap(z=big, x=x, y=y, colorscale=ATTENTION_SCALE, zmin=0, zmax=1, hoverinfo="skip",
                              colorbar=dict(title=dict(text="", side="right"), thickness=OVERVIEW_BAR_THICKNESS,
-                                           tickvals=[0, 1],
-                                           ticktext=["0", "max"]),
+                                           tickvals=[0, 1], ticktext=["0", "max"]),
                              name="pattern"))
     height, row_px = _overview_height(H, height, title)
     fig.add_trace(_click_layer(L, H, size=row_px * 0.9))
@@ -428,10 +425,9 @@ def query_heads_heatmap(rows: np.ndarray, tokens: list[str], query: int, *, sele
     fig.update_xaxes(title_text="key j (earlier tokens)", **axis, tickangle=angle, showgrid=False)
     fig.update_yaxes(type="category", autorange="reversed", showgrid=False)
     apply_theme(fig, title=title, height=height or 150 + 34 * H)
-    spill = {0: widest / 2, 45: tick_depth(widest, 45, TICK_FONT_SIZE), 90: LINE_EM * TICK_FONT_SIZE / 2}[angle]
     fig.update_layout(plot_bgcolor=MASKED_COLOR, margin=dict(
-        l=math.ceil(max(widest_px(heads, TICK_FONT_SIZE) + 2 * TICK_PAD_PX, spill)),
-        r=math.ceil(BAR_GAP * QUERY_PLOT_PX + colour_bar_px(COLOUR_BAR_THICKNESS)),
+        l=math.ceil(max(widest_px(heads, TICK_FONT_SIZE) + 2 * TICK_PAD_PX, tick_spill(widest, angle, TICK_FONT_SIZE))),
+        r=math.ceil(colour_bar_px(COLOUR_BAR_THICKNESS, QUERY_PLOT_PX)),
         b=math.ceil(tick_depth(widest, angle, TICK_FONT_SIZE) + title_depth(FONT_SIZE))))
     return fig
 
@@ -451,9 +447,8 @@ def next_token_bars(labels: list[str], probs: np.ndarray, *, title: str | None =
         text=percent_labels(p), textposition="outside", cliponaxis=False, name="probability",
         customdata=[plotly_escape(n) for n in names], hovertemplate="%{customdata}: %{x:.4f}<extra></extra>"))
     rows = row_axis(names, max_chars=20)
-    x_axis = probability_axis(float(p.max(initial=0)) * 1.25 + 0.02)
     fig.update_yaxes(**rows, showgrid=False)
-    fig.update_xaxes(title_text="probability", **x_axis)
+    fig.update_xaxes(title_text="probability", **probability_axis(float(p.max(initial=0)) * 1.25 + 0.02))
     apply_theme(fig, title=title, height=height or 90 + 34 * p.size)
     fig.update_layout(margin=dict(
         l=math.ceil(widest_px(rows["ticktext"], TICK_FONT_SIZE) + 2 * TICK_PAD_PX),

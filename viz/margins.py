@@ -49,6 +49,12 @@ def tick_angle(widest: float, spacing: float, size: float) -> int:
     return 45 if LINE_EM * size * math.sqrt(2) + LABEL_GAP_PX <= spacing else 90
 
 
+def tick_spill(widest: float, angle: int, size: float) -> float:
+    """How far the labels at this angle reach along the axis from their tick, towards its end (a 45° label runs
+    down and to the right of its tick)."""
+    return {0: widest / 2, 45: tick_depth(widest, 45, size), 90: LINE_EM * size / 2}[angle]
+
+
 def tick_depth(widest: float, angle: int, size: float) -> float:
     """How far labels at this angle reach away from the axis, in px (tick pad included)."""
     line = LINE_EM * size
@@ -66,7 +72,8 @@ BAR_TICKS_PX = 10 + 44  # a colour bar's tick pad and widest tick label ("0.005"
 BAR_GAP = 0.02         # a colour bar starts at x = 1.02 of the plot's width
 
 
-def colour_bar_px(thickness: int, side_title_size: float | None = None) -> float:
-    """Room a vertical colour bar takes right of its plot's gap: padding, bar, ticks, and a title turned along its
-    side (side="right") when side_title_size is given (its font size)."""
-    return 2 * BAR_PAD_PX + thickness + BAR_TICKS_PX + (LINE_EM * side_title_size if side_title_size else 0)
+def colour_bar_px(thickness: int, plot_px: float, side_title_size: float | None = None) -> float:
+    """Room a vertical colour bar takes right of a plot plot_px wide: its gap, padding, bar, ticks, and a title
+    turned along its side (side="right") when side_title_size is given (its font size)."""
+    return (BAR_GAP * plot_px + 2 * BAR_PAD_PX + thickness + BAR_TICKS_PX
+            + (LINE_EM * side_title_size if side_title_size else 0))
