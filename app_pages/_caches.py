@@ -19,16 +19,17 @@ import torch
 from app_pages._budget import ByteBudgetCache
 from app_pages._jobs import Job, JobRunner
 from model import ForwardTrace, LayerDetail, load_model
-from model.attribution import LogitAttribution
-from model.block_walk import BlockWalk
-from model.decoder import FLOAT32_ATTENTION_BYTES
-from model.fetch import cached_model_path
-from model.gguf import ModelLoadError, default_model_path, installed_model_path
-from model.head_stats import apply_sink, head_stats, sink_hidden_view
-from model.heap import tune_heap
-from model.lens import LensTop
-from model.sampling import softmax
-from model.stream import ResidualNorms
+from model.analysis.attribution import LogitAttribution
+from model.analysis.block_walk import BlockWalk
+from model.analysis.head_stats import apply_sink, head_stats, sink_hidden_view
+from model.analysis.lens import LensTop
+from model.analysis.stream import ResidualNorms
+from model.decoder.core import FLOAT32_ATTENTION_BYTES
+from model.errors import ModelLoadError
+from model.files.fetch import cached_model_path
+from model.files.gguf import default_model_path, installed_model_path
+from model.files.heap import tune_heap
+from model.lessons.sampling import softmax
 from viz.attention import matrix_csv, thumbnail_tiles
 
 DEFAULT_MAX_TOKENS = 512
@@ -207,7 +208,7 @@ def head_matrix_csv(text: str, layer: int, head: int, hide_sink: bool) -> str:
 
 # ------------------------------------------------------------------------------------------------ Inside a block
 def get_block_walk(text: str, layer: int, position: int, max_tokens: int = DEFAULT_MAX_TOKENS) -> BlockWalk:
-    """Every step of block `layer` for the token at `position` (model.block_walk), recomputed from the trace."""
+    """Every step of block `layer` for the token at `position` (model.analysis.block_walk), from the trace."""
     lm = get_model()
     trace = get_trace(text, max_tokens)
     return _caches()["layer_details"].get((lm.source, text, max_tokens, "walk", layer, position),

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from app_pages._examples import default_text
 from app_pages._url import Choice, Context, Flag, Float, Int, IntList, Param, Schema, Text
-from model.params import (
+from model.calculator.params import (
     CUSTOM,
     DEFAULTS,
     LIMITS,
@@ -22,7 +22,7 @@ from model.params import (
     POSITIONAL_KINDS,
     PRESETS,
 )
-from model.sampling import T_MAX, T_MIN
+from model.lessons.sampling import T_MAX, T_MIN
 
 MAX_TEXT_CHARS = 8_000          # longer texts (typed or from a link) are cut: 512 tokens need far fewer characters
 URL_TEXT_LIMIT = 16_000         # URL-encoded characters of text we still put into the share link

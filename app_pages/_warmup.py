@@ -22,10 +22,10 @@ def warm_up() -> None:
     collector's walks. The collector is paused meanwhile (model.heap.paused_gc): the ~1M objects these imports and
     the load make are long-lived, and collections walking them took ~0.5 s of a cold start."""
     try:
-        from model.heap import paused_gc
+        from model.files.heap import paused_gc
 
         with paused_gc():
-            from model.gguf import default_model_path
+            from model.files.gguf import default_model_path
 
             default_model_path()
             import pandas  # noqa: F401

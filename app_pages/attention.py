@@ -17,7 +17,7 @@ from app_pages._widgets import (
     token_label,
     token_legend,
 )
-from model.head_stats import STATISTICS, has_repeats, sink_hidden_view, top_predictions
+from model.analysis.head_stats import STATISTICS, has_repeats, sink_hidden_view, top_predictions
 from viz import attention as va
 from viz.labels import plotly_escape
 

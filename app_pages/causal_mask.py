@@ -10,8 +10,8 @@ from app_pages import _controls as controls
 from app_pages import _schemas as S
 from app_pages import _shell as shell
 from app_pages._widgets import escape_markdown, show_figure, token_label, token_legend
-from model.head_stats import sink_hidden_view
-from model.masking import masked_views, most_leaking_row, softmax_steps
+from model.analysis.head_stats import sink_hidden_view
+from model.lessons.masking import masked_views, most_leaking_row, softmax_steps
 from viz.mask import leak_bars, mask_heatmap, matrix_heatmap
 
 N = S.CAUSAL_MASK.by_name("n")

@@ -12,8 +12,8 @@ from app_pages import _controls as controls
 from app_pages import _schemas as S
 from app_pages import _shell as shell
 from app_pages._widgets import escape_markdown, show_figure, token_legend
-from model.head_stats import mean_distance_back
-from model.sampling import T_MAX, T_MIN, temperature_grid
+from model.analysis.head_stats import mean_distance_back
+from model.lessons.sampling import T_MAX, T_MIN, temperature_grid
 from viz import generation as vg
 from viz.attention import stat_overview
 

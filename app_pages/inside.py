@@ -12,10 +12,10 @@ from app_pages import _controls as controls
 from app_pages import _schemas as S
 from app_pages import _shell as shell
 from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, show_figure, token_legend
-from model.block_walk import NEAR_ZERO
-from model.bpe import bpe_walk
-from model.positional import rope_frequencies
-from model.tokenizer import readable_token
+from model.analysis.block_walk import NEAR_ZERO
+from model.decoder.rope import rope_frequencies
+from model.tokenizers.bpe_walk import bpe_walk
+from model.tokenizers.byte_bpe import readable_token
 from viz import inside as vi
 from viz.attention import query_heads_heatmap
 from viz.format import format_bytes

@@ -13,7 +13,7 @@ from app_pages import _controls as controls
 from app_pages import _schemas as S
 from app_pages import _shell as shell
 from app_pages._widgets import show_figure
-from model.params import (
+from model.calculator.params import (
     LABELS,
     MAX_BATCH,
     MAX_CONTEXT,

@@ -14,8 +14,8 @@ from app_pages import _controls as controls
 from app_pages import _schemas as S
 from app_pages import _shell as shell
 from app_pages._widgets import show_figure, token_label, token_legend
-from model import positional as P
-from model.head_stats import sink_hidden_view
+from model.analysis.head_stats import sink_hidden_view
+from model.lessons import positional as P
 from viz import positional as V
 from viz.attention import causal_nan
 

@@ -10,7 +10,7 @@ from app_pages import _controls as controls
 from app_pages import _schemas as S
 from app_pages import _shell as shell
 from app_pages._widgets import escape_markdown, show_figure, token_label, token_legend
-from model.sampling import (
+from model.lessons.sampling import (
     T_MAX,
     T_MIN,
     effective_choices,

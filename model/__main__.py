@@ -12,9 +12,10 @@ import sys
 import numpy as np
 
 from model import load_model
-from model.decoder import DEFAULT_MAX_TOKENS
-from model.gguf import ModelLoadError, default_model_path
-from model.head_stats import prev_token_score, top_predictions
+from model.analysis.head_stats import prev_token_score, top_predictions
+from model.decoder.core import DEFAULT_MAX_TOKENS
+from model.errors import ModelLoadError
+from model.files.gguf import default_model_path
 
 
 def main(argv: list[str] | None = None) -> int:

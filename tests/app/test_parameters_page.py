@@ -7,7 +7,7 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from model.params import PRESETS, count_parameters
+from model.calculator.params import PRESETS, count_parameters
 from tests.app.apptest import open_page, rerun
 from viz.format import format_si
 

@@ -5,7 +5,7 @@
 import pytest
 import torch
 
-from model.gguf import default_model_path
+from model.files.gguf import default_model_path
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from model.bpe import MAX_PIECE_BYTES, bpe_merge_steps, bpe_walk
+from model.tokenizers.bpe_walk import MAX_PIECE_BYTES, bpe_merge_steps, bpe_walk
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog; it's what they'd call unbelievably antidisestablishmentarian.",

@@ -1,11 +1,11 @@
-"""model.embedding's Q8_0 table (the tied LM head) against the gguf package's dequantization, worked in float64."""
+"""LM head and embedding rows: Q8Embedding (raw Q8_0 blocks) equals the gguf-dequantized float32 table."""
 import gguf
 import numpy as np
 import torch
 from gguf.quants import dequantize as gguf_dequantize
 
-from model.embedding import LOGIT_CHUNK_ROWS, Q8Embedding
-from model.quants import Q8_0_BYTES
+from model.decoder.embedding import LOGIT_CHUNK_ROWS, Q8Embedding
+from model.files.quants import Q8_0_BYTES
 
 ROWS = 2 * LOGIT_CHUNK_ROWS + 37      # two whole chunks and a partial one
 COLS = 96                             # 3 blocks of 32 per row

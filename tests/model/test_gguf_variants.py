@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from model import load_model
-from model.gguf import ModelLoadError, read_gguf
+from model.errors import ModelLoadError
+from model.files.gguf import read_gguf
 
 TEXT = ("The quick brown fox jumps over the lazy dog in 2024, and then 12 more foxes... "
         "<|im_start|>user\nIt's 3.14159, isn't it?<|im_end|>\n")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.decoder import CHECKPOINT_EVERY, rms_norm
+from model.decoder.core import CHECKPOINT_EVERY, rms_norm
 
 TEXTS = {
     "hobbit": "In a hole in the ground there lived a hobbit. Not a nasty, dirty, wet hole, filled with the ends of "

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from model import load_model
-from model.gguf import ModelLoadError, default_model_path, read_gguf
+from model.errors import ModelLoadError
+from model.files.gguf import default_model_path, read_gguf
 
 
 def test_default_model_shape(lm):

@@ -1,12 +1,12 @@
-"""model.quants (the load's dequantization) against the gguf package's own numpy dequantization, the reference
-llama.cpp's Python tools use, and model.gguf's reader against the stock GGUFReader on the real file."""
+"""model.files.quants (the load's dequantization) against the gguf package's own numpy dequantization, the reference
+llama.cpp's Python tools use, and model.files.gguf's reader against the stock GGUFReader on the real file."""
 import gguf
 import numpy as np
 import pytest
 from gguf.quants import dequantize as gguf_dequantize
 
-from model.gguf import _open_reader, installed_model_path
-from model.quants import dequantize
+from model.files.gguf import _open_reader, installed_model_path
+from model.files.quants import dequantize
 
 ROWS, COLS = 6, 96      # 3 blocks of 32 per row
 

@@ -3,8 +3,8 @@ import random
 
 import pytest
 
-from model.gguf import read_gguf
-from model.tokenizer import Tokenizer, readable_token
+from model.files.gguf import read_gguf
+from model.tokenizers.byte_bpe import Tokenizer, readable_token
 
 # Llama 3's published split regex (its tokenizer.json; llama.cpp src/llama-vocab.cpp quotes it).
 LLAMA3_TOKENIZER_JSON_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"

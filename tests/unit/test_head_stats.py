@@ -1,8 +1,8 @@
-"""model.head_stats against small hand-worked attention patterns."""
+"""model.analysis.head_stats against small hand-worked attention patterns."""
 import numpy as np
 import pytest
 
-from model.head_stats import (
+from model.analysis.head_stats import (
     STATISTICS,
     apply_sink,
     has_repeats,
@@ -15,7 +15,7 @@ from model.head_stats import (
     sink_score,
     top_predictions,
 )
-from model.sampling import softmax
+from model.lessons.sampling import softmax
 
 
 def prev_token_pattern(T):

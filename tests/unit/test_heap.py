@@ -1,7 +1,7 @@
 """model.heap.paused_gc: the collector off inside, back as it was afterwards."""
 import gc
 
-from model.heap import paused_gc
+from model.files.heap import paused_gc
 
 
 def test_paused_gc_restores_the_collector():

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from model.head_stats import sink_hidden_view
-from model.masking import masked_views, most_leaking_row, softmax_steps
+from model.analysis.head_stats import sink_hidden_view
+from model.lessons.masking import masked_views, most_leaking_row, softmax_steps
 
 
 def test_masked_views_by_hand():

@@ -16,7 +16,7 @@ from transformers import (
     Qwen3Config,
 )
 
-from model.params import (
+from model.calculator.params import (
     LABELS,
     LIMITS,
     PRESETS,
@@ -389,7 +389,7 @@ def test_smollm2_gguf_file_tensor_sum():
 
 
 def test_loaded_model_tensor_sum(lm):
-    from model.params import shape_from_config
+    from model.calculator.params import shape_from_config
 
     sizes = lm.tensor_sizes
     b = count_parameters(**shape_from_config(lm.config).as_dict())

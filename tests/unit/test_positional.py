@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-import model.decoder as decoder
-import model.positional as pos
+import model.decoder.core as decoder_core
+import model.decoder.rope as decoder_rope
+import model.lessons.positional as pos
 
 
 @pytest.fixture(scope="module")
@@ -88,19 +89,19 @@ def test_pe_similarity_is_toeplitz():
 # ------------------------------------------------------------------------------------------------ RoPE basics
 
 def test_rope_frequencies_and_wavelengths():
-    f = pos.rope_frequencies(64, 100000.0)
+    f = decoder_rope.rope_frequencies(64, 100000.0)
     assert f.shape == (32,) and f[0] == 1.0
     np.testing.assert_allclose(f[1], 100000.0 ** (-2 / 64))
     np.testing.assert_allclose(pos.wavelengths(f)[0], 2 * np.pi)
     np.testing.assert_allclose(pos.wavelengths(f)[-1], 2 * np.pi * 100000.0 ** (62 / 64))
 
 
-@pytest.mark.parametrize("convention", pos.CONVENTIONS)
+@pytest.mark.parametrize("convention", decoder_rope.CONVENTIONS)
 def test_apply_rope_preserves_norms(convention):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((3, 50, 64)).astype(np.float32)
-    cos, sin = pos.rope_cos_sin(np.arange(50) * 37, 64, 10000.0)
-    y = pos.apply_rope(x, cos, sin, convention)
+    cos, sin = decoder_rope.rope_cos_sin(np.arange(50) * 37, 64, 10000.0)
+    y = decoder_rope.apply_rope(x, cos, sin, convention)
     assert isinstance(y, np.ndarray) and y.shape == x.shape and y.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-5)
     # the norm of every 2-D pair is preserved too: RoPE only rotates within pairs
@@ -110,8 +111,8 @@ def test_apply_rope_preserves_norms(convention):
 
 def test_apply_rope_position_zero_is_identity_and_torch_in_torch_out():
     x = torch.randn(2, 1, 8)
-    cos, sin = pos.rope_cos_sin([0], 8, 10000.0)
-    y = pos.apply_rope(x, cos, sin)
+    cos, sin = decoder_rope.rope_cos_sin([0], 8, 10000.0)
+    y = decoder_rope.apply_rope(x, cos, sin)
     assert isinstance(y, torch.Tensor)
     torch.testing.assert_close(y, x)
 
@@ -119,23 +120,23 @@ def test_apply_rope_position_zero_is_identity_and_torch_in_torch_out():
 def test_apply_rope_hand_worked_pair():
     # d=2: one pair, theta_0 = 1 rad/token. (1, 0) at position m lands on (cos m, sin m).
     x = np.array([[1.0, 0.0]] * 3)
-    cos, sin = pos.rope_cos_sin([0, 1, 2], 2, 10000.0)
-    y = pos.apply_rope(x, cos.double(), sin.double())
+    cos, sin = decoder_rope.rope_cos_sin([0, 1, 2], 2, 10000.0)
+    y = decoder_rope.apply_rope(x, cos.double(), sin.double())
     np.testing.assert_allclose(y, [[1, 0], [np.cos(1), np.sin(1)], [np.cos(2), np.sin(2)]], atol=1e-7)
     np.testing.assert_allclose(pos.rotation_path(1.0, 3), y, atol=1e-7)
 
 
-@pytest.mark.parametrize("convention", pos.CONVENTIONS)
+@pytest.mark.parametrize("convention", decoder_rope.CONVENTIONS)
 def test_rope_dot_depends_only_on_distance(convention):
     rng = np.random.default_rng(1)
     q, k = rng.standard_normal((2, 64))
     base = 100000.0
 
     def score(m, n):
-        cq, sq = pos.rope_cos_sin([m], 64, base)
-        ck, sk = pos.rope_cos_sin([n], 64, base)
-        qr = pos.apply_rope(q[None], cq.double(), sq.double(), convention)[0]
-        kr = pos.apply_rope(k[None], ck.double(), sk.double(), convention)[0]
+        cq, sq = decoder_rope.rope_cos_sin([m], 64, base)
+        ck, sk = decoder_rope.rope_cos_sin([n], 64, base)
+        qr = decoder_rope.apply_rope(q[None], cq.double(), sq.double(), convention)[0]
+        kr = decoder_rope.apply_rope(k[None], ck.double(), sk.double(), convention)[0]
         return qr @ kr
 
     ref = score(7, 3)
@@ -169,19 +170,19 @@ def test_aligned_envelope_is_upper_bound_at_zero():
 def test_conventions_agree_under_the_permutation():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((3, 20, 64)).astype(np.float32)
-    cos, sin = pos.rope_cos_sin(np.arange(20) * 11, 64, 100000.0)
-    lhs = pos.apply_rope(pos.half_to_adjacent(x), cos, sin, "adjacent")
-    rhs = pos.half_to_adjacent(pos.apply_rope(x, cos, sin, "half"))
+    cos, sin = decoder_rope.rope_cos_sin(np.arange(20) * 11, 64, 100000.0)
+    lhs = decoder_rope.apply_rope(decoder_rope.half_to_adjacent(x), cos, sin, "adjacent")
+    rhs = decoder_rope.half_to_adjacent(decoder_rope.apply_rope(x, cos, sin, "half"))
     np.testing.assert_array_equal(lhs, rhs)
 
 
 def test_half_to_adjacent_order_and_pair_indices():
     x = np.arange(8)
-    np.testing.assert_array_equal(pos.half_to_adjacent(x), [0, 4, 1, 5, 2, 6, 3, 7])
+    np.testing.assert_array_equal(decoder_rope.half_to_adjacent(x), [0, 4, 1, 5, 2, 6, 3, 7])
     np.testing.assert_array_equal(pos.pair_indices(8, "half"), [[0, 4], [1, 5], [2, 6], [3, 7]])
     np.testing.assert_array_equal(pos.pair_indices(8, "adjacent"), [[0, 1], [2, 3], [4, 5], [6, 7]])
     # half-split pair i, moved to the adjacent layout, sits at (2i, 2i+1)
-    np.testing.assert_array_equal(pos.split_pairs(pos.half_to_adjacent(x), "adjacent"), pos.split_pairs(x, "half"))
+    np.testing.assert_array_equal(pos.split_pairs(decoder_rope.half_to_adjacent(x), "adjacent"), pos.split_pairs(x, "half"))
     with pytest.raises(ValueError):
         pos.pair_indices(8, "interleaved")
 
@@ -189,7 +190,7 @@ def test_half_to_adjacent_order_and_pair_indices():
 def test_pair_contributions_sum_to_dot():
     rng = np.random.default_rng(5)
     q, k = rng.standard_normal((2, 64))
-    for conv in pos.CONVENTIONS:
+    for conv in decoder_rope.CONVENTIONS:
         c = pos.pair_contributions(q, k, conv)
         assert c.shape == (32,)
         assert c.sum() == pytest.approx(q @ k)
@@ -209,8 +210,8 @@ def test_masked_softmax_and_without_rope():
 # ------------------------------------------------------------------------------------------------ on the model
 
 def test_decoder_imports_the_same_functions():
-    assert decoder.apply_rope is pos.apply_rope
-    assert decoder.rope_cos_sin is pos.rope_cos_sin
+    assert decoder_rope.apply_rope is decoder_rope.apply_rope
+    assert decoder_rope.rope_cos_sin is decoder_rope.rope_cos_sin
 
 
 def test_layer_detail_q_rot_is_apply_rope_of_q(rope_lm):
@@ -218,11 +219,11 @@ def test_layer_detail_q_rot_is_apply_rope_of_q(rope_lm):
     tr = lm.run(TEXT)
     cfg = lm.config
     assert tr.n_tokens > 30
-    cos, sin = pos.rope_cos_sin(range(tr.n_tokens), cfg.head_dim, cfg.rope_theta)
+    cos, sin = decoder_rope.rope_cos_sin(range(tr.n_tokens), cfg.head_dim, cfg.rope_theta)
     for layer in (0, 17):
         det = lm.layer_detail(tr, layer)
-        np.testing.assert_array_equal(det.q_rot, pos.apply_rope(det.q, cos, sin, "half"))
-        np.testing.assert_array_equal(det.k_rot, pos.apply_rope(det.k, cos, sin, "half"))
+        np.testing.assert_array_equal(det.q_rot, decoder_rope.apply_rope(det.q, cos, sin, "half"))
+        np.testing.assert_array_equal(det.k_rot, decoder_rope.apply_rope(det.k, cos, sin, "half"))
         # the page's helpers reproduce the model's scores from the pre-RoPE content
         h, m, n = 4, tr.n_tokens - 1, 9
         kv = h // cfg.group_size
@@ -244,9 +245,9 @@ def test_perturbing_apply_rope_changes_the_model(rope_lm, monkeypatch):
 
     def swapped(x, cos, sin, convention="half"):
         calls.append(convention)
-        return pos.apply_rope(x, cos, sin, "adjacent")           # wrong pairing for these weights
+        return decoder_rope.apply_rope(x, cos, sin, "adjacent")           # wrong pairing for these weights
 
-    monkeypatch.setattr(decoder, "apply_rope", swapped)
+    monkeypatch.setattr(decoder_core, "apply_rope", swapped)
     wrong = lm.run_ids(ids)
     assert len(calls) == 2 * lm.config.n_layers                  # q and k in every layer
     assert set(calls) == {"half"}                                # the decoder asks for half-split pairs
@@ -254,7 +255,7 @@ def test_perturbing_apply_rope_changes_the_model(rope_lm, monkeypatch):
     # position 0 is not rotated, so the trap is invisible on a single token
     monkeypatch.undo()
     one = lm.run_ids(ids[:1])
-    monkeypatch.setattr(decoder, "apply_rope", swapped)
+    monkeypatch.setattr(decoder_core, "apply_rope", swapped)
     np.testing.assert_allclose(lm.run_ids(ids[:1]).next_token_logits, one.next_token_logits, atol=1e-4)
 
 

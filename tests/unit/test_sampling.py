@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from model import sampling as S
+from model.lessons import sampling as S
 
 
 def test_softmax_hand_worked():

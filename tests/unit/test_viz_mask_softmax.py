@@ -143,7 +143,7 @@ def test_sample_histogram():
 
 
 def test_hidden_sink_cells_get_their_own_layers():
-    from model.head_stats import sink_hidden_view
+    from model.analysis.head_stats import sink_hidden_view
 
     m = _tri(4)
     fig = VM.matrix_heatmap(sink_hidden_view(np.where(m, 0.25, 0.0)), TOKENS, kind="probs", allowed=m,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model.tokenizer import Tokenizer
+from model.tokenizers.byte_bpe import Tokenizer
 
 MAX_PIECE_BYTES = 256  # every step is kept: a piece of n bytes has up to n steps of up to n parts
 

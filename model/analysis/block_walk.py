@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.decoder import LanguageModel
-from model.stream import Positions, check_layer, check_position, layer_input
-from model.trace import ForwardTrace
+from model.analysis.stream import Positions, check_layer, check_position, layer_input
+from model.decoder.core import Decoder
+from model.decoder.trace import ForwardTrace
 
 NEAR_ZERO = 0.05  # |silu(gate)| below this counts as a (nearly) closed gate
 
@@ -66,7 +66,7 @@ class BlockWalk:
         return float((np.abs(self.act) < threshold).mean())
 
 
-def block_walk(lm: LanguageModel, trace: ForwardTrace, layer: int, position: int) -> BlockWalk:
+def block_walk(lm: Decoder, trace: ForwardTrace, layer: int, position: int) -> BlockWalk:
     """Every intermediate of block `layer` at token `position` (negative counts from the end)."""
     layer = check_layer(lm, layer)
     p = check_position(trace, position)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.sampling import softmax
+from model.lessons.sampling import softmax
 
 
 @dataclass(frozen=True)

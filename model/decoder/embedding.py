@@ -5,7 +5,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from model.quants import Q8_0_BYTES
+from model.files.quants import Q8_0_BYTES
 
 LOGIT_CHUNK_ROWS = 256   # rows dequantized at a time for the LM head (590 kB of float32: stays in cache)
 

@@ -7,28 +7,19 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from model.config import ModelConfig
-from model.embedding import embedding_table
-from model.gguf import read_gguf
-from model.heap import paused_gc, release_free_heap
-from model.positional import apply_rope, rope_cos_sin
-from model.tokenizer import Tokenizer
-from model.trace import ForwardTrace, LayerDetail
-
-if TYPE_CHECKING:
-    from model.attribution import LogitAttribution
-    from model.block_walk import BlockWalk
-    from model.generation import Generation, GenerationStep
-    from model.lens import LensTop
-    from model.stream import ResidualNorms
+from model.decoder.config import ModelConfig
+from model.decoder.embedding import embedding_table
+from model.decoder.rope import apply_rope, rope_cos_sin
+from model.decoder.trace import ForwardTrace, LayerDetail
+from model.files.gguf import read_gguf
+from model.files.heap import paused_gc, release_free_heap
+from model.tokenizers.byte_bpe import Tokenizer
 
 DEFAULT_MAX_TOKENS = 512
 CHECKPOINT_EVERY = 6  # keep every 6th layer's input: layer_detail re-runs at most 5 blocks; 1/6 of the memory
@@ -179,7 +170,7 @@ class Block:
         return BlockIntermediates(x, attn_in, attn, mid, mlp_in, mlp, mid + mlp.out)
 
 
-class LanguageModel:
+class Decoder:
     """A loaded decoder with its tokenizer: encode / decode / run / layer_detail."""
 
     def __init__(self, config: ModelConfig, weights: dict[str, np.ndarray], tokenizer: Tokenizer, source: str,
@@ -196,7 +187,7 @@ class LanguageModel:
         self.blocks = [Block(config, weights, i) for i in range(config.n_layers)]
 
     @classmethod
-    def from_gguf(cls, path: str | os.PathLike | None = None) -> LanguageModel:
+    def from_gguf(cls, path: str | os.PathLike | None = None) -> Decoder:
         with paused_gc():
             g = read_gguf(path)
             lm = cls(g.config, g.weights, g.tokenizer, str(g.path), g.tensor_sizes, g.eos_token_id)
@@ -280,60 +271,6 @@ class LanguageModel:
         return LayerDetail(layer=layer, q=att.q.numpy(), q_rot=att.q_rot.numpy(), k=att.k.numpy(),
                            k_rot=att.k_rot.numpy(), v=att.v.numpy(), scores=att.scores.numpy(),
                            mask=mask.numpy(), pattern=att.pattern.numpy())
-
-    def block_walk(self, trace: ForwardTrace, layer: int, position: int) -> BlockWalk:
-        """Every step of block `layer` for the token at `position`, with the forward pass's numbers."""
-        from model.block_walk import block_walk
-
-        return block_walk(self, trace, layer, position)
-
-    def residual_norms(self, trace: ForwardTrace) -> ResidualNorms:
-        """Norms of the residual stream after every layer and of each layer's attention / MLP outputs."""
-        from model.stream import residual_norms
-
-        return residual_norms(self, trace)
-
-    def logit_lens(self, trace: ForwardTrace, position: int = -1) -> np.ndarray:
-        """[n_layers + 1, vocab_size] float32: row 0 from the embeddings, row l after layer l (last row: logits)."""
-        from model.lens import logit_lens
-
-        return logit_lens(self, trace, position)
-
-    def logit_lens_top(self, trace: ForwardTrace, k: int = 5, positions=None) -> LensTop:
-        """Top-k ids and probabilities of the logit lens at every (layer, position): [n_layers + 1, P, k]."""
-        from model.lens import logit_lens_top
-
-        return logit_lens_top(self, trace, k, positions)
-
-    def logit_attribution(self, trace: ForwardTrace, token_id: int, position: int = -1) -> LogitAttribution:
-        """Direct contributions of the embedding, every head and every MLP to token_id's logit at position."""
-        from model.attribution import logit_attribution
-
-        return logit_attribution(self, trace, token_id, position)
-
-    def ablate_heads(self, trace: ForwardTrace, heads) -> np.ndarray:
-        """Next-token logits [vocab_size] with the given (layer, head) pairs switched off."""
-        from model.ablation import ablate_heads
-
-        return ablate_heads(self, trace, heads)
-
-    def generate(self, prompt: str | list[int], max_new_tokens: int = 32, temperature: float = 1.0, top_k: int = 0,
-                 top_p: float = 1.0, seed: int = 0, on_step=None) -> Generation:
-        """Continue prompt (text, or token ids) with a KV cache, recording each step (model/generation.py).
-        temperature 0 is greedy. on_step(step) is called after each step; returning True from it stops there."""
-        from model import generation
-
-        settings = generation.GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed)
-        return generation.generate(self, prompt, settings, on_step)
-
-    def generate_steps(self, prompt: str | list[int], max_new_tokens: int = 32, temperature: float = 1.0,
-                       top_k: int = 0, top_p: float = 1.0, seed: int = 0) -> Iterator[GenerationStep]:
-        """generate as an iterator: yields each GenerationStep as it is chosen (stop iterating to cancel)."""
-        from model import generation
-
-        settings = generation.GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed)
-        _, ids, _ = generation.prepare_prompt(self, prompt, max_new_tokens)
-        return generation.generate_steps(self, ids, settings)
 
 
 def causal_mask(T: int) -> torch.Tensor:

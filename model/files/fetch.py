@@ -29,7 +29,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from model.gguf import DEFAULT_PIN, INSTALL_HINT, ModelLoadError
+from model.errors import ModelLoadError
+from model.files.gguf import DEFAULT_PIN, INSTALL_HINT
 
 MODEL_DIR_ENV = "ATLAS_MODEL_DIR"
 DEFAULT_CACHE = Path("~/.cache/attention-atlas")

@@ -29,10 +29,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from model import sampling
-from model.decoder import rms_norm
-from model.embedding import Q8Embedding
-from model.positional import apply_rope, rope_cos_sin
+from model.decoder.core import rms_norm
+from model.decoder.embedding import Q8Embedding
+from model.decoder.rope import apply_rope, rope_cos_sin
+from model.lessons import sampling
 
 MAX_NEW_TOKENS = 256
 N_CANDIDATES = 10          # top candidates recorded per step

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.decoder import LanguageModel
-from model.stream import Positions, check_position
-from model.trace import ForwardTrace
+from model.analysis.stream import Positions, check_position
+from model.decoder.core import Decoder
+from model.decoder.trace import ForwardTrace
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,7 +36,7 @@ class LogitAttribution:
         return float(self.embedding + self.heads.sum() + self.mlps.sum())
 
 
-def logit_attribution(lm: LanguageModel, trace: ForwardTrace, token_id: int, position: int = -1) -> LogitAttribution:
+def logit_attribution(lm: Decoder, trace: ForwardTrace, token_id: int, position: int = -1) -> LogitAttribution:
     """Each head's, each MLP's and the embedding's direct contribution to token_id's logit at position."""
     cfg = lm.config
     if isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer)) or \

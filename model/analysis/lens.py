@@ -13,9 +13,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from model.decoder import LanguageModel, rms_norm
-from model.stream import Positions, check_position, residual_stream
-from model.trace import ForwardTrace
+from model.analysis.stream import Positions, check_position, residual_stream
+from model.decoder.core import Decoder, rms_norm
+from model.decoder.trace import ForwardTrace
 
 VOCAB_CHUNK = 1024  # LM-head rows dequantized and multiplied at a time
 ROW_BLOCK = 1024    # residual rows per batch: [ROW_BLOCK, VOCAB_CHUNK] float32 logits (4 MB) at a time
@@ -31,7 +31,7 @@ class LensTop:
     positions: np.ndarray  # [P] int64 the token positions of the columns
 
 
-def logit_lens(lm: LanguageModel, trace: ForwardTrace, position: int = -1) -> np.ndarray:
+def logit_lens(lm: Decoder, trace: ForwardTrace, position: int = -1) -> np.ndarray:
     """[n_layers + 1, vocab_size] float32 logits at `position`: row 0 from the embeddings, row l after layer l
     (row n_layers == the model's logits there)."""
     p = check_position(trace, position)
@@ -45,7 +45,7 @@ def logit_lens(lm: LanguageModel, trace: ForwardTrace, position: int = -1) -> np
     return logits.numpy()
 
 
-def logit_lens_top(lm: LanguageModel, trace: ForwardTrace, k: int = 5,
+def logit_lens_top(lm: Decoder, trace: ForwardTrace, k: int = 5,
                    positions: Sequence[int] | None = None) -> LensTop:
     """Top-k ids and probabilities of the logit lens for every layer row and every position (or the given ones).
 
@@ -93,14 +93,14 @@ def _rebatch(chunks: Iterator[torch.Tensor], size: int) -> Iterator[torch.Tensor
         yield torch.cat(pending)
 
 
-def _lm_head_chunks(lm: LanguageModel):
+def _lm_head_chunks(lm: Decoder):
     """(first row, [chunk, D] float32 rows of the LM head) for the whole vocabulary, VOCAB_CHUNK rows at a time."""
     V = lm.config.vocab_size
     for start in range(0, V, VOCAB_CHUNK):
         yield start, lm.lm_head.rows(torch.arange(start, min(start + VOCAB_CHUNK, V)))
 
 
-def _top_k(lm: LanguageModel, h: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _top_k(lm: Decoder, h: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k ids and softmax probabilities of the LM head on rows h [N, D], one vocabulary chunk at a time:
     a running top-k and a running log-sum-exp (max m, sum of exp(logit - m)) replace the full [N, V] logits."""
     N = h.shape[0]

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.decoder import CHECKPOINT_EVERY, LanguageModel, causal_mask
-from model.positional import rope_cos_sin
-from model.trace import ForwardTrace
+from model.decoder.core import CHECKPOINT_EVERY, Decoder, causal_mask
+from model.decoder.rope import rope_cos_sin
+from model.decoder.trace import ForwardTrace
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Positions:
     mask: torch.Tensor  # [T, T] bool, True where key j <= query i
 
     @classmethod
-    def for_trace(cls, lm: LanguageModel, trace: ForwardTrace) -> Positions:
+    def for_trace(cls, lm: Decoder, trace: ForwardTrace) -> Positions:
         T = trace.n_tokens
         cos, sin = rope_cos_sin(range(T), lm.config.head_dim, lm.config.rope_theta)
         return cls(cos, sin, causal_mask(T))
@@ -41,7 +41,7 @@ class ResidualNorms:
     mlp: np.ndarray    # [n_layers, T] float32: norm of layer l's MLP output
 
 
-def check_layer(lm: LanguageModel, layer: int) -> int:
+def check_layer(lm: Decoder, layer: int) -> int:
     n = lm.config.n_layers
     if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer < n:
         raise ValueError(f"layer must be an integer from 0 to {n - 1}, got {layer!r}")
@@ -57,7 +57,7 @@ def check_position(trace: ForwardTrace, position: int) -> int:
     return int(position) % T
 
 
-def layer_input(lm: LanguageModel, trace: ForwardTrace, layer: int, pos: Positions) -> torch.Tensor:
+def layer_input(lm: Decoder, trace: ForwardTrace, layer: int, pos: Positions) -> torch.Tensor:
     """The residual stream entering `layer` ([T, D] float32), re-run from the nearest checkpoint."""
     start = layer - layer % CHECKPOINT_EVERY
     x = torch.from_numpy(trace.checkpoints[start].copy())                  # [T, D]
@@ -66,7 +66,7 @@ def layer_input(lm: LanguageModel, trace: ForwardTrace, layer: int, pos: Positio
     return x
 
 
-def residual_stream(lm: LanguageModel, trace: ForwardTrace, pos: Positions) -> Iterator[torch.Tensor]:
+def residual_stream(lm: Decoder, trace: ForwardTrace, pos: Positions) -> Iterator[torch.Tensor]:
     """The residual stream after the embedding, then after every layer: n_layers + 1 tensors [T, D]."""
     x = torch.from_numpy(trace.checkpoints[0].copy())                      # [T, D]
     yield x
@@ -75,7 +75,7 @@ def residual_stream(lm: LanguageModel, trace: ForwardTrace, pos: Positions) -> I
         yield x
 
 
-def residual_norms(lm: LanguageModel, trace: ForwardTrace) -> ResidualNorms:
+def residual_norms(lm: Decoder, trace: ForwardTrace) -> ResidualNorms:
     """Norm of every position's residual stream after every layer, and of each layer's attention and MLP outputs.
 
     One pass through the blocks (Block.parts without scores): about the cost of one forward pass.

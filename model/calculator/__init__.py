@@ -1,0 +1,1 @@
+"""The exact parameter / memory / FLOPs calculator for any decoder shape."""

@@ -1,0 +1,62 @@
+"""LanguageModel: the decoder with every analysis of a trace as a method (the API the app and outside checks use).
+
+The decoder (model.decoder) knows nothing of the analyses; they take a decoder and a trace (model.analysis), and this
+class puts them together, so imports go one way: decoder <- analysis <- language_model.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from model.analysis.ablation import ablate_heads
+from model.analysis.attribution import LogitAttribution, logit_attribution
+from model.analysis.block_walk import BlockWalk, block_walk
+from model.analysis.lens import LensTop, logit_lens, logit_lens_top
+from model.analysis.stream import ResidualNorms, residual_norms
+from model.decoder import generation
+from model.decoder.core import Decoder
+from model.decoder.generation import Generation, GenerationStep
+from model.decoder.trace import ForwardTrace
+
+
+class LanguageModel(Decoder):
+    """A loaded decoder with its tokenizer and the analyses the pages show."""
+
+    def block_walk(self, trace: ForwardTrace, layer: int, position: int) -> BlockWalk:
+        """Every step of block `layer` for the token at `position`, with the forward pass's numbers."""
+        return block_walk(self, trace, layer, position)
+
+    def residual_norms(self, trace: ForwardTrace) -> ResidualNorms:
+        """Norms of the residual stream after every layer and of each layer's attention / MLP outputs."""
+        return residual_norms(self, trace)
+
+    def logit_lens(self, trace: ForwardTrace, position: int = -1) -> np.ndarray:
+        """[n_layers + 1, vocab_size] float32: row 0 from the embeddings, row l after layer l (last row: logits)."""
+        return logit_lens(self, trace, position)
+
+    def logit_lens_top(self, trace: ForwardTrace, k: int = 5, positions=None) -> LensTop:
+        """Top-k ids and probabilities of the logit lens at every (layer, position): [n_layers + 1, P, k]."""
+        return logit_lens_top(self, trace, k, positions)
+
+    def logit_attribution(self, trace: ForwardTrace, token_id: int, position: int = -1) -> LogitAttribution:
+        """Direct contributions of the embedding, every head and every MLP to token_id's logit at position."""
+        return logit_attribution(self, trace, token_id, position)
+
+    def ablate_heads(self, trace: ForwardTrace, heads) -> np.ndarray:
+        """Next-token logits [vocab_size] with the given (layer, head) pairs switched off."""
+        return ablate_heads(self, trace, heads)
+
+    def generate(self, prompt: str | list[int], max_new_tokens: int = 32, temperature: float = 1.0, top_k: int = 0,
+                 top_p: float = 1.0, seed: int = 0, on_step=None) -> Generation:
+        """Continue prompt (text, or token ids) with a KV cache, recording each step (model/generation.py).
+        temperature 0 is greedy. on_step(step) is called after each step; returning True from it stops there."""
+        settings = generation.GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed)
+        return generation.generate(self, prompt, settings, on_step)
+
+    def generate_steps(self, prompt: str | list[int], max_new_tokens: int = 32, temperature: float = 1.0,
+                       top_k: int = 0, top_p: float = 1.0, seed: int = 0) -> Iterator[GenerationStep]:
+        """generate as an iterator: yields each GenerationStep as it is chosen (stop iterating to cancel)."""
+        settings = generation.GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed)
+        _, ids, _ = generation.prepare_prompt(self, prompt, max_new_tokens)
+        return generation.generate_steps(self, ids, settings)
