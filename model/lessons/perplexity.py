@@ -1,0 +1,15 @@
+"""Per-token loss and perplexity of a text under the model (pure numpy, float64)."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def token_losses(logprobs: np.ndarray) -> np.ndarray:
+    """Cross-entropy of each actual next token, -log p(token t+1 | tokens <= t): [T - 1] in nats."""
+    return -np.asarray(logprobs, dtype=np.float64)
+
+
+def perplexity(logprobs: np.ndarray, start: int = 0) -> float:
+    """exp of the mean loss of the predictions from position `start` on (NaN when there are none)."""
+    lp = np.asarray(logprobs, dtype=np.float64)[start:]
+    return float(np.exp(-lp.mean())) if lp.size else float("nan")
