@@ -1,0 +1,46 @@
+"""viz/efficient.py: the figures carry the numbers they are given, with categorical token axes and passed-in labels."""
+from __future__ import annotations
+
+import numpy as np
+
+from model.lessons.alibi import alibi_bias, alibi_slopes
+from model.lessons.sparse_masks import sink_window
+from viz import efficient as V
+
+TOKENS = ["The", " cat", " sat", " on", " the", " mat", ".", " It", " was", " 8"]
+
+
+def test_sparse_mask_figure_has_three_states_and_token_axes():
+    fig = V.sparse_mask_figure(sink_window(10, 3, 1), TOKENS, title="Sink", x_title="key", y_title="query",
+                               names=("kept", "dropped", "future"))
+    z = np.array(fig.data[0].z)
+    assert z[9, 0] == 0 and z[9, 2] == 1 and z[9, 9] == 0 and z[0, 1] == 2     # sink kept, middle dropped, future
+    assert fig.layout.xaxis.type == "category" and fig.layout.yaxis.type == "category"
+    assert [t.name for t in fig.data[1:]] == ["kept", "dropped", "future"]
+
+
+def test_tile_order_marks_the_current_tile_and_skipped_tiles():
+    order = np.array([[0, -1], [1, np.nan]])
+    fig = V.tile_order_figure(order, (1, 0), ["0–15", "16–31"], title="t", x_title="kb", y_title="qb",
+                              step_word="step", skipped_word="skipped")
+    assert list(fig.data[0].text[1]) == ["1", ""] and np.isnan(fig.data[0].z[0][1])
+    assert fig.data[1].z[0][1] == 0 and fig.layout.shapes[0].x0 == -0.5 and fig.layout.shapes[0].y0 == 0.5
+
+
+def test_position_lines_and_next_token_compare_keep_values():
+    fig = V.position_lines({"full": np.arange(9.0), "window": np.ones(9)}, TOKENS[1:], title="t", x_title="x",
+                           y_title="y", marker=4, marker_text="cut")
+    np.testing.assert_array_equal(fig.data[1].y, np.ones(9))
+    assert fig.layout.xaxis.type == "linear" and fig.layout.shapes[0].x0 == 3.5
+    bars = V.next_token_compare([" mat", " rug"], {"a": np.array([0.6, 0.1]), "b": np.array([0.2, 0.3])}, title="t",
+                                x_title="p")
+    assert [t.name for t in bars.data] == ["a", "b"] and list(bars.data[1].x) == [0.2, 0.3]
+
+
+def test_alibi_figures():
+    slopes = alibi_slopes(8)
+    fig = V.slopes_figure(slopes, selected=1, title="t", x_title="head", y_title="slope")
+    assert fig.data[0].text[0] == "1/2" and fig.data[0].marker.color[1] != fig.data[0].marker.color[0]
+    heat = V.bias_heatmap(alibi_bias(slopes, 4)[0], title="t", x_title="k", y_title="q", value_word="bias")
+    z = np.array(heat.data[0].z, dtype=float)
+    assert z[3, 0] == -1.5 and np.isnan(z[0, 3])

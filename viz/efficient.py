@@ -1,0 +1,290 @@
+"""Figures for the Efficient attention page (and ALiBi / the KV cache on the Positional and Generate pages).
+
+Pure functions: numpy arrays and labels in (every word already translated by the page), plotly figures out; no
+streamlit, no torch. Token axes are categorical (viz.labels.token_axis) or integer positions with token tick text
+(viz.labels.position_axis), never guessed. Sizes suit a 1024 x 768 projector: fonts from viz.theme, at most a few
+dozen tick labels per axis.
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from viz.labels import plotly_escape, position_axis, row_axis, token_axis, token_categories
+from viz.theme import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, MASKED_COLOR, PALETTE, apply_theme
+
+KEPT_COLOR = "#cfe2f3"       # a key the mask keeps (as viz.mask's allowed cells)
+DROPPED_COLOR = "#f4a582"    # a past key the mask drops: not the causal mask's grey, so the cut stands out
+VISITED_SCALE = [[0, "#c6dbef"], [1, "#08519c"]]   # tiles by visit order: pale first, dark last
+
+
+# ---------------------------------------------------------------------------------------------- FlashAttention
+def tile_order_figure(order: np.ndarray, current: tuple[int, int], ranges: list[str], *, title: str, x_title: str,
+                      y_title: str, step_word: str, skipped_word: str, height: int = 430) -> go.Figure:
+    """The grid of [B, B] score tiles: each visited tile numbered in the algorithm's order, the current one
+    outlined, tiles not visited yet blank, tiles the causal mask skips grey.
+
+    order: [n, n] float, the step at which tile (query block i, key block j) is visited (NaN: not yet, -1: skipped);
+    ranges: the n blocks' token ranges ('0-15'), the labels of both axes."""
+    n = len(ranges)
+    cats = [plotly_escape(r) for r in ranges]
+    visited = np.where(order >= 0, order, np.nan)
+    skipped = np.where(order < 0, 0.0, np.nan)
+    text = np.where(order >= 0, np.nan_to_num(order, nan=0).astype(int).astype(str), "")
+    text = np.where(np.isnan(order), "", text)
+    fig = go.Figure([
+        go.Heatmap(z=visited, x=cats, y=cats, colorscale=VISITED_SCALE, showscale=False, xgap=2, ygap=2,
+                   text=text, texttemplate="%{text}", hoverongaps=False, name=step_word,
+                   hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>{step_word} %{{z}}<extra></extra>"),
+        go.Heatmap(z=skipped, x=cats, y=cats, colorscale=[[0, MASKED_COLOR], [1, MASKED_COLOR]], showscale=False,
+                   xgap=2, ygap=2, hoverongaps=False, name=skipped_word,
+                   hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>{skipped_word}<extra></extra>")])
+    i, j = current
+    fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5, line=dict(color=ACCENT, width=4))
+    fig.update_xaxes(title_text=x_title, type="category", categoryorder="array", categoryarray=cats, side="top",
+                     tickangle=-45 if n > 6 else 0, showgrid=False)
+    fig.update_yaxes(title_text=y_title, type="category", categoryorder="array", categoryarray=cats,
+                     autorange="reversed", scaleanchor="x", showgrid=False)
+    return apply_theme(fig, title, height)
+
+
+def running_stats_figure(row_labels: list[str], maxima: np.ndarray, sums: np.ndarray, tile_names: list[str], *,
+                         titles: tuple[str, str], x_title: str, height: int = 330) -> go.Figure:
+    """The running row maximum m and sum l of one query block after each of its tiles so far (one line per
+    tile, the latest in the accent colour): m only grows, and l is rescaled whenever m does.
+    maxima, sums: [tiles, B]; row_labels: the block's query tokens."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.1)
+    cats = [plotly_escape(s) for s in row_labels]
+    last = len(tile_names) - 1
+    for t, name in enumerate(tile_names):
+        style = dict(color=ACCENT, width=3) if t == last else dict(color=PALETTE[0], width=1.2)
+        for col, values in ((1, maxima), (2, sums)):
+            fig.add_trace(go.Scatter(x=cats, y=values[t], mode="lines+markers", line=style, name=name,
+                                     opacity=1.0 if t == last else 0.45, showlegend=col == 1 and t == last,
+                                     marker=dict(size=5),
+                                     hovertemplate=f"{name}<br>%{{x}}: %{{y:.4g}}<extra></extra>"), row=1, col=col)
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=cats, title_text=x_title,
+                     tickangle=-60, nticks=16)
+    fig.update_layout(legend=dict(orientation="h", y=-0.45, x=0))
+    return apply_theme(fig, None, height)
+
+
+def output_pair_figure(partial: np.ndarray, final: np.ndarray, row_labels: list[str], *, titles: tuple[str, str],
+                       x_title: str, value_word: str, height: int = 330) -> go.Figure:
+    """The query block's output rows so far (rescaled, divided by the running sum) beside the final output:
+    [B, d] each, one diverging colour scale."""
+    cats = [plotly_escape(s) for s in row_labels]
+    top = float(np.abs(final).max()) or 1.0
+    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.06, shared_yaxes=True)
+    for col, values in ((1, partial), (2, final)):
+        fig.add_trace(go.Heatmap(z=values, y=cats, coloraxis="coloraxis",
+                                 hovertemplate=f"%{{y}}<br>dim %{{x}}<br>{value_word} %{{z:.4f}}<extra></extra>"),
+                      row=1, col=col)
+    fig.update_yaxes(type="category", categoryorder="array", categoryarray=cats, autorange="reversed",
+                     showgrid=False)
+    fig.update_xaxes(title_text=x_title, showgrid=False)
+    fig.update_layout(coloraxis=dict(colorscale=DIVERGING_SCALE, cmin=-top, cmax=top,
+                                     colorbar=dict(thickness=12)))
+    return apply_theme(fig, None, height)
+
+
+def bytes_bars(names: list[str], values: list[float], texts: list[str], *, title: str, x_title: str,
+               height: int = 220) -> go.Figure:
+    """Horizontal bars on a log axis (sizes that differ by orders of magnitude), each with its value written."""
+    v = np.asarray(values, dtype=np.float64)
+    fig = go.Figure(go.Bar(x=v, y=np.arange(len(names)), orientation="h", text=texts, textposition="outside",
+                           cliponaxis=False, marker_color=[PALETTE[i % len(PALETTE)] for i in range(len(names))],
+                           customdata=[plotly_escape(n) for n in names],
+                           hovertemplate="%{customdata}: %{text}<extra></extra>"))
+    fig.update_yaxes(**row_axis(names, max_chars=40), showgrid=False)
+    top = float(v.max()) if v.size else 1.0
+    fig.update_xaxes(type="log", title_text=x_title, range=[np.log10(max(v.min(), 1.0)) - 0.3, np.log10(top) + 0.8])
+    return apply_theme(fig, title, height)
+
+
+# ------------------------------------------------------------------------------------------------------- masks
+def sparse_mask_figure(mask: np.ndarray, tokens: list[str], *, title: str, x_title: str, y_title: str,
+                       names: tuple[str, str, str], height: int = 460, max_labels: int = 24) -> go.Figure:
+    """A [T, T] mask in three colours: keys it keeps, past keys it drops (the cut), future keys (causal)."""
+    m = np.asarray(mask, dtype=bool)
+    T = len(tokens)
+    if m.shape != (T, T):
+        raise ValueError(f"mask must be [T, T] = [{T}, {T}], got {m.shape}")
+    past = np.tri(T, dtype=bool)
+    state = np.where(m, 0.0, np.where(past, 1.0, 2.0))                       # 0 kept, 1 dropped, 2 future
+    words = np.array(names, dtype=object)[state.astype(int)]
+    scale = [[0, KEPT_COLOR], [0.33, KEPT_COLOR], [0.34, DROPPED_COLOR], [0.66, DROPPED_COLOR],
+             [0.67, MASKED_COLOR], [1, MASKED_COLOR]]
+    cats = token_categories(tokens)
+    fig = go.Figure(go.Heatmap(z=state, x=cats, y=cats, zmin=0, zmax=2, colorscale=scale, showscale=False,
+                               customdata=words, xgap=1 if T <= 64 else 0, ygap=1 if T <= 64 else 0,
+                               hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>%{{customdata}}"
+                                             "<extra></extra>"))
+    for name, colour in zip(names, (KEPT_COLOR, DROPPED_COLOR, MASKED_COLOR), strict=True):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
+                                 marker=dict(symbol="square", size=14, color=colour)))
+    fig.update_xaxes(title_text=x_title, **token_axis(tokens, max_labels), showgrid=False, zeroline=False,
+                     constrain="domain")
+    fig.update_yaxes(title_text=y_title, **token_axis(tokens, max_labels), autorange="reversed", showgrid=False,
+                     zeroline=False, scaleanchor="x", constrain="domain")
+    fig.update_layout(legend=dict(orientation="h", y=-0.25, x=0))
+    return apply_theme(fig, title, height)
+
+
+def position_lines(series: dict[str, np.ndarray], tokens: list[str], *, title: str, x_title: str, y_title: str,
+                   marker: int | None = None, marker_text: str = "", height: int = 340,
+                   max_labels: int = 30) -> go.Figure:
+    """One value per position of the text for each named series (e.g. each predicted token's loss with and
+    without a mask), over the tokens as a position axis; a dotted line at `marker` (e.g. the first cut query)."""
+    fig = go.Figure()
+    cats = token_categories(tokens)
+    for k, (name, values) in enumerate(series.items()):
+        y = np.asarray(values, dtype=np.float64)
+        fig.add_trace(go.Scatter(x=np.arange(len(y)), y=y, mode="lines", name=name, customdata=cats[:len(y)],
+                                 line=dict(color=PALETTE[k % len(PALETTE)] if k else "#555555",
+                                           width=2 if k else 1.5),
+                                 hovertemplate=f"{plotly_escape(name)}<br>%{{customdata}}: %{{y:.3f}}<extra></extra>"))
+    if marker is not None and 0 <= marker < len(tokens):
+        fig.add_vline(x=marker - 0.5, line=dict(color=ACCENT, width=1.5, dash="dot"),
+                      annotation_text=marker_text, annotation_position="top right")
+    fig.update_xaxes(title_text=x_title, **position_axis(tokens, max_labels, max_chars=8), tickangle=-60)
+    fig.update_yaxes(title_text=y_title)
+    fig.update_layout(legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
+    return apply_theme(fig, title, height)
+
+
+def next_token_compare(labels: list[str], probs: dict[str, np.ndarray], *, title: str, x_title: str,
+                       height: int = 340) -> go.Figure:
+    """The same candidate next tokens (most probable first) under two or more runs, as grouped horizontal bars."""
+    fig = go.Figure()
+    for k, (name, p) in enumerate(probs.items()):
+        fig.add_trace(go.Bar(x=np.asarray(p, dtype=np.float64), y=np.arange(len(labels)), orientation="h", name=name,
+                             marker_color="#888888" if k == 0 else PALETTE[k % len(PALETTE)],
+                             customdata=[plotly_escape(s) for s in labels],
+                             hovertemplate=f"{plotly_escape(name)}<br>%{{customdata}}: %{{x:.2%}}<extra></extra>"))
+    fig.update_yaxes(**row_axis(labels, max_chars=16), showgrid=False)
+    fig.update_xaxes(title_text=x_title, tickformat=".0%", rangemode="tozero")
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.2, x=0))
+    return apply_theme(fig, title, height)
+
+
+# ------------------------------------------------------------------------------------------- linear attention
+def pattern_pair(left: np.ndarray, right: np.ndarray, tokens: list[str], *, titles: tuple[str, str], x_title: str,
+                 y_title: str, colour_title: str, height: int = 500) -> go.Figure:
+    """Two [T, T] causal patterns side by side on one colour scale (future cells grey)."""
+    T = len(tokens)
+    future = ~np.tri(T, dtype=bool)
+    shown = [np.where(future, np.nan, np.asarray(p, dtype=np.float32)) for p in (left, right)]
+    rows = slice(1, None) if T > 1 else slice(None)                 # row 0 is always 1: it would flatten the scale
+    top = float(max(np.nanmax(s[rows]) for s in shown)) or 1.0
+    positions = np.arange(T)
+    hover = f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>%{{z:.3f}}<extra></extra>"
+    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.05, shared_yaxes=True)
+    for col, z in ((1, shown[0]), (2, shown[1])):
+        fig.add_trace(go.Heatmap(z=z, x=positions, y=positions, coloraxis="coloraxis", hoverongaps=False,
+                                 hovertemplate=hover), row=1, col=col)
+    axis = position_axis(tokens, max_labels=12, max_chars=8)
+    axis.pop("range")
+    fig.update_xaxes(**axis, title_text=x_title, tickangle=-60, showgrid=False, zeroline=False)
+    fig.update_yaxes(**position_axis(tokens, max_labels=30, max_chars=9), autorange="reversed", showgrid=False,
+                     zeroline=False)
+    fig.update_yaxes(title_text=y_title, col=1)
+    fig.update_layout(plot_bgcolor=MASKED_COLOR, coloraxis=dict(
+        colorscale=ATTENTION_SCALE, cmin=0, cmax=top,
+        colorbar=dict(title=dict(text=colour_title, side="top"), thickness=10)))
+    return apply_theme(fig, None, height)
+
+
+def cost_figure(positions: np.ndarray, costs: dict[str, np.ndarray], *, current: int, current_text: str,
+                title: str, x_title: str, y_title: str, height: int = 330) -> go.Figure:
+    """Work per generated token as the text grows, one line per method; a dotted line at this text's length."""
+    fig = go.Figure()
+    for k, (name, y) in enumerate(costs.items()):
+        fig.add_trace(go.Scatter(x=positions, y=y, mode="lines", name=name, line=dict(color=PALETTE[k], width=2.5),
+                                 hovertemplate=f"{plotly_escape(name)}<br>t = %{{x}}: %{{y:,.0f}}<extra></extra>"))
+    fig.add_vline(x=current, line=dict(color=ACCENT, dash="dot"), annotation_text=current_text,
+                  annotation_position="top left")
+    fig.update_xaxes(title_text=x_title)
+    fig.update_yaxes(title_text=y_title, rangemode="tozero")
+    fig.update_layout(legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
+    return apply_theme(fig, title, height)
+
+
+# ------------------------------------------------------------------------------------------------------- ALiBi
+def slopes_figure(slopes: np.ndarray, *, selected: int, title: str, x_title: str, y_title: str,
+                  height: int = 300) -> go.Figure:
+    """Each head's ALiBi slope on a log axis (the geometric sequence is a straight line), the selected head red."""
+    s = np.asarray(slopes, dtype=np.float64)
+    colours = [ACCENT if h == selected else PALETTE[0] for h in range(s.size)]
+    fig = go.Figure(go.Bar(x=np.arange(s.size), y=s, marker_color=colours, text=[f"1/{1 / v:.3g}" for v in s],
+                           textposition="outside", cliponaxis=False,
+                           hovertemplate=f"{x_title} %{{x}}<br>{y_title} %{{y:.5g}}<extra></extra>"))
+    fig.update_xaxes(title_text=x_title, tickmode="array", tickvals=list(range(s.size)), type="linear")
+    fig.update_yaxes(title_text=y_title, type="log", range=[np.log10(s.min()) - 0.3, np.log10(s.max()) + 0.5])
+    return apply_theme(fig, title, height)
+
+
+def bias_heatmap(bias: np.ndarray, *, title: str, x_title: str, y_title: str, value_word: str,
+                 height: int = 430) -> go.Figure:
+    """One head's ALiBi bias [T, T] (0 on the diagonal, more negative further back; future cells grey)."""
+    b = np.asarray(bias, dtype=np.float64)
+    shown = np.where(np.isfinite(b), b, np.nan)
+    low = float(np.nanmin(shown)) if np.isfinite(shown).any() else -1.0
+    T = len(b)
+    fig = go.Figure(go.Heatmap(z=shown, x=np.arange(T), y=np.arange(T), colorscale="Blues_r", zmin=low, zmax=0,
+                               hoverongaps=False, colorbar=dict(thickness=12, title=dict(text=value_word)),
+                               xgap=1 if T <= 32 else 0, ygap=1 if T <= 32 else 0,
+                               hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>{value_word} %{{z:.3f}}"
+                                             "<extra></extra>"))
+    fig.update_xaxes(title_text=x_title, showgrid=False, zeroline=False, constrain="domain")
+    fig.update_yaxes(title_text=y_title, autorange="reversed", scaleanchor="x", showgrid=False, zeroline=False,
+                     constrain="domain")
+    fig.update_layout(plot_bgcolor=MASKED_COLOR)
+    return apply_theme(fig, title, height)
+
+
+def alibi_rope_figure(distances: np.ndarray, alibi: np.ndarray, head_names: list[str], selected: int,
+                      rope: dict[str, np.ndarray], *, titles: tuple[str, str], x_title: str,
+                      y_titles: tuple[str, str], height: int = 520) -> go.Figure:
+    """Top: ALiBi's relative weight exp(-m Δ) of a key Δ tokens back, one line per head (the selected one red).
+    Bottom: RoPE's relative score of aligned content at the same distances (one line per base)."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.12)
+    for h, name in enumerate(head_names):
+        chosen = h == selected
+        fig.add_trace(go.Scatter(x=distances, y=alibi[h], mode="lines", name=name, showlegend=False,
+                                 line=dict(color=ACCENT if chosen else PALETTE[0], width=3 if chosen else 1.2),
+                                 opacity=1.0 if chosen else 0.5,
+                                 hovertemplate=f"{plotly_escape(name)}<br>Δ = %{{x}}: %{{y:.3g}}<extra></extra>"),
+                      row=1, col=1)
+    for k, (name, y) in enumerate(rope.items()):
+        fig.add_trace(go.Scatter(x=distances, y=y, mode="lines", name=name, line=dict(color=PALETTE[k + 1], width=2),
+                                 hovertemplate=f"{plotly_escape(name)}<br>Δ = %{{x}}: %{{y:.3f}}<extra></extra>"),
+                      row=2, col=1)
+    fig.update_yaxes(title_text=y_titles[0], range=[0, 1.05], row=1, col=1)
+    fig.update_yaxes(title_text=y_titles[1], row=2, col=1)
+    fig.update_xaxes(title_text=x_title, row=2, col=1)
+    fig.update_layout(legend=dict(orientation="h", y=-0.15, x=0))
+    return apply_theme(fig, None, height)
+
+
+# ------------------------------------------------------------------------------------------------------ KV cache
+def kv_cache_figure(lengths: np.ndarray, cache_bytes: np.ndarray, timed_lengths: np.ndarray, cached_ms: np.ndarray,
+                    full_ms: np.ndarray, *, titles: tuple[str, str], x_title: str, y_titles: tuple[str, str],
+                    names: tuple[str, str], height: int = 360) -> go.Figure:
+    """Left: the KV cache's size after each step (it grows by the same bytes per token). Right: the measured time
+    of one step with the cache against recomputing the whole prefix, as the text grows."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.12)
+    fig.add_trace(go.Scatter(x=lengths, y=np.asarray(cache_bytes) / 2**20, mode="lines+markers", showlegend=False,
+                             line=dict(color=PALETTE[0]), hovertemplate="%{x}: %{y:.2f} MiB<extra></extra>"),
+                  row=1, col=1)
+    for k, (name, ms) in enumerate(zip(names, (cached_ms, full_ms), strict=True)):
+        fig.add_trace(go.Scatter(x=timed_lengths, y=ms, mode="lines+markers", name=name,
+                                 line=dict(color=PALETTE[2] if k == 0 else ACCENT, width=2.5),
+                                 hovertemplate=f"{plotly_escape(name)}<br>%{{x}}: %{{y:.1f}} ms<extra></extra>"),
+                      row=1, col=2)
+    fig.update_xaxes(title_text=x_title)
+    fig.update_yaxes(title_text=y_titles[0], rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text=y_titles[1], rangemode="tozero", row=1, col=2)
+    fig.update_layout(legend=dict(orientation="h", y=-0.3, x=0.55))
+    return apply_theme(fig, None, height)
