@@ -7,19 +7,21 @@ import pandas  # noqa: F401
 import streamlit as st
 
 from app_pages import _shell as shell
+from app_pages._i18n import N_, _
 from app_pages._url import shown
 
 # (file, title, icon, name). The name is the page's URL path and its schema's name, except that the first
 # (default) page is served at "/" only: Streamlit ignores a default page's url_path, so it is registered with
 # url_path "" and share links use "/?...".
 PAGES = [
-    ("app_pages/attention.py", "Attention", ":material/grid_on:", "attention"),
-    ("app_pages/causal_mask.py", "Causal mask", ":material/change_history:", "causal-mask"),
-    ("app_pages/softmax.py", "Softmax & temperature", ":material/thermostat:", "softmax"),
-    ("app_pages/generate.py", "Generate", ":material/edit:", "generate"),
-    ("app_pages/inside.py", "Inside a block", ":material/account_tree:", "inside"),
-    ("app_pages/positional.py", "Positional encodings", ":material/waves:", "positional"),
-    ("app_pages/parameters.py", "Parameters", ":material/calculate:", "parameters"),
+    ("app_pages/attention.py", N_("Attention"), ":material/grid_on:", "attention"),
+    ("app_pages/causal_mask.py", N_("Causal mask"), ":material/change_history:", "causal-mask"),
+    ("app_pages/softmax.py", N_("Softmax & temperature"), ":material/thermostat:", "softmax"),
+    ("app_pages/generate.py", N_("Generate"), ":material/edit:", "generate"),
+    ("app_pages/inside.py", N_("Inside a block"), ":material/account_tree:", "inside"),
+    ("app_pages/positional.py", N_("Positional encodings"), ":material/waves:", "positional"),
+    ("app_pages/efficient.py", N_("Efficient attention"), ":material/speed:", "efficient"),
+    ("app_pages/parameters.py", N_("Parameters"), ":material/calculate:", "parameters"),
 ]
 
 
@@ -30,10 +32,10 @@ def _old_attention_link() -> None:
 
 
 st.set_page_config(page_title="Attention Atlas", page_icon="🔭", layout="wide")
-pages = [st.Page(path, title=title, icon=icon, url_path="" if i == 0 else name, default=(i == 0))
+pages = [st.Page(path, title=_(title), icon=icon, url_path="" if i == 0 else name, default=(i == 0))
          for i, (path, title, icon, name) in enumerate(PAGES)]
 names = {p.url_path: name for p, (_, _, _, name) in zip(pages, PAGES, strict=True)}
-old_link = st.Page(_old_attention_link, title="Attention (old link)", url_path=PAGES[0][3], visibility="hidden")
+old_link = st.Page(_old_attention_link, title=_("Attention (old link)"), url_path=PAGES[0][3], visibility="hidden")
 page = st.navigation(pages + [old_link], position="top" if shell.presenter_mode() else "sidebar")
 if page is old_link:
     page.run()              # switches to the default page: nothing below runs for the old path
@@ -44,7 +46,8 @@ if wanted is not None and not st.session_state.get(shell.URL_READ):
     if target is not None and target.url_path != page.url_path:
         st.switch_page(target, query_params=rest)
     if target is None:
-        shell.link_note(f"page={shown(wanted)} is not a page of this app: showing {page.title}.")
+        shell.link_note(_("page={page} is not a page of this app: showing {title}.").format(page=shown(wanted),
+                                                                                           title=page.title))
     st.query_params.from_dict(rest)
 shell.start(names[page.url_path])
 try:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import _schemas as S
-from app_pages._examples import load_examples
+from app_pages._examples import load_examples, localized
+from app_pages._i18n import _, language
 from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, selected_rows, token_label
 from model import ForwardTrace, ModelConfig
 
@@ -32,37 +33,42 @@ def _text_changed() -> None:
 
 
 def example_picker(where) -> None:
-    examples = load_examples()
-    where.selectbox("Example texts", options=list(range(len(examples))), index=None, key="w_example",
-                    format_func=lambda i: examples[i]["title"], placeholder="Load an example text…",
+    examples = [localized(e, language()) for e in load_examples()]
+    where.selectbox(_("Example texts"), options=list(range(len(examples))), index=None, key="w_example",
+                    format_func=lambda i: examples[i]["title"], placeholder=_("Load an example text…"),
                     on_change=_pick_example, label_visibility="collapsed")
 
 
 def text_box(where, height: int = 110) -> None:
-    where.text_area("Text", key=S.TEXT.key, height=height, max_chars=S.MAX_TEXT_CHARS, on_change=_text_changed,
-                    label_visibility="collapsed", placeholder="Type a text for the model to read…",
-                    help="The model reads this text; every page shows what it did with it. Ctrl+Enter to apply.",
+    where.text_area(_("Text"), key=S.TEXT.key, height=height, max_chars=S.MAX_TEXT_CHARS, on_change=_text_changed,
+                    label_visibility="collapsed", placeholder=_("Type a text for the model to read…"),
+                    help=_("The model reads this text; every page shows what it did with it. Ctrl+Enter to apply."),
                     **PERSIST)
 
 
 def layer_slider(where, cfg: ModelConfig, width="stretch") -> None:
     if cfg.n_layers > 1:
-        where.slider("Layer", 0, cfg.n_layers - 1, key=S.LAYER.key, width=width,
-                     help=f"Which of the {cfg.n_layers} transformer blocks (0 = first)", **PERSIST)
+        where.slider(_("Layer"), 0, cfg.n_layers - 1, key=S.LAYER.key, width=width,
+                     help=_("Which of the {n} transformer blocks (0 = first)").format(n=cfg.n_layers), **PERSIST)
 
 
 def head_slider(where, cfg: ModelConfig, width="stretch") -> None:
     if cfg.n_heads > 1:
-        where.slider("Head", 0, cfg.n_heads - 1, key=S.HEAD.key, width=width,
-                     help=f"Which of the layer's {cfg.n_heads} query heads (head h reads key/value head "
-                          f"h // {cfg.group_size})", **PERSIST)
+        where.slider(_("Head"), 0, cfg.n_heads - 1, key=S.HEAD.key, width=width,
+                     help=_("Which of the layer's {n} query heads (head h reads key/value head h // {group})").format(
+                         n=cfg.n_heads, group=cfg.group_size), **PERSIST)
 
 
-def sink_toggle(where, label: str = "Hide attention sink (token 0)") -> None:
-    where.toggle(label, key=S.SINK.key,
-                 help="From layer 12 on, most heads put 50-84% of their attention on the first token. This hides "
-                      "that column and rescales every row to sum to 1, so the rest becomes visible. Rows with "
-                      "nothing left to show turn grey.", **PERSIST)
+def sink_toggle(where, label: str | None = None) -> None:
+    where.toggle(label or _("Hide attention sink (token 0)"), key=S.SINK.key,
+                 help=_("From layer 12 on, most heads put 50-84% of their attention on the first token. This hides "
+                        "that column and rescales every row to sum to 1, so the rest becomes visible. Rows with "
+                        "nothing left to show turn grey."), **PERSIST)
+
+
+def copy_choice(widget_key: str, setting_key: str) -> None:
+    """on_change: the widget's pick becomes the setting (a widget that stands in for it, like the language)."""
+    st.session_state[setting_key] = st.session_state.get(widget_key)
 
 
 def step(key: str, delta: int, lo: int, hi: int) -> None:
@@ -76,16 +82,16 @@ def _copy_pick() -> None:
         st.session_state[S.QUERY.key] = pick
 
 
-def query_slider(trace: ForwardTrace, where=None, label: str = "Query token", width="stretch") -> None:
+def query_slider(trace: ForwardTrace, where=None, label: str | None = None, width="stretch") -> None:
     """The query token as a one-line slider over the text's positions (compact: fits above a chart)."""
     tokens = trace.tokens
-    (where or st).select_slider(label, options=list(range(trace.n_tokens)), key=S.QUERY.key, width=width,
-                                format_func=lambda i: token_label(tokens, i, 20),
-                                help="Drag (or use the arrow keys on it) to move the query token along the text",
+    (where or st).select_slider(label or _("Query token"), options=list(range(trace.n_tokens)), key=S.QUERY.key,
+                                width=width, format_func=lambda i: token_label(tokens, i, 20),
+                                help=_("Drag (or use the arrow keys on it) to move the query token along the text"),
                                 **PERSIST)
 
 
-def query_picker(trace: ForwardTrace, where=None, label: str = "Query token") -> None:
+def query_picker(trace: ForwardTrace, where=None, label: str | None = None) -> None:
     """The query token: clickable token pills for short texts, the slider over positions for long ones."""
     where = st if where is None else where
     tokens = trace.tokens
@@ -93,22 +99,26 @@ def query_picker(trace: ForwardTrace, where=None, label: str = "Query token") ->
         query_slider(trace, where, label)
         return
     st.session_state[PICK] = st.session_state.get(S.QUERY.key)
-    where.pills(label, options=list(range(trace.n_tokens)), key=PICK, on_change=_copy_pick, required=True,
-                format_func=lambda i: escape_markdown(tokens[i]), help="Click a token to make it the query")
+    where.pills(label or _("Query token"), options=list(range(trace.n_tokens)), key=PICK, on_change=_copy_pick,
+                required=True, format_func=lambda i: escape_markdown(tokens[i]),
+                help=_("Click a token to make it the query"))
 
 
-def head_picker(cfg: ModelConfig, where=None, label: str = "Open a head") -> None:
+def head_picker(cfg: ModelConfig, where=None, label: str | None = None) -> None:
     """A row of head buttons bound to the head setting."""
     where = st if where is None else where
     st.session_state["w_head_pick"] = st.session_state.get(S.HEAD.key, 0)
-    where.segmented_control(label, options=list(range(cfg.n_heads)), format_func=lambda h: f"head {h}",
+    where.segmented_control(label or _("Open a head"), options=list(range(cfg.n_heads)),
+                            format_func=lambda h: _("head {head}").format(head=h),
                             required=True, key="w_head_pick",
                             on_change=lambda: st.session_state.update({S.HEAD.key: st.session_state["w_head_pick"]}))
 
 
 def view_tabs(param, labels: dict[str, str]):
     """st.tabs over a page's views, kept in the view setting (param, a Choice) and so in the link. Returns (the open
-    view's slug, its tab container): only the open view's content should be computed, inside that container."""
+    view's slug, its tab container): only the open view's content should be computed, inside that container.
+    labels: slug -> English label (marked with N_), shown translated."""
+    labels = {slug: _(label) for slug, label in labels.items()}
     slug = st.session_state.get(param.key) or param.default
     widget = param.key + "_tabs"
 

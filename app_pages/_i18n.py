@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gettext
 import threading
+from dataclasses import fields, is_dataclass, replace
 from pathlib import Path
 
 import streamlit as st
@@ -72,3 +73,12 @@ def ngettext(singular: str, plural: str, n: int) -> str:
 def N_(message: str) -> str:
     """Marks a message for extraction only; translate it with _() where it is shown."""
     return message
+
+
+def translated(words):
+    """A viz words dataclass (viz/text.py) with every field (nested ones too) in the session's language."""
+    catalog = translations(language())
+
+    def one(value):
+        return translated(value) if is_dataclass(value) else catalog.gettext(value)
+    return replace(words, **{f.name: one(getattr(words, f.name)) for f in fields(words)})

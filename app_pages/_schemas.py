@@ -2,14 +2,15 @@
 
 A page's widgets use exactly these state keys, so what a user sets is what the link restores. The settings shared
 by the model pages (text, layer, head, query token, sink switch) are declared once and reused; `present`
-(presenter mode) is added to every page. A setting's `when` says on which view it does something: the shell draws
-only those controls and the link carries only those settings.
+(presenter mode) and `lang` (the interface language) are added to every page. A setting's `when` says on which view
+it does something: the shell draws only those controls and the link carries only those settings.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
 from app_pages._examples import default_text
+from app_pages._i18n import N_
 from app_pages._url import Choice, Context, Flag, Float, Int, IntList, Param, Schema, Text
 from model.calculator.params import (
     CUSTOM,
@@ -43,6 +44,7 @@ HEAD = Int("head", "head", 0, lo=0, hi=lambda c: c.n_heads - 1)
 QUERY = Int("q", "q", _last_token, lo=0, hi=_last_token)           # default: the last token
 SINK = Flag("sink", "sink")
 PRESENT = Flag("present", "present")
+LANG = Choice("lang", "lang", None, options=("en", "zh"))   # None: the browser's language (app_pages/_i18n)
 SHARED_KEYS = (TEXT.key, LAYER.key, HEAD.key, QUERY.key, SINK.key)   # the shell draws these controls
 WHOLE_TEXT_PAGES = ("generate",)     # pages that read the whole text (the others show its first 512 tokens)
 
@@ -61,8 +63,8 @@ def _with(param: Param, when) -> Param:
 
 
 # ------------------------------------------------------------------------------------------------------ Attention
-ATTENTION_VIEWS = {"head": "One head", "layer": "All heads of a layer", "model": "Whole model",
-                   "query": "Query token", "next": "Next token"}
+ATTENTION_VIEWS = {"head": N_("One head"), "layer": N_("All heads of a layer"), "model": N_("Whole model"),
+                   "query": N_("Query token"), "next": N_("Next token")}
 OVERVIEW_KINDS = ("thumbs", "prev_token", "induction", "sink", "self", "entropy")
 _A_VIEW = "attention_view"
 ATTENTION = Schema("attention", (
@@ -85,7 +87,7 @@ CAUSAL_MASK = Schema("causal-mask", (
 ))
 
 # ------------------------------------------------------------------------------------------ Softmax & temperature
-SOFTMAX_SOURCES = {"next": "Next-token logits", "attention": "One head's scores"}
+SOFTMAX_SOURCES = {"next": N_("Next-token logits"), "attention": N_("One head's scores")}
 MAX_SAMPLES = 100_000
 _S_SOURCE = "softmax_source"
 _attention_source = _view_is(_S_SOURCE, "attention")
@@ -102,7 +104,7 @@ SOFTMAX = Schema("softmax", (
 ))
 
 # ---------------------------------------------------------------------------------------- Positional encodings
-POSITIONAL_VIEWS = {"sin": "Sinusoidal PE", "rope": "RoPE: the rotation", "model": "RoPE inside the model"}
+POSITIONAL_VIEWS = {"sin": N_("Sinusoidal PE"), "rope": N_("RoPE: the rotation"), "model": N_("RoPE inside the model")}
 D_MODEL_OPTIONS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 PE_BASE_OPTIONS = (100, 1_000, 10_000, 100_000, 1_000_000)
 MAX_PE_POSITIONS = 2048
@@ -172,7 +174,7 @@ PARAMETERS = Schema("parameters", (
 ))
 
 # -------------------------------------------------------------------------------------------------------- Generate
-GENERATE_VIEWS = {"write": "Step by step", "compare": "Two temperatures"}
+GENERATE_VIEWS = {"write": N_("Step by step"), "compare": N_("Two temperatures")}
 MAX_NEW_TOKENS = 64
 _G_VIEW = "generate_view"
 _writing = _view_is(_G_VIEW, "write")
@@ -199,8 +201,8 @@ GENERATE = Schema("generate", (
 ))
 
 # -------------------------------------------------------------------------------------------------- Inside a block
-INSIDE_VIEWS = {"tokens": "Tokenization", "block": "Through one block", "stream": "Residual stream",
-                "lens": "Logit lens", "heads": "Which heads matter"}
+INSIDE_VIEWS = {"tokens": N_("Tokenization"), "block": N_("Through one block"), "stream": N_("Residual stream"),
+                "lens": N_("Logit lens"), "heads": N_("Which heads matter")}
 MAX_ABLATED = 16                # heads switched off at once
 _I_VIEW = "inside_view"
 _block = _view_is(_I_VIEW, "block")
@@ -216,10 +218,46 @@ INSIDE = Schema("inside", (
             when=_heads),                                                  # flat head indices layer * n_heads + head
 ))
 
+# ---------------------------------------------------------------------------------------------- Efficient attention
+EFFICIENT_VIEWS = {"flash": N_("FlashAttention, tile by tile"), "masks": N_("Masks on the whole model"),
+                   "kv": N_("MHA / GQA / MQA"), "linear": N_("Linear attention")}
+FLASH_BLOCKS = (16, 32, 64)
+MASK_KINDS = ("full", "window", "sink", "strided", "dilated")    # model.lessons.sparse_masks.MASK_KINDS
+MAX_SINKS = 16
+MAX_STRIDE = 64
+_E_VIEW = "efficient_view"
+_E_MASK = "eff_mask"
+
+
+def _mask_reads(*kinds: str):
+    """The masks view is open and its mask is one of kinds (the ones that read this size)."""
+    return lambda state: state.get(_E_VIEW) == "masks" and state.get(_E_MASK, "window") in kinds
+
+
+def _most_tiles(ctx: Context) -> int:
+    """Tiles of the smallest block size for this text (the causal triangle of blocks): the tile slider's end."""
+    n = -(-(ctx.n_tokens or 512) // min(FLASH_BLOCKS))
+    return max(0, n * (n + 1) // 2 - 1)
+
+
+_head_views = _view_is(_E_VIEW, "flash", "linear")
+EFFICIENT = Schema("efficient", (
+    Choice("view", _E_VIEW, "flash", options=tuple(EFFICIENT_VIEWS)),
+    TEXT,
+    _with(LAYER, _head_views), _with(HEAD, _head_views),
+    Choice("block", "eff_block", 32, options=FLASH_BLOCKS, when=_view_is(_E_VIEW, "flash")),
+    Int("tile", "eff_tile", None, lo=0, hi=_most_tiles, when=_view_is(_E_VIEW, "flash")),     # None: the last
+    Choice("mask", _E_MASK, "window", options=MASK_KINDS, when=_view_is(_E_VIEW, "masks")),
+    Int("window", "eff_window", lambda c: min(64, c.n_tokens or 64), lo=1, hi=_token_count,
+        when=_mask_reads("window", "sink", "dilated")),
+    Int("sinks", "eff_sinks", 4, lo=1, hi=MAX_SINKS, when=_mask_reads("sink")),
+    Int("stride", "eff_stride", 8, lo=2, hi=MAX_STRIDE, when=_mask_reads("strided", "dilated")),
+))
+
 # ---------------------------------------------------------------------------------------------------------- all
 SCHEMAS: dict[str, Schema] = {
-    s.page: Schema(s.page, (*s.params, PRESENT))
-    for s in (ATTENTION, CAUSAL_MASK, SOFTMAX, GENERATE, INSIDE, POSITIONAL, PARAMETERS)
+    s.page: Schema(s.page, (*s.params, PRESENT, LANG))
+    for s in (ATTENTION, CAUSAL_MASK, SOFTMAX, GENERATE, INSIDE, POSITIONAL, PARAMETERS, EFFICIENT)
 }
 
 

@@ -15,6 +15,7 @@ from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _schemas as S
 from app_pages._examples import default_text, note_for
+from app_pages._i18n import LANG_KEY, LANGUAGES, _, language, ngettext
 from app_pages._url import Context, Schema, clamp, decode, encode
 from app_pages._widgets import escape_markdown
 from model import ForwardTrace
@@ -62,11 +63,11 @@ def current_text() -> str:
 def trace_or_reason(text: str) -> tuple[ForwardTrace | None, str | None]:
     """(trace, None), or (None, why) for empty or unreadable text. Shows a spinner while the model runs."""
     if not text.strip():
-        return None, "The text is empty. Type some text, or load an example, to run the model."
+        return None, _("The text is empty. Type some text, or load an example, to run the model.")
     try:
         if (caches.get_model().source, text, caches.DEFAULT_MAX_TOKENS) in caches.caches()["traces"]:
             return caches.get_trace(text), None
-        with st.spinner("Running the model on your text…"):
+        with st.spinner(_("Running the model on your text…")):
             return caches.get_trace(text), None
     except ValueError as err:
         return None, str(err)
@@ -161,11 +162,31 @@ def _applies(schema: Schema, key: str) -> bool:
 def _token_count(where, page: str) -> None:
     n, limit = token_count(current_text()), caches.DEFAULT_MAX_TOKENS
     if page in S.WHOLE_TEXT_PAGES:
-        where.caption(f"{n:,} tokens")
+        where.caption(ngettext("{n} token", "{n} tokens", n).format(n=f"{n:,}"))
     elif n > limit:
-        where.caption(f":orange[:material/content_cut: only the first {limit} of {n:,} tokens are used]")
+        cut = _("only the first {limit} of {n} tokens are used").format(limit=limit, n=f"{n:,}")
+        where.caption(f":orange[:material/content_cut: {cut}]")
     else:
-        where.caption(f"{n} / {limit} tokens")
+        where.caption(_("{n} / {limit} tokens").format(n=n, limit=limit))
+
+
+def has_han(text: str) -> bool:
+    """Whether text has Chinese characters (CJK unified ideographs)."""
+    return any("\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf" for ch in text)
+
+
+@functools.lru_cache(maxsize=8)
+def reads_han_as_bytes(lm) -> bool:
+    """Whether the model's tokenizer splits common Chinese characters into byte tokens (<0x..>)."""
+    return any(label.startswith("<0x") for label in lm.token_strings(lm.encode("中文的注意力")))
+
+
+def _byte_note(where) -> None:
+    """One line when the text is Chinese and the model reads it byte by byte."""
+    if has_han(current_text()) and reads_han_as_bytes(caches.get_model()):
+        where.caption(":material/translate: " + _("This model reads Chinese as bytes (<0x..> tokens, 2-3 per "
+                                                   "character). For Chinese text pick a Chinese-capable model such "
+                                                   "as Qwen in the model picker."))
 
 
 def _shared_controls(schema: Schema) -> None:
@@ -176,18 +197,20 @@ def _shared_controls(schema: Schema) -> None:
     if presenter_mode():
         row = st.container(horizontal=True, vertical_alignment="bottom", gap="small", key="presenter_row")
         if has[S.TEXT.key]:
-            with row.popover("Text", icon=":material/edit_note:", help="Change the text the model reads"):
+            with row.popover(_("Text"), icon=":material/edit_note:", help=_("Change the text the model reads")):
                 controls.example_picker(st)
                 controls.text_box(st, height=200)
                 _token_count(st, schema.page)
+                _byte_note(st)
         if has[S.LAYER.key]:
             controls.layer_slider(row, cfg, width=230)
         if has[S.HEAD.key]:
             controls.head_slider(row, cfg, width=170)
         if has[S.SINK.key]:
-            controls.sink_toggle(row, label="Hide sink")
+            controls.sink_toggle(row, label=_("Hide sink"))
         _share_popover(row)
-        row.toggle("Presenter", key=S.PRESENT.key, help="Presenter mode: switch off to get the sidebar back",
+        _language_switch(row)
+        row.toggle(_("Presenter"), key=S.PRESENT.key, help=_("Presenter mode: switch off to get the sidebar back"),
                    **controls.PERSIST)
     else:
         lm = caches.get_model()
@@ -196,16 +219,18 @@ def _shared_controls(schema: Schema) -> None:
                 controls.example_picker(st)
                 controls.text_box(st, height=TEXT_HEIGHT)
                 _token_count(st, schema.page)
+                _byte_note(st)
             if has[S.LAYER.key]:
                 controls.layer_slider(st, cfg)
             if has[S.HEAD.key]:
                 controls.head_slider(st, cfg)
             if has[S.SINK.key]:
                 controls.sink_toggle(st)
-            note = note_for(current_text()) if has[S.TEXT.key] else ""
+            note = note_for(current_text(), language()) if has[S.TEXT.key] else ""
             if note:
                 st.caption(f":material/lightbulb: {note}")
-            st.caption(f"Model: **{escape_markdown(lm.name)}** · {lm.config.describe()}")
+            st.caption(_("Model: **{name}** · {shape}").format(name=escape_markdown(lm.name),
+                                                                shape=lm.config.describe()))
     if has[S.LAYER.key] or has[S.HEAD.key]:
         _keyboard_shortcuts(cfg)
 
@@ -220,13 +245,21 @@ def _keyboard_shortcuts(cfg) -> None:
 
 
 def _share_popover(where) -> None:
-    with where.popover("Share link", icon=":material/share:",
-                       help="A link that opens exactly this view: page, tab, text and every setting"):
+    with where.popover(_("Share link"), icon=":material/share:",
+                       help=_("A link that opens exactly this view: page, tab, text and every setting")):
         link, dropped = share_link()
         st.code(link, language=None, wrap_lines=True)
-        st.caption("Copy it with the icon at the right of the box." + (
-            " **The text is too long for a link**: the link keeps every other setting, and opens with the "
-            "default text." if dropped else ""))
+        st.caption(_("Copy it with the icon at the right of the box. **The text is too long for a link**: the link "
+                     "keeps every other setting, and opens with the default text.") if dropped
+                   else _("Copy it with the icon at the right of the box."))
+
+
+def _language_switch(where) -> None:
+    """中文 / English: the interface language, kept in the state (and so in the link once chosen)."""
+    st.session_state["w_lang"] = language()
+    where.segmented_control(_("Language"), options=list(LANGUAGES), format_func=LANGUAGES.get, key="w_lang",
+                            required=True, label_visibility="collapsed", width="content",
+                            on_change=controls.copy_choice, args=("w_lang", LANG_KEY))
 
 
 def header(title: str, caption: str = "") -> None:
@@ -239,10 +272,11 @@ def header(title: str, caption: str = "") -> None:
     row.markdown(f"### {title}", width="stretch")
     with row.container(horizontal=True, horizontal_alignment="right", vertical_alignment="center", gap="small",
                        width="content", wrap=False):
+        _language_switch(st)
         _share_popover(st)
-        st.toggle("Presenter", key=S.PRESENT.key, width="content",
-                  help="For a projector: hides the sidebar, puts the controls in one row on the page, enlarges "
-                       "chart text. Arrow keys: ← → head, ↑ ↓ layer.", **controls.PERSIST)
+        st.toggle(_("Presenter"), key=S.PRESENT.key, width="content",
+                  help=_("For a projector: hides the sidebar, puts the controls in one row on the page, enlarges "
+                         "chart text. Arrow keys: ← → head, ↑ ↓ layer."), **controls.PERSIST)
     if caption:
         st.caption(caption)
     _link_notes()
@@ -254,6 +288,6 @@ def _link_notes() -> None:
     if not notes:
         return
     with st.container(horizontal=True, vertical_alignment="center", key="link_notes", wrap=False):
-        st.warning("Some settings in the link were fixed: " + " ".join(escape_markdown(n) for n in notes),
-                   icon=":material/link:")
-        st.button("Dismiss", key="w_dismiss_url_notes", on_click=lambda: st.session_state.pop(NOTES, None))
+        st.warning(_("Some settings in the link were fixed: {notes}").format(
+            notes=" ".join(escape_markdown(n) for n in notes)), icon=":material/link:")
+        st.button(_("Dismiss"), key="w_dismiss_url_notes", on_click=lambda: st.session_state.pop(NOTES, None))

@@ -5,6 +5,7 @@ import re
 
 import streamlit as st
 
+from app_pages._i18n import _
 from viz.labels import symbol_legend
 from viz.theme import scale_fonts
 
@@ -28,9 +29,9 @@ def token_label(tokens: list[str], i: int, max_chars: int = 16) -> str:
 
 def token_legend(tokens: list[str], where=None) -> None:
     """A caption saying what the token symbols shown mean (nothing when there are none)."""
-    legend = symbol_legend(tokens)
+    legend = symbol_legend(tokens, translate=_)
     if legend:
-        (where or st).caption(f"Token symbols: {escape_markdown(legend)}")
+        (where or st).caption(_("Token symbols: {legend}").format(legend=escape_markdown(legend)))
 
 
 def plotly_config(filename: str) -> dict:

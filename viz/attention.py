@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
@@ -28,6 +29,7 @@ from viz.margins import (
     title_depth,
     widest_px,
 )
+from viz.text import N_, fill
 from viz.theme import (
     ACCENT,
     ATTENTION_SCALE,
@@ -44,9 +46,35 @@ GRID_MAX_CELLS = 128     # small multiples are mean-pooled to at most this many 
 THUMB_CELLS = 20         # whole-model thumbnails: each head pooled to at most this many rows/columns
 STRETCH_PERCENTILE = 99  # "stretch colours": the scale ends at this percentile of the shown weights
 SINK_BLANK_ROWS = 2      # with the sink hidden, rows 0 and 1 have nothing to show (see head_stats.sink_hidden_view)
-HIDDEN_KEY_NOTE = "key 0 (the attention sink) is hidden; the row is renormalized without it"
-BLANK_ROW_NOTES = ("query 0 can only attend to token 0, which is hidden: nothing to show",
-                   "query 1 has one key left (itself): its weight is 1 by construction, so it is not shown")
+
+
+@dataclass(frozen=True)
+class Words:
+    """What the attention figures write (English defaults; pages pass them translated)."""
+
+    weight: str = N_("weight")
+    key_axis: str = N_("key j (attended to)")
+    query_axis: str = N_("query i (attending)")
+    earlier_keys_axis: str = N_("key j (earlier tokens)")
+    layer: str = N_("layer")
+    head: str = N_("head")
+    head_n: str = N_("head {head}")
+    probability: str = N_("probability")
+    max: str = N_("max")
+    n_a: str = N_("n/a")
+    click_to_select: str = N_("click to select")
+    cell_hover: str = N_("query %{y}<br>key %{x}<br>weight %{z:.4f}")
+    grid_hover: str = N_("head {head}<br>query %{y:.0f}<br>key %{x:.0f}<br>weight %{z:.3f}")
+    query_hover: str = N_("query #{query} → key %{x}<br>%{y}: weight %{z:.4f}")
+    pick_hover: str = N_("layer %{customdata[0]}, head %{customdata[1]}")
+    hidden_key: str = N_("key 0 (the attention sink) is hidden; the row is renormalized without it")
+    blank_row_0: str = N_("query 0 can only attend to token 0, which is hidden: nothing to show")
+    blank_row_1: str = N_("query 1 has one key left (itself): its weight is 1 by construction, so it is not shown")
+    query_key_hover: str = N_("query %{y}, key %{x}")
+    query_only_hover: str = N_("query %{y}")
+
+
+WORDS = Words()
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
@@ -92,7 +120,8 @@ def _single_colour(colour: str) -> list:
     return [[0, colour], [1, colour]]
 
 
-def sink_hidden_layers(cats: list[str], n_rows: int, allowed: np.ndarray | None = None) -> list[go.Heatmap]:
+def sink_hidden_layers(cats: list[str], n_rows: int, allowed: np.ndarray | None = None,
+                       words: Words = WORDS) -> list[go.Heatmap]:
     """Sink hidden: key 0 (rows 2..) and the blank rows 0-1 in HIDDEN_COLOR, each cell's hover saying why.
 
     cats: the token categories of both axes; allowed: [T, T] bool cells that are not masked (default j <= i)."""
@@ -103,14 +132,16 @@ def sink_hidden_layers(cats: list[str], n_rows: int, allowed: np.ndarray | None 
         rows = cats[SINK_BLANK_ROWS:n_rows]
         layers.append(go.Heatmap(
             z=np.ones((len(rows), 1)), x=cats[:1], y=rows, colorscale=_single_colour(HIDDEN_COLOR), showscale=False,
-            zmin=0, zmax=1, name="hidden", hovertemplate=f"query %{{y}}<br>{HIDDEN_KEY_NOTE}<extra></extra>"))
+            zmin=0, zmax=1, name="hidden",
+            hovertemplate=f"{words.query_only_hover}<br>{words.hidden_key}<extra></extra>"))
     blank = min(SINK_BLANK_ROWS, n_rows, T)
     z = np.where(ok[:blank, :blank], 1.0, np.nan)
-    text = np.array([[BLANK_ROW_NOTES[i]] * blank for i in range(blank)], dtype=object)
+    notes = (words.blank_row_0, words.blank_row_1)
+    text = np.array([[notes[i]] * blank for i in range(blank)], dtype=object)
     layers.append(go.Heatmap(
         z=z, x=cats[:blank], y=cats[:blank], text=text, colorscale=_single_colour(HIDDEN_COLOR), showscale=False,
         zmin=0, zmax=1, hoverongaps=False, name="nothing to show",
-        hovertemplate="query %{y}, key %{x}<br>%{text}<extra></extra>"))
+        hovertemplate=f"{words.query_key_hover}<br>%{{text}}<extra></extra>"))
     return layers
 
 
@@ -140,7 +171,8 @@ def square_layout(tick_text: list[str], n: int, height: int, titled: bool, show_
 
 def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = None, query: int | None = None,
                  zmax: float | None = None, stretch: bool = False, sink_hidden: bool = False,
-                 max_labels: int | None = None, height: int = 560, show_scale: bool = True) -> go.Figure:
+                 max_labels: int | None = None, height: int = 560, show_scale: bool = True,
+                 words: Words = WORDS) -> go.Figure:
     """One head's [T, T] attention: query i down, key j across; masked cells grey, weight 0 = dark.
 
     A square plot in a figure of its own size (square_layout): show it at that width, so the colour bar sits by the
@@ -160,18 +192,18 @@ def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = 
     fig = go.Figure(go.Heatmap(
         z=z, x=cats, y=cats, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=top, hoverongaps=False, xgap=gap, ygap=gap,
         name="attention", showscale=show_scale,
-        colorbar=dict(title=dict(text="weight"), thickness=COLOUR_BAR_THICKNESS),
-        hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"))
+        colorbar=dict(title=dict(text=words.weight), thickness=COLOUR_BAR_THICKNESS),
+        hovertemplate=words.cell_hover + "<extra></extra>"))
     if sink_hidden:
-        fig.add_traces(sink_hidden_layers(cats, T))
+        fig.add_traces(sink_hidden_layers(cats, T, words=words))
     if query is not None and 0 <= query < T:
         fig.add_shape(type="rect", x0=-0.5, x1=query + 0.5, y0=query - 0.5, y1=query + 0.5,
                       line=dict(color=ACCENT, width=2), fillcolor="rgba(0,0,0,0)")
     axis = token_axis(tokens, max_labels or max(4, (height - SQUARE_CHROME_PX) // LABEL_PX))
     box = square_layout(axis["ticktext"], T, height, bool(title), show_scale)
-    fig.update_xaxes(title_text="key j (attended to)", **axis, tickangle=box["tickangle"], showgrid=False,
+    fig.update_xaxes(title_text=words.key_axis, **axis, tickangle=box["tickangle"], showgrid=False,
                      zeroline=False, constrain="domain")
-    fig.update_yaxes(title_text="query i (attending)", **axis, autorange="reversed", showgrid=False,
+    fig.update_yaxes(title_text=words.query_axis, **axis, autorange="reversed", showgrid=False,
                      zeroline=False, scaleanchor="x", constrain="domain")
     apply_theme(fig, title=title, height=height)
     fig.update_layout(width=box["width"], margin=box["margin"], plot_bgcolor=MASKED_COLOR,
@@ -182,7 +214,7 @@ def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = 
 # -------------------------------------------------------------------------------------------------- one layer
 def layer_grid(patterns: np.ndarray, *, selected: int | None = None, title: str | None = None,
                stretch: bool = False, sink_hidden: bool = False, ncols: int | None = None,
-               max_cells: int = GRID_MAX_CELLS, height: int | None = None) -> go.Figure:
+               max_cells: int = GRID_MAX_CELLS, height: int | None = None, words: Words = WORDS) -> go.Figure:
     """All heads of one layer as small multiples [H, T, T], each head on its own colour scale (0 to its largest
     weight, or its 99th percentile when stretched), so every head's shape shows even on long texts; long texts
     are mean-pooled. selected outlines that head. Rows are queries, columns keys (no token ticks: too small)."""
@@ -194,15 +226,15 @@ def layer_grid(patterns: np.ndarray, *, selected: int | None = None, title: str 
     n = pooled.shape[-1]
     ncols = ncols or math.ceil(math.sqrt(H))
     nrows = math.ceil(H / ncols)
-    fig = make_subplots(rows=nrows, cols=ncols, subplot_titles=[f"head {h}" for h in range(H)],
+    fig = make_subplots(rows=nrows, cols=ncols, subplot_titles=[fill(words.head_n, head=h) for h in range(H)],
                         horizontal_spacing=0.02, vertical_spacing=0.08 if nrows > 1 else 0.0)
     pos = (np.arange(n) * f + (f - 1) / 2).astype(np.float32)      # pooled cell centres, in token positions
     skip = 1 if f > 1 else (SINK_BLANK_ROWS if sink_hidden else 1)
     for h in range(H):
         axis = "coloraxis" if h == 0 else f"coloraxis{h + 1}"
         fig.add_trace(go.Heatmap(
-            z=pooled[h], x=pos, y=pos, coloraxis=axis, hoverongaps=False, name=f"head {h}",
-            hovertemplate=f"head {h}<br>query %{{y:.0f}}<br>key %{{x:.0f}}<br>weight %{{z:.3f}}<extra></extra>"),
+            z=pooled[h], x=pos, y=pos, coloraxis=axis, hoverongaps=False, name=fill(words.head_n, head=h),
+            hovertemplate=fill(words.grid_hover, head=h) + "<extra></extra>"),
             row=h // ncols + 1, col=h % ncols + 1)
         fig.update_layout({axis: dict(colorscale=ATTENTION_SCALE, cmin=0.0, cmax=colour_top(pooled[h], stretch, skip),
                                       showscale=False)})
@@ -215,7 +247,8 @@ def layer_grid(patterns: np.ndarray, *, selected: int | None = None, title: str 
         if h == selected:
             fig.add_shape(**box, line=dict(color=ACCENT, width=4), fillcolor="rgba(0,0,0,0)")
     if selected is not None and 0 <= selected < H:
-        fig.layout.annotations[selected].update(text=f"<b>head {selected}</b>", font=dict(color=ACCENT))
+        fig.layout.annotations[selected].update(text=f"<b>{fill(words.head_n, head=selected)}</b>",
+                                                font=dict(color=ACCENT))
     row_height = int(min(280, 760 / ncols + 30))          # about square in a ~900 px wide main column
     apply_theme(fig, title=title, height=height or row_height * nrows + (70 if title else 40))
     fig.update_layout(plot_bgcolor="white")
@@ -228,12 +261,12 @@ def layer_grid(patterns: np.ndarray, *, selected: int | None = None, title: str 
 VALUES_MAX_COLUMNS = 12     # write the numbers into the cells only up to this many layers (wider cells)
 
 
-def _overview_axes(fig: go.Figure, L: int, H: int) -> None:
+def _overview_axes(fig: go.Figure, L: int, H: int, words: Words) -> None:
     step = 1 if L <= 16 else 2 if L <= 40 else math.ceil(L / 20)
-    fig.update_xaxes(title_text="layer", type="linear", tickmode="array", tickvals=list(range(0, L, step)),
+    fig.update_xaxes(title_text=words.layer, type="linear", tickmode="array", tickvals=list(range(0, L, step)),
                      ticktext=[str(i) for i in range(0, L, step)], showgrid=False, zeroline=False,
                      range=[-0.5, L - 0.5])
-    fig.update_yaxes(title_text="head", type="linear", tickmode="array", tickvals=list(range(H)),
+    fig.update_yaxes(title_text=words.head, type="linear", tickmode="array", tickvals=list(range(H)),
                      ticktext=[str(h) for h in range(H)], showgrid=False, zeroline=False, range=[H - 0.5, -0.5])
 
 
@@ -257,7 +290,7 @@ def _overview_height(H: int, height: int | None, title: str | None) -> tuple[int
     return height, max(8.0, (height - chrome) / max(H, 1))
 
 
-def _click_layer(L: int, H: int, size: float, text: list[str] | None = None) -> go.Scatter:
+def _click_layer(L: int, H: int, size: float, words: Words, text: list[str] | None = None) -> go.Scatter:
     """Invisible square markers on every (layer, head) cell: what a click selects (heatmaps can't be selected).
 
     customdata is [layer, head]; the marker layer also carries the hover (the heatmap under it skips hover), so
@@ -269,7 +302,7 @@ def _click_layer(L: int, H: int, size: float, text: list[str] | None = None) -> 
         x=layer, y=head, mode="markers", customdata=np.stack([layer, head], axis=-1), name="pick a head",
         text=text, marker=dict(symbol="square", size=size, color="rgba(0,0,0,0)", line=dict(width=0)),
         selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)),
-        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}" + extra + "<extra>click to select</extra>",
+        hovertemplate=f"{words.pick_hover}{extra}<extra>{words.click_to_select}</extra>",
         showlegend=False)
 
 
@@ -281,7 +314,7 @@ def _selected_box(layer: int, head: int) -> dict:
 def stat_overview(values: np.ndarray, *, label: str, selected: tuple[int, int] | None = None,
                   zmin: float | None = 0.0, zmax: float | None = None, show_values: bool | None = None,
                   scale_title: str | None = None, title: str | None = None, height: int | None = None,
-                  signed: bool = False) -> go.Figure:
+                  signed: bool = False, words: Words = WORDS) -> go.Figure:
     """A [layers, heads] statistic as one wide heatmap: layers across, heads down (head 0 on top), NaN grey.
 
     The value is in the hover; show_values writes it into the cells too (default: only when there are at most
@@ -308,11 +341,12 @@ def stat_overview(values: np.ndarray, *, label: str, selected: tuple[int, int] |
         hoverongaps=False, text=text if show else None, texttemplate="%{text}" if show else None,
         textfont=dict(size=12), xgap=1, ygap=1, hoverinfo="skip", name=label,
         colorbar=dict(title=dict(text=scale_title or "", side="right"), thickness=OVERVIEW_BAR_THICKNESS)))
-    hover = [f"{label}: {x:{'+' if signed else ''}.3f}" if np.isfinite(x) else f"{label}: n/a" for x in v.ravel()]
-    fig.add_trace(_click_layer(L, H, size=row_px * 0.9, text=hover))
+    hover = [f"{label}: {x:{'+' if signed else ''}.3f}" if np.isfinite(x) else f"{label}: {words.n_a}"
+             for x in v.ravel()]
+    fig.add_trace(_click_layer(L, H, size=row_px * 0.9, words=words, text=hover))
     if selected is not None:
         fig.add_shape(**_selected_box(*selected))
-    _overview_axes(fig, L, H)
+    _overview_axes(fig, L, H, words)
     apply_theme(fig, title=title, height=height)
     _overview_margins(fig, scale_title)
     fig.update_layout(plot_bgcolor=MASKED_COLOR, margin_pad=0, clickmode="event+select", dragmode=False,
@@ -343,7 +377,7 @@ def thumbnail_tiles(attention: np.ndarray, *, per_layer=None, cells: int = THUMB
 
 
 def thumbnail_overview(tiles: np.ndarray, *, selected: tuple[int, int] | None = None, title: str | None = None,
-                       height: int | None = None) -> go.Figure:
+                       height: int | None = None, words: Words = WORDS) -> go.Figure:
     """thumbnail_tiles [L, H, n, n] as one wide heatmap of tiles: layers across, heads down; masked cells grey.
 
     Each tile keeps its own orientation (queries down, keys across). Like stat_overview, a transparent marker
@@ -372,13 +406,13 @@ def thumbnail_overview(tiles: np.ndarray, *, selected: tuple[int, int] | None = 
                              line=dict(width=0), hoverinfo="skip", showlegend=False, name="masked"))
     fig.add_trace(go.Heatmap(z=big, x=x, y=y, colorscale=ATTENTION_SCALE, zmin=0, zmax=1, hoverinfo="skip",
                              colorbar=dict(title=dict(text="", side="right"), thickness=OVERVIEW_BAR_THICKNESS,
-                                           tickvals=[0, 1], ticktext=["0", "max"]),
+                                           tickvals=[0, 1], ticktext=["0", words.max]),
                              name="pattern"))
     height, row_px = _overview_height(H, height, title)
-    fig.add_trace(_click_layer(L, H, size=row_px * 0.9))
+    fig.add_trace(_click_layer(L, H, size=row_px * 0.9, words=words))
     if selected is not None:
         fig.add_shape(**_selected_box(*selected))
-    _overview_axes(fig, L, H)
+    _overview_axes(fig, L, H, words)
     apply_theme(fig, title=title, height=height)
     _overview_margins(fig, None)
     fig.update_layout(plot_bgcolor="white", margin_pad=0, clickmode="event+select", dragmode=False,
@@ -392,7 +426,7 @@ QUERY_PLOT_PX = 520      # about the narrowest its plot gets (the main column at
 
 def query_heads_heatmap(rows: np.ndarray, tokens: list[str], query: int, *, selected: int | None = None,
                         sink_hidden: bool = False, title: str | None = None, max_labels: int = 40,
-                        height: int | None = None) -> go.Figure:
+                        height: int | None = None, words: Words = WORDS) -> go.Figure:
     """Attention of one query token over keys 0..query for every head of a layer: rows [H, T] -> heads x keys.
 
     With the sink hidden (rows renormalized without key 0, key 0 NaN) key 0 is drawn as hidden."""
@@ -404,25 +438,24 @@ def query_heads_heatmap(rows: np.ndarray, tokens: list[str], query: int, *, sele
     z = r[:, : query + 1]
     shown = tokens[: query + 1]
     cats = token_categories(shown)
-    heads = [f"head {h}" for h in range(H)]
+    heads = [fill(words.head_n, head=h) for h in range(H)]
     finite = z[np.isfinite(z)]
     fig = go.Figure(go.Heatmap(
         z=z, x=cats, y=heads, colorscale=ATTENTION_SCALE, zmin=0.0,
         zmax=float(finite.max()) if finite.size and finite.max() > 0 else 1.0, xgap=1 if query < 48 else 0,
-        ygap=1, colorbar=dict(title=dict(text="weight"), thickness=COLOUR_BAR_THICKNESS), name="attention",
-        hoverongaps=False,
-        hovertemplate=f"query #{query} → key %{{x}}<br>%{{y}}: weight %{{z:.4f}}<extra></extra>"))
+        ygap=1, colorbar=dict(title=dict(text=words.weight), thickness=COLOUR_BAR_THICKNESS), name="attention",
+        hoverongaps=False, hovertemplate=fill(words.query_hover, query=query) + "<extra></extra>"))
     if sink_hidden:
         fig.add_trace(go.Heatmap(z=np.ones((H, 1)), x=cats[:1], y=heads, colorscale=_single_colour(HIDDEN_COLOR),
                                  showscale=False, zmin=0, zmax=1, name="hidden",
-                                 hovertemplate=f"%{{y}}: {HIDDEN_KEY_NOTE}<extra></extra>"))
+                                 hovertemplate=f"%{{y}}: {words.hidden_key}<extra></extra>"))
     if selected is not None and 0 <= selected < H:
         fig.add_shape(type="rect", x0=-0.5, x1=query + 0.5, y0=selected - 0.5, y1=selected + 0.5,
                       line=dict(color=ACCENT, width=3), fillcolor="rgba(0,0,0,0)")
     axis = token_axis(shown, max_labels)
     widest = widest_px(axis["ticktext"], TICK_FONT_SIZE)
     angle = tick_angle(widest, QUERY_PLOT_PX / len(axis["ticktext"]), TICK_FONT_SIZE)
-    fig.update_xaxes(title_text="key j (earlier tokens)", **axis, tickangle=angle, showgrid=False)
+    fig.update_xaxes(title_text=words.earlier_keys_axis, **axis, tickangle=angle, showgrid=False)
     fig.update_yaxes(type="category", autorange="reversed", showgrid=False)
     apply_theme(fig, title=title, height=height or 150 + 34 * H)
     fig.update_layout(plot_bgcolor=MASKED_COLOR, margin=dict(
@@ -434,7 +467,7 @@ def query_heads_heatmap(rows: np.ndarray, tokens: list[str], query: int, *, sele
 
 # ------------------------------------------------------------------------------------------ next-token panel
 def next_token_bars(labels: list[str], probs: np.ndarray, *, title: str | None = None,
-                    height: int | None = None) -> go.Figure:
+                    height: int | None = None, words: Words = WORDS) -> go.Figure:
     """Top-k next-token predictions as horizontal bars, most likely on top, with the probability written.
 
     Rows sit at positions 0..k-1 with the token as tick text (a token such as '8' never makes the axis numeric)."""
@@ -448,7 +481,7 @@ def next_token_bars(labels: list[str], probs: np.ndarray, *, title: str | None =
         customdata=[plotly_escape(n) for n in names], hovertemplate="%{customdata}: %{x:.4f}<extra></extra>"))
     rows = row_axis(names, max_chars=20)
     fig.update_yaxes(**rows, showgrid=False)
-    fig.update_xaxes(title_text="probability", **probability_axis(float(p.max(initial=0)) * 1.25 + 0.02))
+    fig.update_xaxes(title_text=words.probability, **probability_axis(float(p.max(initial=0)) * 1.25 + 0.02))
     apply_theme(fig, title=title, height=height or 90 + 34 * p.size)
     fig.update_layout(margin=dict(
         l=math.ceil(widest_px(rows["ticktext"], TICK_FONT_SIZE) + 2 * TICK_PAD_PX),

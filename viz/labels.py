@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import math
 
+from viz.text import N_
+
 MAX_TICK_CHARS = 10     # a token tick label is cut to this many characters
 # What the readable token symbols mean (model.tokenizer.readable_token makes them); shown wherever tokens are.
-SYMBOLS = (("␣", "␣ = a space"), ("↵", "↵ = a newline"), ("⇥", "⇥ = a tab"), ("⏎", "⏎ = a carriage return"),
-           ("<0x", "<0xE6> = one byte of a character split over several tokens"),
-           ("<U+", "<U+200B> = an invisible character"))
+SYMBOLS = (("␣", N_("␣ = a space")), ("↵", N_("↵ = a newline")), ("⇥", N_("⇥ = a tab")),
+           ("⏎", N_("⏎ = a carriage return")),
+           ("<0x", N_("<0xE6> = one byte of a character split over several tokens")),
+           ("<U+", N_("<U+200B> = an invisible character")))
 
 
-def symbol_legend(tokens: list[str]) -> str:
-    """What the symbols in these token labels mean ('␣ = a space · ↵ = a newline'), '' when there are none."""
-    return " · ".join(meaning for symbol, meaning in SYMBOLS if any(symbol in t for t in tokens))
+def symbol_legend(tokens: list[str], translate=str) -> str:
+    """What the symbols in these token labels mean ('␣ = a space · ↵ = a newline'), '' when there are none;
+    translate: each meaning in the reader's language."""
+    return " · ".join(translate(meaning) for symbol, meaning in SYMBOLS if any(symbol in t for t in tokens))
 
 
 def plotly_escape(text: str) -> str:

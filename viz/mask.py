@@ -7,17 +7,42 @@ equal panels). Pure plotly: no streamlit, no torch.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import plotly.graph_objects as go
 
+from viz import attention as va
 from viz.attention import LABEL_PX, sink_hidden_layers
 from viz.labels import position_axis, token_axis, token_categories
+from viz.text import N_, fill
 from viz.theme import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, MASKED_COLOR, PALETTE, apply_theme
 
 MINUS_INF = "−∞"          # U+2212 minus: reads as a real minus sign in every font
 ALLOWED_COLOR = "#cfe2f3"  # pale blue for "allowed" cells of the mask itself
 AUTO_VALUES_MAX_T = 8      # show numbers in the cells automatically up to this many tokens
 AUTO_MARK_MAX_T = 12       # show "−∞" marks in masked cells automatically up to this many tokens
+
+
+@dataclass(frozen=True)
+class Words:
+    """What the causal-mask figures write (English defaults; pages pass them translated)."""
+
+    key_axis: str = N_("key j (attended to)")
+    query_axis: str = N_("query i (attending)")
+    score: str = N_("score")
+    probability: str = N_("probability")
+    mask: str = N_("mask")
+    value_hover: str = N_("query %{y}<br>key %{x}<br>{what}: {value}")
+    masked_hover: str = N_("query %{y}<br>key %{x}<br>{what}: {value} (masked: a future token)")
+    allowed_hover: str = N_("query %{y}<br>key %{x}<br>mask: 0 (allowed: j ≤ i)")
+    leak_hover: str = N_("query %{customdata}<br>attention to future keys: %{y:.1%}")
+    leak_x: str = N_("query i")
+    leak_y: str = N_("share of attention on j > i")
+    attention: va.Words = va.WORDS
+
+
+WORDS = Words()
 X_TICK_ANGLES = [0, 45, 90]   # plotly picks the first that keeps the x labels apart
 CHROME_PX = 140            # height a matrix figure needs beyond its square plot: title, x labels, margins
 
@@ -39,18 +64,18 @@ def _format(values: np.ndarray, decimals: int) -> np.ndarray:
     return out
 
 
-def _token_axes(fig: go.Figure, tokens: list[str], max_labels: int | None, height: int) -> None:
+def _token_axes(fig: go.Figure, tokens: list[str], max_labels: int | None, height: int, words: Words) -> None:
     """Categorical token axes, square cells; labels thinned to what the side fits (or max_labels)."""
     fits = max(4, max(60, height - CHROME_PX) // LABEL_PX)           # labels the square's side has room for
-    fig.update_xaxes(title_text="key j (attended to)", **token_axis(tokens, max_labels or fits),
+    fig.update_xaxes(title_text=words.key_axis, **token_axis(tokens, max_labels or fits),
                      autotickangles=X_TICK_ANGLES, showgrid=False, zeroline=False, constrain="domain")
-    fig.update_yaxes(title_text="query i (attending)", **token_axis(tokens, min(max_labels or fits, fits)),
+    fig.update_yaxes(title_text=words.query_axis, **token_axis(tokens, min(max_labels or fits, fits)),
                      autorange="reversed",
                      showgrid=False, zeroline=False, scaleanchor="x", constrain="domain")
 
 
 def _masked_layer(blocked: np.ndarray, cats: list[str], text: str, show_marks: bool, what: str,
-                  gap: int) -> go.Heatmap:
+                  gap: int, words: Words) -> go.Heatmap:
     z = np.where(blocked, 0.0, np.nan)
     marks = np.where(blocked, text, "") if show_marks else None
     return go.Heatmap(
@@ -58,14 +83,14 @@ def _masked_layer(blocked: np.ndarray, cats: list[str], text: str, show_marks: b
         text=marks, texttemplate="%{text}" if show_marks else None,
         textfont=dict(color="#555555", size=_text_size(len(blocked))), hoverongaps=False, xgap=gap, ygap=gap,
         name="masked",
-        hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{what}: {text} (masked: a future token)<extra></extra>")
+        hovertemplate=fill(words.masked_hover, what=what, value=text) + "<extra></extra>")
 
 
 def matrix_heatmap(values, tokens: list[str], *, allowed=None, kind: str = "scores", title: str | None = None,
                    show_values: bool | None = None, decimals: int = 2, zmax: float | None = None,
                    masked_text: str | None = None, future_outline: bool = False, height: int = 460,
                    colorbar_title: str | None = None, max_labels: int | None = None,
-                   sink_hidden: bool = False) -> go.Figure:
+                   sink_hidden: bool = False, words: Words = WORDS) -> go.Figure:
     """A [T, T] query x key matrix as a square heatmap.
 
     kind "scores": signed values on the diverging scale, white = 0, symmetric range.
@@ -91,13 +116,13 @@ def matrix_heatmap(values, tokens: list[str], *, allowed=None, kind: str = "scor
     gap = 1 if T <= 64 else 0
     cats = token_categories(tokens)
     if kind == "scores":
-        scale, what = DIVERGING_SCALE, "score"
+        scale, what = DIVERGING_SCALE, words.score
         top = zmax if zmax is not None else (float(np.abs(finite).max()) if finite.size else 1.0)
         zmin, top = -(top or 1.0), (top or 1.0)
         masked_text = MINUS_INF if masked_text is None else masked_text
         value_fmt = ".3f"
     else:
-        scale, what = ATTENTION_SCALE, "probability"
+        scale, what = ATTENTION_SCALE, words.probability
         top = zmax if zmax is not None else (float(finite.max()) if finite.size else 1.0)
         zmin, top = 0.0, (top or 1.0)
         masked_text = "0" if masked_text is None else masked_text
@@ -109,15 +134,16 @@ def matrix_heatmap(values, tokens: list[str], *, allowed=None, kind: str = "scor
         textfont=dict(size=_text_size(T)), xgap=gap, ygap=gap, name=what,
         showscale=not show_values,   # numbers in the cells say it all; the bar would only take width
         colorbar=dict(title=dict(text=colorbar_title, side="right") if colorbar_title else None, thickness=12),
-        hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{what}: %{{z:{value_fmt}}}<extra></extra>"))
+        hovertemplate=fill(words.value_hover, what=what, value=f"%{{z:{value_fmt}}}") + "<extra></extra>"))
     if sink_hidden:
-        fig.add_traces(sink_hidden_layers(cats, T, allowed=ok))
+        fig.add_traces(sink_hidden_layers(cats, T, allowed=ok, words=words.attention))
     blocked = ~ok
     if blocked.any():
-        fig.add_trace(_masked_layer(blocked, cats, masked_text, show_values or T <= AUTO_MARK_MAX_T, what, gap))
+        fig.add_trace(_masked_layer(blocked, cats, masked_text, show_values or T <= AUTO_MARK_MAX_T, what, gap,
+                                    words))
     if future_outline:
         fig.add_shape(_staircase(T))
-    _token_axes(fig, tokens, max_labels, height)
+    _token_axes(fig, tokens, max_labels, height, words)
     apply_theme(fig, title=title, height=height)
     return fig
 
@@ -132,7 +158,7 @@ def _staircase(T: int) -> dict:
 
 
 def mask_heatmap(mask, tokens: list[str], *, title: str | None = None, show_values: bool | None = None,
-                 height: int = 460, max_labels: int | None = None) -> go.Figure:
+                 height: int = 460, max_labels: int | None = None, words: Words = WORDS) -> go.Figure:
     """The causal mask as the matrix that is added to the scores: 0 where j <= i (allowed), −∞ where j > i."""
     m = np.asarray(mask, dtype=bool)
     T = len(tokens)
@@ -147,16 +173,16 @@ def mask_heatmap(mask, tokens: list[str], *, title: str | None = None, show_valu
         zmax=1, showscale=False, text=np.where(m, "0", "") if show else None,
         texttemplate="%{text}" if show else None, textfont=dict(color=PALETTE[0], size=_text_size(T)),
         hoverongaps=False, xgap=gap, ygap=gap, name="allowed",
-        hovertemplate="query %{y}<br>key %{x}<br>mask: 0 (allowed: j ≤ i)<extra></extra>"))
+        hovertemplate=words.allowed_hover + "<extra></extra>"))
     if (~m).any():
-        fig.add_trace(_masked_layer(~m, cats, MINUS_INF, show, "mask", gap))
-    _token_axes(fig, tokens, max_labels, height)
+        fig.add_trace(_masked_layer(~m, cats, MINUS_INF, show, words.mask, gap, words))
+    _token_axes(fig, tokens, max_labels, height, words)
     apply_theme(fig, title=title, height=height)
     return fig
 
 
 def leak_bars(leak, tokens: list[str], *, title: str | None = None, height: int = 320,
-              max_labels: int = 40) -> go.Figure:
+              max_labels: int = 40, words: Words = WORDS) -> go.Figure:
     """Per query i: the share of its attention that would go to future keys (j > i) if there were no mask."""
     v = np.asarray(leak, dtype=np.float64).reshape(-1)
     T = len(tokens)
@@ -164,8 +190,8 @@ def leak_bars(leak, tokens: list[str], *, title: str | None = None, height: int 
         raise ValueError(f"leak must have one value per token ({T}), got {v.shape}")
     fig = go.Figure(go.Bar(x=np.arange(T), y=v, marker_color=ACCENT, customdata=token_categories(tokens),
                            name="future share",
-                           hovertemplate="query %{customdata}<br>attention to future keys: %{y:.1%}<extra></extra>"))
-    fig.update_xaxes(title_text="query i", **position_axis(tokens, max_labels), autotickangles=X_TICK_ANGLES)
-    fig.update_yaxes(title_text="share of attention on j > i", range=[0, 1], tickformat=".0%")
+                           hovertemplate=words.leak_hover + "<extra></extra>"))
+    fig.update_xaxes(title_text=words.leak_x, **position_axis(tokens, max_labels), autotickangles=X_TICK_ANGLES)
+    fig.update_yaxes(title_text=words.leak_y, range=[0, 1], tickformat=".0%")
     apply_theme(fig, title=title, height=height)
     return fig

@@ -226,9 +226,10 @@ def test_model_that_cannot_load_shows_what_to_do(monkeypatch):
 
 
 def test_examples_cover_the_required_kinds():
-    assert 4 <= len(EXAMPLES) <= 7
+    assert 4 <= len(EXAMPLES) <= 9
     titles = " ".join(e["title"].lower() for e in EXAMPLES)
-    assert "induction" in titles and "code" in titles and "english" in titles
+    assert "induction" in titles and "code" in titles and "english" in titles and "chinese" in titles
+    assert all(e["zh"].get("title") and e["zh"].get("note") for e in EXAMPLES)     # every example in Chinese too
     induction = next(e["text"] for e in EXAMPLES if "induction" in e["title"].lower())
     words = induction.split()[1:]
     assert words[: len(words) // 2] == words[len(words) // 2:]          # the same random words, twice
