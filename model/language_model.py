@@ -1,10 +1,12 @@
 """LanguageModel: the decoder with every analysis of a trace as a method (the API the app and outside checks use).
 
 The decoder (model.decoder) knows nothing of the analyses; they take a decoder and a trace (model.analysis), and this
-class puts them together, so imports go one way: decoder <- analysis <- language_model.
+class puts them together with the file reader, so imports go one way: decoder <- analysis <- language_model, and
+files <- language_model.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import numpy as np
@@ -18,10 +20,22 @@ from model.decoder import generation
 from model.decoder.core import Decoder
 from model.decoder.generation import Generation, GenerationStep
 from model.decoder.trace import ForwardTrace
+from model.files.gguf import read_gguf
+from model.files.heap import paused_gc, release_free_heap
 
 
 class LanguageModel(Decoder):
     """A loaded decoder with its tokenizer and the analyses the pages show."""
+
+    @classmethod
+    def from_gguf(cls, path: str | os.PathLike | None = None) -> LanguageModel:
+        """Read a GGUF (model.files.gguf: checked, dequantized) and build the decoder it describes."""
+        with paused_gc():
+            g = read_gguf(path)
+            lm = cls(g.config, g.weights, g.tokenizer, str(g.path), g.tensor_sizes, g.eos_token_id)
+            del g
+        release_free_heap()
+        return lm
 
     def block_walk(self, trace: ForwardTrace, layer: int, position: int) -> BlockWalk:
         """Every step of block `layer` for the token at `position`, with the forward pass's numbers."""

@@ -12,8 +12,7 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 
-from model.analysis.stream import Positions
-from model.decoder.core import CHECKPOINT_EVERY, Decoder, rms_norm
+from model.decoder.core import CHECKPOINT_EVERY, Decoder
 from model.decoder.trace import ForwardTrace
 
 
@@ -47,9 +46,9 @@ def ablate_heads(lm: Decoder, trace: ForwardTrace, heads: Iterable[tuple[int, in
     first = min(off)
     start = first - first % CHECKPOINT_EVERY
     with torch.inference_mode():
-        pos = Positions.for_trace(lm, trace)
+        pos = lm.positions_for(trace)
         x = torch.from_numpy(trace.checkpoints[start].copy())                  # [T, D]
         for i in range(start, lm.config.n_layers):
             x = lm.blocks[i](x, pos.cos, pos.sin, pos.mask, heads_off=off.get(i))
-        last = rms_norm(x[-1], lm.out_norm, lm.config.norm_eps)                # [D]
+        last = lm.final_norm(x[-1])                                             # [D]
         return lm.lm_head.logits(last).numpy()

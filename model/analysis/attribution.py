@@ -1,10 +1,11 @@
 """Direct logit attribution: how much each head, each MLP and the embedding add to one token's logit.
 
-The residual stream at a position is a sum: embedding + every head's output + every MLP's output. The final
-RMSNorm divides that sum by its rms, a single scale; with the scale frozen at its real value the logit is linear in
-the stream, so each part's share is (part * norm weight / rms) . unembedding row, and the shares add up to the
+The residual stream at a position is a sum: embedding (with GPT-2's position embedding) + every head's output +
+every attention output bias + every MLP's output. The final norm divides that sum by a single scale (RMSNorm: its
+rms; LayerNorm: its standard deviation, after subtracting the mean, which is itself a sum of the parts' means); with
+the scale frozen at its real value the logit is linear in the stream, so each part's share is
+((part - its mean) * norm weight / scale) . unembedding row, and the shares, plus the biases' share, add up to the
 logit. "Direct" means through the residual stream only: what a head changes in later layers is not counted here.
-Llama blocks have no biases, so there is no bias term to attribute.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.analysis.stream import Positions, check_position
+from model.analysis.stream import check_position
 from model.decoder.core import Decoder
 from model.decoder.trace import ForwardTrace
 
@@ -24,16 +25,17 @@ class LogitAttribution:
 
     token_id: int
     position: int
-    logit: float           # the model's logit for token_id at position (final RMSNorm, then LM head)
-    inv_rms: float         # the final RMSNorm's 1 / rms of the final residual stream there (the frozen scale)
-    embedding: float       # the token embedding's contribution
+    logit: float           # the model's logit for token_id at position (final norm, then LM head)
+    inv_rms: float         # the final norm's 1 / scale of the final residual stream there (the frozen scale)
+    embedding: float       # the token embedding's contribution (with the position embedding, where there is one)
     heads: np.ndarray      # [n_layers, n_heads] each head's contribution (through its slice of o_proj)
-    mlps: np.ndarray       # [n_layers] each MLP's contribution
+    mlps: np.ndarray       # [n_layers] each MLP's contribution (its output bias included)
+    bias: float = 0.0      # the attention output biases' and the final norm's bias's contribution (0 for llama)
 
     @property
     def total(self) -> float:
         """Sum of every contribution: equals logit up to float rounding."""
-        return float(self.embedding + self.heads.sum() + self.mlps.sum())
+        return float(self.embedding + self.heads.sum() + self.mlps.sum() + self.bias)
 
 
 def logit_attribution(lm: Decoder, trace: ForwardTrace, token_id: int, position: int = -1) -> LogitAttribution:
@@ -45,21 +47,32 @@ def logit_attribution(lm: Decoder, trace: ForwardTrace, token_id: int, position:
     p = check_position(trace, position)
     heads = torch.empty(cfg.n_layers, cfg.n_heads, cfg.d_model)                 # [L, H, D]
     mlps = torch.empty(cfg.n_layers, cfg.d_model)                               # [L, D]
+    out_biases = torch.zeros(cfg.d_model)                                       # [D]
     with torch.inference_mode():
-        pos = Positions.for_trace(lm, trace)
+        pos = lm.positions_for(trace)
         x = torch.from_numpy(trace.checkpoints[0].copy())                      # [T, D]
         embedding = x[p].clone()                                                # [D]
         for i, block in enumerate(lm.blocks):
             parts = block.parts(x, pos.cos, pos.sin, pos.mask, keep_scores=False)
-            w_o = block.attn.w_o.view(cfg.d_model, cfg.n_heads, cfg.head_dim)  # [D, H, hd]
-            heads[i] = torch.einsum("dhk,hk->hd", w_o, parts.attn.mixed[:, p])  # [H, D]
+            heads[i] = block.attn.head_outputs(parts.attn.mixed[:, p])         # [H, D]
+            if block.attn.b_o is not None:
+                out_biases += block.attn.b_o
             mlps[i] = parts.mlp.out[p]
             x = parts.out
-        inv_rms = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + cfg.norm_eps)[p]  # [1], as rms_norm computes it
-        unembed = lm.lm_head.rows(torch.tensor([token_id]))[0]                  # [D]
-        direction = (inv_rms.double() * lm.out_norm.double() * unembed.double()).numpy()  # [D]
-        logit = float((x[p] * inv_rms * lm.out_norm).double().numpy() @ unembed.double().numpy())
+        norm = lm.out_norm
+        inv_scale = norm.statistics(x)[1][p]                                   # [1], as the norm computes it
+        unembed = lm.lm_head.rows(torch.tensor([token_id]))[0].double()         # [D]
+        direction = (inv_scale.double() * norm.weight.double() * unembed).numpy()  # [D]
+        logit = float(lm.final_norm(x[p]).double() @ unembed)
+        constant = 0.0 if norm.bias is None else float(norm.bias.double() @ unembed)
+
+    def share(parts: torch.Tensor) -> np.ndarray:                              # [..., D] -> [...]
+        values = parts.double().numpy()
+        if norm.kind == "layernorm":
+            values = values - values.mean(-1, keepdims=True)
+        return values @ direction
+
     return LogitAttribution(
-        token_id=int(token_id), position=p, logit=logit, inv_rms=float(inv_rms),
-        embedding=float(embedding.double().numpy() @ direction),
-        heads=heads.double().numpy() @ direction, mlps=mlps.double().numpy() @ direction)
+        token_id=int(token_id), position=p, logit=logit, inv_rms=float(inv_scale),
+        embedding=float(share(embedding)), heads=share(heads), mlps=share(mlps),
+        bias=float(share(out_biases)) + constant)

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.analysis.stream import Positions, check_layer, check_position, layer_input
+from model.analysis.stream import check_layer, check_position, layer_input
+from model.decoder.blocks import Norm
 from model.decoder.core import Decoder
 from model.decoder.trace import ForwardTrace
 
@@ -20,12 +21,16 @@ NEAR_ZERO = 0.05  # |silu(gate)| below this counts as a (nearly) closed gate
 
 @dataclass(frozen=True, eq=False)
 class NormStep:
-    """One RMSNorm applied to one vector: out = x / rms * weight."""
+    """One norm applied to one vector: out = (x - mean) / rms * weight (+ bias).
+    RMSNorm: mean 0, rms = sqrt(mean(x ** 2) + eps), no bias; LayerNorm: the mean, rms = sqrt(var(x) + eps)."""
 
-    rms: float          # sqrt(mean(x ** 2) + eps) of the input vector
-    scaled: np.ndarray  # [D] x / rms (mean square 1, up to eps)
-    weight: np.ndarray  # [D] the norm's learned per-dimension scale
-    out: np.ndarray     # [D] scaled * weight: what the next projections read
+    kind: str                # "rmsnorm" | "layernorm"
+    mean: float              # what is subtracted first (0 for RMSNorm)
+    rms: float               # what the centred vector is divided by
+    scaled: np.ndarray       # [D] (x - mean) / rms (mean square 1, up to eps)
+    weight: np.ndarray       # [D] the norm's learned per-dimension scale
+    bias: np.ndarray | None  # [D] LayerNorm's learned shift, None for RMSNorm
+    out: np.ndarray          # [D] scaled * weight (+ bias): what the next projections read
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,13 +42,13 @@ class BlockWalk:
     token_id: int
     x: np.ndarray             # [D] residual stream in (layer 0: the token's embedding row)
     attn_norm: NormStep
-    q: np.ndarray             # [H, hd] this token's query per head, before RoPE
+    q: np.ndarray             # [H, hd] this token's query per head, before RoPE (after the q norm, if any)
     k: np.ndarray             # [KV, T, hd] every token's key per KV head, before RoPE
     v: np.ndarray             # [KV, T, hd] every token's value per KV head
     kv_head: np.ndarray       # [H] int: the KV head each query head reads (GQA: h // group)
-    rope_cos: np.ndarray      # [T, hd/2] cos of each position's rotation angle per pair (i, i + hd/2)
-    rope_sin: np.ndarray      # [T, hd/2]
-    q_rot: np.ndarray         # [H, hd] query after RoPE
+    rope_cos: np.ndarray | None  # [T, hd/2] cos of each position's rotation angle per pair (i, i + hd/2); None: no RoPE
+    rope_sin: np.ndarray | None  # [T, hd/2]
+    q_rot: np.ndarray         # [H, hd] query after RoPE (== q without RoPE)
     k_rot: np.ndarray         # [KV, T, hd] keys after RoPE
     scores: np.ndarray        # [H, T] q_rot . k_rot / sqrt(hd) against every key, before the mask
     mask: np.ndarray          # [T] bool: True for keys this token may attend to (j <= position)
@@ -51,18 +56,18 @@ class BlockWalk:
     pattern: np.ndarray       # [H, T] softmax of masked_scores (== trace.attention[layer][:, position])
     mixed: np.ndarray         # [H, hd] pattern-weighted sum of the values, per head
     head_out: np.ndarray      # [H, D] each head's share of the output projection: W_o[:, h hd:(h+1) hd] @ mixed[h]
-    attn_out: np.ndarray      # [D] output projection of all heads (== head_out.sum(0) up to rounding)
+    attn_out: np.ndarray      # [D] output projection of all heads (== head_out.sum(0) + its bias, up to rounding)
     mid: np.ndarray           # [D] x + attn_out
     mlp_norm: NormStep
-    gate: np.ndarray          # [F] gate projection
-    act: np.ndarray           # [F] silu(gate)
+    gate: np.ndarray | None   # [F] gate projection (SwiGLU; None for a GELU MLP)
+    act: np.ndarray           # [F] silu(gate), or gelu(up)
     up: np.ndarray            # [F] up projection
-    product: np.ndarray       # [F] act * up
+    product: np.ndarray       # [F] act * up, or act
     mlp_out: np.ndarray       # [D] down projection of product
     out: np.ndarray           # [D] mid + mlp_out: the residual stream into the next layer
 
     def near_zero_share(self, threshold: float = NEAR_ZERO) -> float:
-        """Share of the d_ff gates with |silu(gate)| < threshold (channels the gate nearly shuts)."""
+        """Share of the d_ff channels with |act| < threshold (channels the gate / GELU nearly shuts)."""
         return float((np.abs(self.act) < threshold).mean())
 
 
@@ -73,17 +78,16 @@ def block_walk(lm: Decoder, trace: ForwardTrace, layer: int, position: int) -> B
     cfg = lm.config
     block = lm.blocks[layer]
     with torch.inference_mode():
-        pos = Positions.for_trace(lm, trace)
+        pos = lm.positions_for(trace)
         x = layer_input(lm, trace, layer, pos)                                 # [T, D]
         parts = block.parts(x, pos.cos, pos.sin, pos.mask)
         att, mlp = parts.attn, parts.mlp
-        w_o = block.attn.w_o.view(cfg.d_model, cfg.n_heads, cfg.head_dim)    # [D, H, hd]
-        head_out = torch.einsum("dhk,hk->hd", w_o, att.mixed[:, p])            # [H, D]
+        head_out = block.attn.head_outputs(att.mixed[:, p])                   # [H, D]
         masked = att.scores[:, p].masked_fill(~pos.mask[p], float("-inf"))     # [H, T]
         return BlockWalk(
             layer=layer, position=p, token_id=trace.token_ids[p],
             x=_frozen(x[p]),
-            attn_norm=_norm_step(x, block.attn_norm, cfg.norm_eps, parts.attn_in, p),
+            attn_norm=_norm_step(x, block.attn_norm, parts.attn_in, p),
             q=_frozen(att.q[:, p]), k=_frozen(att.k), v=_frozen(att.v),
             kv_head=_frozen(torch.arange(cfg.n_heads) // cfg.group_size),
             rope_cos=_frozen(pos.cos), rope_sin=_frozen(pos.sin),
@@ -91,20 +95,23 @@ def block_walk(lm: Decoder, trace: ForwardTrace, layer: int, position: int) -> B
             scores=_frozen(att.scores[:, p]), mask=_frozen(pos.mask[p]), masked_scores=_frozen(masked),
             pattern=_frozen(att.pattern[:, p]), mixed=_frozen(att.mixed[:, p]), head_out=_frozen(head_out),
             attn_out=_frozen(att.out[p]), mid=_frozen(parts.mid[p]),
-            mlp_norm=_norm_step(parts.mid, block.mlp_norm, cfg.norm_eps, parts.mlp_in, p),
-            gate=_frozen(mlp.gate[p]), act=_frozen(mlp.act[p]), up=_frozen(mlp.up[p]),
+            mlp_norm=_norm_step(parts.mid, block.mlp_norm, parts.mlp_in, p),
+            gate=_frozen(None if mlp.gate is None else mlp.gate[p]), act=_frozen(mlp.act[p]), up=_frozen(mlp.up[p]),
             product=_frozen(mlp.product[p]), mlp_out=_frozen(mlp.out[p]), out=_frozen(parts.out[p]))
 
 
-def _norm_step(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor, p: int) -> NormStep:
-    """Row p of rms_norm(x) = x * rsqrt(mean(x^2) + eps) * weight, split into its steps (same float32 ops)."""
-    inv_rms = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)[p]            # [1]
-    return NormStep(rms=float(1.0 / inv_rms.double()), scaled=_frozen(x[p] * inv_rms), weight=_frozen(weight),
-                    out=_frozen(out[p]))
+def _norm_step(x: torch.Tensor, norm: Norm, out: torch.Tensor, p: int) -> NormStep:
+    """Row p of norm(x), split into its steps (Norm.statistics: the same float32 operations as the norm)."""
+    mean, inv_scale = norm.statistics(x)                                       # [T, 1] each
+    return NormStep(kind=norm.kind, mean=float(mean[p]), rms=float(1.0 / inv_scale[p].double()),
+                    scaled=_frozen((x[p] - mean[p]) * inv_scale[p]), weight=_frozen(norm.weight),
+                    bias=_frozen(norm.bias), out=_frozen(out[p]))
 
 
-def _frozen(t: torch.Tensor) -> np.ndarray:
+def _frozen(t: torch.Tensor | None) -> np.ndarray | None:
     """A read-only numpy copy (a view would keep the whole [T, ...] tensor alive, or expose model weights)."""
+    if t is None:
+        return None
     a = t.numpy().copy()
     a.flags.writeable = False
     return a

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from model.analysis.stream import Positions, check_position, residual_stream
-from model.decoder.core import Decoder, rms_norm
+from model.analysis.stream import check_position, residual_stream
+from model.decoder.core import Decoder
 from model.decoder.trace import ForwardTrace
 
 VOCAB_CHUNK = 1024  # LM-head rows dequantized and multiplied at a time
@@ -36,9 +36,9 @@ def logit_lens(lm: Decoder, trace: ForwardTrace, position: int = -1) -> np.ndarr
     (row n_layers == the model's logits there)."""
     p = check_position(trace, position)
     with torch.inference_mode():
-        pos = Positions.for_trace(lm, trace)
+        pos = lm.positions_for(trace)
         rows = torch.stack([x[p].clone() for x in residual_stream(lm, trace, pos)])  # [L + 1, D]
-        normed = rms_norm(rows, lm.out_norm, lm.config.norm_eps)                    # [L + 1, D]
+        normed = lm.final_norm(rows)                                                # [L + 1, D]
         logits = torch.empty(rows.shape[0], lm.config.vocab_size)                   # [L + 1, V]
         for start, table in _lm_head_chunks(lm):
             logits[:, start:start + table.shape[0]] = F.linear(normed, table)
@@ -64,8 +64,8 @@ def logit_lens_top(lm: Decoder, trace: ForwardTrace, k: int = 5,
     probs = np.empty((n_rows, k), dtype=np.float32)
     index = torch.from_numpy(cols)
     with torch.inference_mode():
-        pos = Positions.for_trace(lm, trace)
-        normed = (rms_norm(x[index], lm.out_norm, lm.config.norm_eps) for x in residual_stream(lm, trace, pos))
+        pos = lm.positions_for(trace)
+        normed = (lm.final_norm(x[index]) for x in residual_stream(lm, trace, pos))
         done = 0
         for rows in _rebatch(normed, ROW_BLOCK):                                    # [<= ROW_BLOCK, D]
             block_ids, block_probs = _top_k(lm, rows, k)

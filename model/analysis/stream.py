@@ -12,24 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.decoder.core import CHECKPOINT_EVERY, Decoder, causal_mask
-from model.decoder.rope import rope_cos_sin
+from model.decoder.core import CHECKPOINT_EVERY, Decoder, Positions
 from model.decoder.trace import ForwardTrace
-
-
-@dataclass(frozen=True)
-class Positions:
-    """What every block of a T-token pass needs besides the residual stream: RoPE angles and the causal mask."""
-
-    cos: torch.Tensor   # [T, hd/2]
-    sin: torch.Tensor   # [T, hd/2]
-    mask: torch.Tensor  # [T, T] bool, True where key j <= query i
-
-    @classmethod
-    def for_trace(cls, lm: Decoder, trace: ForwardTrace) -> Positions:
-        T = trace.n_tokens
-        cos, sin = rope_cos_sin(range(T), lm.config.head_dim, lm.config.rope_theta)
-        return cls(cos, sin, causal_mask(T))
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,7 +69,7 @@ def residual_norms(lm: Decoder, trace: ForwardTrace) -> ResidualNorms:
     attn = np.empty((L, T), dtype=np.float32)
     mlp = np.empty((L, T), dtype=np.float32)
     with torch.inference_mode():
-        pos = Positions.for_trace(lm, trace)
+        pos = lm.positions_for(trace)
         x = torch.from_numpy(trace.checkpoints[0].copy())                  # [T, D]
         resid[0] = torch.linalg.vector_norm(x, dim=-1).numpy()
         for i, block in enumerate(lm.blocks):

@@ -1,199 +1,59 @@
-"""The Llama-style decoder in pure torch (float32, eager attention) that records a ForwardTrace.
+"""The Decoder: embeddings, the blocks (model.decoder.blocks) and the LM head, run on a text to record a ForwardTrace.
 
-One class per concept, as in nanoGPT. Weights are read-only tensors shared by every caller; a forward pass keeps
-all its state in local variables, so one model can serve many Streamlit sessions at once.
+Every architecture is the same loop: token embeddings (+ learned position embeddings for GPT-2), pre-norm blocks
+under a mask (causal by default, or any narrower one the caller allows), the final norm and the LM head. Weights are
+read-only and shared; a pass keeps its state in local variables, so one model serves many sessions at once.
 """
 from __future__ import annotations
 
-import math
-import os
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
+from model.decoder.blocks import Attention, Block, Norm
 from model.decoder.config import ModelConfig
 from model.decoder.embedding import embedding_table
-from model.decoder.rope import apply_rope, rope_cos_sin
+from model.decoder.rope import rope_cos_sin
 from model.decoder.trace import ForwardTrace, LayerDetail
-from model.files.gguf import read_gguf
-from model.files.heap import paused_gc, release_free_heap
-from model.tokenizers.byte_bpe import Tokenizer
 
 DEFAULT_MAX_TOKENS = 512
 CHECKPOINT_EVERY = 6  # keep every 6th layer's input: layer_detail re-runs at most 5 blocks; 1/6 of the memory
 FLOAT32_ATTENTION_BYTES = 64 * 2**20  # keep attention in float32 up to this size (T <= 249 here), float16 above
-
-
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """x / rms(x) * weight over the last axis, in float32 (activations reach ~22,500 at position 0)."""
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+LOGPROB_ROWS = 64     # positions whose logits over the whole vocabulary are computed at a time (token_logprobs)
 
 
 @dataclass(frozen=True)
-class AttentionIntermediates:
-    """Named tensors of one attention layer (TransformerLens style)."""
+class Positions:
+    """What every block of a T-token pass needs besides the residual stream: RoPE angles and the mask."""
 
-    q: torch.Tensor        # [H, T, hd]
-    k: torch.Tensor        # [KV, T, hd]
-    v: torch.Tensor        # [KV, T, hd]
-    q_rot: torch.Tensor    # [H, T, hd]
-    k_rot: torch.Tensor    # [KV, T, hd]
-    scores: torch.Tensor | None  # [H, T, T] before the mask (only when asked for)
-    pattern: torch.Tensor  # [H, T, T]
-    mixed: torch.Tensor    # [H, T, hd] pattern @ v per head (zero for switched-off heads), before the projection
-    out: torch.Tensor      # [T, d_model] after the output projection
-
-
-class Attention:
-    """Grouped-query causal self-attention with RoPE (half-split pairs: Q/K rows were un-permuted at load)."""
-
-    def __init__(self, cfg: ModelConfig, w_qkv, w_o):
-        self.cfg = cfg
-        self.w_qkv = w_qkv          # [(H + 2 KV) hd, D]: W_q, W_k, W_v stacked by rows, one matmul for all three
-        self.w_o = w_o              # [D, H hd]
-
-    def __call__(self, h: torch.Tensor, cos, sin, mask: torch.Tensor, keep_scores: bool = False,
-                 pattern_out: torch.Tensor | None = None,
-                 heads_off: torch.Tensor | None = None) -> AttentionIntermediates:
-        """One KV group at a time, so only [group, T, T] float32 buffers are alive. The forward pass writes the
-        pattern straight into the trace (pattern_out, possibly float16) and keeps no scores; layer_detail asks
-        for float32 scores and pattern. Either way the numbers are computed the same way.
-        heads_off ([H] bool) zeroes those heads' mixed values before the output projection (head ablation)."""
-        cfg = self.cfg
-        T = h.shape[0]
-        g = cfg.group_size
-        qkv = F.linear(h, self.w_qkv)                                          # [T, (H + 2 KV) hd]
-        q, k, v = qkv.split((cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim,
-                             cfg.n_kv_heads * cfg.head_dim), dim=-1)
-        q = q.view(T, cfg.n_heads, cfg.head_dim).transpose(0, 1)               # [H, T, hd]
-        k = k.view(T, cfg.n_kv_heads, cfg.head_dim).transpose(0, 1)            # [KV, T, hd]
-        v = v.view(T, cfg.n_kv_heads, cfg.head_dim).transpose(0, 1)            # [KV, T, hd]
-        q_rot = apply_rope(q, cos, sin)                                        # [H, T, hd]
-        k_rot = apply_rope(k, cos, sin)                                        # [KV, T, hd]
-        scale = 1.0 / math.sqrt(cfg.head_dim)
-        scores = torch.empty(cfg.n_heads, T, T) if keep_scores else None       # [H, T, T]
-        pattern = torch.empty(cfg.n_heads, T, T) if pattern_out is None else pattern_out  # [H, T, T]
-        mixed = torch.empty(cfg.n_heads, T, cfg.head_dim)                      # [H, T, hd]
-        future = ~mask                                                         # [T, T] True where j > i
-        for kv in range(cfg.n_kv_heads):
-            heads = slice(kv * g, (kv + 1) * g)                                # query heads reading KV head kv
-            q_group = q_rot[heads].reshape(g * T, cfg.head_dim)                 # [g T, hd]: one mm for the group
-            group_scores = torch.mm(q_group, k_rot[kv].T).mul_(scale).view(g, T, T)  # [g, T, T]
-            if keep_scores:
-                scores[heads] = group_scores
-            group_pattern = torch.softmax(group_scores.masked_fill_(future, float("-inf")), dim=-1)  # [g, T, T]
-            pattern[heads] = group_pattern
-            torch.mm(group_pattern.view(g * T, T), v[kv], out=mixed[heads].view(g * T, cfg.head_dim))  # [g T, hd]
-        if heads_off is not None:
-            mixed[heads_off] = 0.0
-        out = F.linear(mixed.transpose(0, 1).reshape(T, -1), self.w_o)         # [T, D]
-        return AttentionIntermediates(q, k, v, q_rot, k_rot, scores, pattern, mixed, out)
-
-
-@dataclass(frozen=True)
-class MLPIntermediates:
-    """Named tensors of one SwiGLU MLP."""
-
-    gate: torch.Tensor     # [T, F] gate projection
-    act: torch.Tensor      # [T, F] silu(gate)
-    up: torch.Tensor       # [T, F] up projection
-    product: torch.Tensor  # [T, F] silu(gate) * up
-    out: torch.Tensor      # [T, d_model] down projection
-
-
-class SwiGLU:
-    """down(silu(gate(x)) * up(x)), gate and up fused into one matmul."""
-
-    def __init__(self, w_gate_up, w_down):
-        self.d_ff = w_down.shape[1]
-        self.w_gate_up = w_gate_up      # [2 F, D]: W_gate, W_up stacked by rows
-        self.w_down = w_down            # [D, F]
-
-    def __call__(self, h: torch.Tensor) -> torch.Tensor:
-        gate, up = F.linear(h, self.w_gate_up).split(self.d_ff, dim=-1)  # [T, F] each, views of one buffer
-        return F.linear(F.silu(gate, inplace=True).mul_(up), self.w_down)  # [T, D]
-
-    def parts(self, h: torch.Tensor) -> MLPIntermediates:
-        """__call__ with every intermediate kept (the same operations, not in place)."""
-        gate, up = F.linear(h, self.w_gate_up).split(self.d_ff, dim=-1)  # [T, F] each
-        act = F.silu(gate)                                               # [T, F]
-        product = act * up                                               # [T, F]
-        return MLPIntermediates(gate, act, up, product, F.linear(product, self.w_down))
-
-
-@dataclass(frozen=True)
-class BlockIntermediates:
-    """Named tensors of one block, in the order the block computes them."""
-
-    x: torch.Tensor          # [T, D] residual stream in
-    attn_in: torch.Tensor    # [T, D] rms_norm(x) * attn_norm weight
-    attn: AttentionIntermediates
-    mid: torch.Tensor        # [T, D] x + attn.out
-    mlp_in: torch.Tensor     # [T, D] rms_norm(mid) * mlp_norm weight
-    mlp: MLPIntermediates
-    out: torch.Tensor        # [T, D] mid + mlp.out: the next block's input
-
-
-class Block:
-    """Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x))."""
-
-    def __init__(self, cfg: ModelConfig, weights: dict[str, np.ndarray], i: int):
-        """Takes (pops) block i's tensors from weights (q/k/v and gate/up come fused: model.gguf.FUSED_ROWS)."""
-        def take(name: str) -> torch.Tensor:
-            return torch.from_numpy(weights.pop(f"blk.{i}.{name}.weight"))
-
-        self.eps = cfg.norm_eps
-        self.attn_norm = take("attn_norm")
-        self.attn = Attention(cfg, take("attn_qkv"), take("attn_output"))
-        self.mlp_norm = take("ffn_norm")
-        self.mlp = SwiGLU(take("ffn_gate_up"), take("ffn_down"))
-
-    def attention(self, x: torch.Tensor, cos, sin, mask, keep_scores: bool = False,
-                  pattern_out: torch.Tensor | None = None,
-                  heads_off: torch.Tensor | None = None) -> AttentionIntermediates:
-        return self.attn(rms_norm(x, self.attn_norm, self.eps), cos, sin, mask, keep_scores, pattern_out, heads_off)
-
-    def __call__(self, x: torch.Tensor, cos, sin, mask, pattern_out: torch.Tensor | None = None,
-                 heads_off: torch.Tensor | None = None) -> torch.Tensor:
-        x = x + self.attention(x, cos, sin, mask, pattern_out=pattern_out, heads_off=heads_off).out  # [T, D]
-        return x + self.mlp(rms_norm(x, self.mlp_norm, self.eps))              # [T, D]
-
-    def parts(self, x: torch.Tensor, cos, sin, mask, keep_scores: bool = True) -> BlockIntermediates:
-        """__call__ step by step with every intermediate kept (the same operations in the same order)."""
-        attn_in = rms_norm(x, self.attn_norm, self.eps)                        # [T, D]
-        attn = self.attn(attn_in, cos, sin, mask, keep_scores)
-        mid = x + attn.out                                                     # [T, D]
-        mlp_in = rms_norm(mid, self.mlp_norm, self.eps)                        # [T, D]
-        mlp = self.mlp.parts(mlp_in)
-        return BlockIntermediates(x, attn_in, attn, mid, mlp_in, mlp, mid + mlp.out)
+    cos: torch.Tensor | None   # [T, hd/2] (None: the model has no RoPE)
+    sin: torch.Tensor | None   # [T, hd/2]
+    mask: torch.Tensor         # [T, T] bool, True where query i may attend key j
 
 
 class Decoder:
-    """A loaded decoder with its tokenizer: encode / decode / run / layer_detail."""
+    """A loaded decoder with its tokenizer: encode / decode / run / layer_detail / token_logprobs."""
 
-    def __init__(self, config: ModelConfig, weights: dict[str, np.ndarray], tokenizer: Tokenizer, source: str,
+    def __init__(self, config: ModelConfig, weights: dict[str, np.ndarray], tokenizer, source: str,
                  tensor_sizes: dict[str, int], eos_token_id: int | None = None):
-        """Builds the blocks from weights, emptying that dict as it goes."""
+        """Builds the blocks from weights (GGUF tensor names), emptying that dict as it goes."""
+        def take(name: str) -> torch.Tensor | None:
+            array = weights.pop(name, None)
+            return None if array is None else torch.from_numpy(array)
+
         self.config = config
         self.source = source
         self.tokenizer = tokenizer
         self.tensor_sizes = dict(tensor_sizes)
         self.eos_token_id = eos_token_id                                             # generation stops after it
         self.embedding = embedding_table(weights.pop("token_embd.weight"))           # [V, D]
-        self.lm_head = self.embedding if config.tied_embeddings else embedding_table(weights.pop("output.weight"))
-        self.out_norm = torch.from_numpy(weights.pop("output_norm.weight"))          # [D]
-        self.blocks = [Block(config, weights, i) for i in range(config.n_layers)]
-
-    @classmethod
-    def from_gguf(cls, path: str | os.PathLike | None = None) -> Decoder:
-        with paused_gc():
-            g = read_gguf(path)
-            lm = cls(g.config, g.weights, g.tokenizer, str(g.path), g.tensor_sizes, g.eos_token_id)
-            del g
-        release_free_heap()
-        return lm
+        self.position_embedding = take("position_embd.weight")                       # [P, D] (GPT-2) or None
+        self.lm_head = embedding_table(weights.pop("output.weight")) if "output.weight" in weights else self.embedding
+        self.out_norm = Norm(config.norm, take("output_norm.weight"), take("output_norm.bias"), config.norm_eps)
+        self.rope_factors = take("rope_freqs.weight")                                # [hd/2] divisors or None
+        self.blocks = [Block(config, lambda name, i=i: take(f"blk.{i}.{name}")) for i in range(config.n_layers)]
 
     @property
     def name(self) -> str:
@@ -217,8 +77,38 @@ class Decoder:
                              f"got {max_tokens!r}")
         return int(max_tokens)
 
-    def run(self, text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> ForwardTrace:
-        """Tokenize text (cut to max_tokens), run the decoder, and record attention and next-token logits."""
+    # ------------------------------------------------------------------------------------------------ the pass
+    def embed(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """The residual stream entering layer 0 for ids [n] at positions start..start+n-1: [n, D]."""
+        x = self.embedding.rows(ids)                                                 # [n, D]
+        if self.position_embedding is not None:
+            x = x + self.position_embedding[start:start + ids.shape[0]]              # [n, D]
+        return x
+
+    def rope_tables(self, positions) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """cos and sin [T, hd/2] of the rotation angles at these positions, None, None without RoPE."""
+        cfg = self.config
+        if not cfg.uses_rope:
+            return None, None
+        return rope_cos_sin(positions, cfg.head_dim, cfg.rope_theta, self.rope_factors)
+
+    def positions(self, T: int, allowed: np.ndarray | None = None) -> Positions:
+        """RoPE tables and the mask for a T-token pass (allowed: see check_allowed; None: causal)."""
+        cos, sin = self.rope_tables(range(T))
+        mask = causal_mask(T) if allowed is None else torch.from_numpy(np.array(allowed, dtype=bool))
+        return Positions(cos, sin, mask)
+
+    def positions_for(self, trace: ForwardTrace) -> Positions:
+        """The positions and mask the trace was recorded with (re-runs use the same mask)."""
+        return self.positions(trace.n_tokens, trace.allowed)
+
+    def final_norm(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out_norm(x)
+
+    def run(self, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, allowed: np.ndarray | None = None) -> ForwardTrace:
+        """Tokenize text (cut to max_tokens), run the decoder, and record attention and next-token logits.
+        allowed: [T, T] bool mask for the tokens run (True where query i may attend key j <= i), applied in every
+        layer; None is the causal mask."""
         max_tokens = self.check_max_tokens(max_tokens)
         if not isinstance(text, str) or not text.strip():
             raise ValueError("The text is empty. Type some text (at least one non-space character) to run the model.")
@@ -227,50 +117,129 @@ class Decoder:
             raise ValueError("The text has no tokens this model can read (only bytes outside its vocabulary). "
                              "Type some ordinary text.")
         ids = all_ids[:max_tokens]
-        return self.run_ids(ids, text=text, n_tokens_total=len(all_ids))
+        return self.run_ids(ids, text=text, n_tokens_total=len(all_ids), allowed=allowed)
 
-    def run_ids(self, ids: list[int], text: str = "", n_tokens_total: int | None = None) -> ForwardTrace:
+    def run_ids(self, ids: list[int], text: str = "", n_tokens_total: int | None = None,
+                allowed: np.ndarray | None = None) -> ForwardTrace:
         """Run the decoder on token ids (at most the context length)."""
         cfg = self.config
         T = len(ids)
         if not 1 <= T <= cfg.max_positions:
             raise ValueError(f"Need 1 to {cfg.max_positions} tokens, got {T}")
+        if allowed is not None:
+            allowed = check_allowed(allowed, T)
         n_values = cfg.n_layers * cfg.n_heads * T * T
         dtype = np.float32 if 4 * n_values <= FLOAT32_ATTENTION_BYTES else np.float16
         attention = np.empty((cfg.n_layers, cfg.n_heads, T, T), dtype=dtype)       # [L, H, T, T]
         checkpoints: dict[int, np.ndarray] = {}
         with torch.inference_mode():
-            cos, sin = rope_cos_sin(range(T), cfg.head_dim, cfg.rope_theta)         # [T, hd/2] each
-            mask = causal_mask(T)                                                  # [T, T]
-            x = self.embedding.rows(torch.tensor(ids))                             # [T, D]
+            pos = self.positions(T, allowed)
+            x = self.embed(torch.tensor(ids))                                      # [T, D]
             for i, block in enumerate(self.blocks):
                 if i % CHECKPOINT_EVERY == 0:
                     checkpoints[i] = _read_only(x.numpy().copy())                  # [T, D]
-                x = block(x, cos, sin, mask, pattern_out=torch.from_numpy(attention[i]))
-            last = rms_norm(x[-1], self.out_norm, cfg.norm_eps)                    # [D]: only the last position
-            logits = self.lm_head.logits(last)                                     # [V]
+                x = block(x, pos.cos, pos.sin, pos.mask, pattern_out=torch.from_numpy(attention[i]))
+            final = self.final_norm(x)                                             # [T, D]
+            logits = self.lm_head.logits(final[-1])                                # [V]: only the last position
         return ForwardTrace(
             text=text, token_ids=list(ids), tokens=self.token_strings(ids), attention=_read_only(attention),
             next_token_logits=_read_only(logits.numpy().copy()),
-            truncated=(n_tokens_total or T) > T, n_tokens_total=n_tokens_total or T, checkpoints=checkpoints)
+            truncated=(n_tokens_total or T) > T, n_tokens_total=n_tokens_total or T, checkpoints=checkpoints,
+            final_hidden=_read_only(final.numpy().copy()), allowed=allowed)
+
+    def token_logprobs(self, trace: ForwardTrace) -> np.ndarray:
+        """[T - 1] float32: log p(token t+1 | tokens <= t) under the trace's own pass (its mask included)."""
+        T = trace.n_tokens
+        out = np.empty(T - 1, dtype=np.float32)
+        targets = torch.tensor(trace.token_ids[1:])                                # [T - 1]
+        with torch.inference_mode():
+            hidden = torch.from_numpy(trace.final_hidden)                          # [T, D]
+            for start in range(0, T - 1, LOGPROB_ROWS):
+                rows = slice(start, min(start + LOGPROB_ROWS, T - 1))
+                logits = self.lm_head.logits(hidden[rows])                         # [n, V]
+                picked = logits.gather(1, targets[rows, None])[:, 0]               # [n]
+                out[rows] = (picked - torch.logsumexp(logits, dim=-1)).numpy()
+        return out
 
     def layer_detail(self, trace: ForwardTrace, layer: int) -> LayerDetail:
         """Recompute one layer's q, k, v (pre/post RoPE), scores, mask and pattern, re-running the blocks from
         the nearest checkpoint with the forward pass's own code: the numbers are exactly the forward's."""
         if not 0 <= layer < self.config.n_layers:
             raise ValueError(f"layer must be from 0 to {self.config.n_layers - 1}, got {layer}")
-        T = trace.n_tokens
         start = layer - layer % CHECKPOINT_EVERY
         with torch.inference_mode():
-            cos, sin = rope_cos_sin(range(T), self.config.head_dim, self.config.rope_theta)
-            mask = causal_mask(T)
+            pos = self.positions_for(trace)
             x = torch.from_numpy(trace.checkpoints[start].copy())                  # [T, D]
             for block in self.blocks[start:layer]:
-                x = block(x, cos, sin, mask)
-            att = self.blocks[layer].attention(x, cos, sin, mask, keep_scores=True)
+                x = block(x, pos.cos, pos.sin, pos.mask)
+            att = self.blocks[layer].attention(x, pos.cos, pos.sin, pos.mask, keep_scores=True)
         return LayerDetail(layer=layer, q=att.q.numpy(), q_rot=att.q_rot.numpy(), k=att.k.numpy(),
                            k_rot=att.k_rot.numpy(), v=att.v.numpy(), scores=att.scores.numpy(),
-                           mask=mask.numpy(), pattern=att.pattern.numpy())
+                           mask=pos.mask.numpy(), pattern=att.pattern.numpy())
+
+    # ------------------------------------------------------------------------------------------ GQA / MQA
+    def with_kv_heads(self, n: int) -> Decoder:
+        """This model with its key/value heads regrouped into n (a divisor of n_heads): KV head j of the result is the
+        mean of the original KV heads its query heads read (GQA paper's mean-pooling; n = n_heads duplicates each,
+        which changes no output). Every other weight is shared with this model."""
+        cfg = self.config
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= cfg.n_heads \
+                or cfg.n_heads % n:
+            divisors = [d for d in range(1, cfg.n_heads + 1) if cfg.n_heads % d == 0]
+            raise ValueError(f"n must divide the number of query heads ({cfg.n_heads}): one of {divisors}; got {n!r}")
+        if n == cfg.n_kv_heads:
+            return self
+        new_cfg = replace(cfg, n_kv_heads=int(n))
+        twin = copy.copy(self)
+        twin.config = new_cfg
+        twin.blocks = []
+        for block in self.blocks:
+            new_block = copy.copy(block)
+            new_block.attn = _regrouped(block.attn, new_cfg)
+            twin.blocks.append(new_block)
+        return twin
+
+
+def _regrouped(attn: Attention, cfg: ModelConfig) -> Attention:
+    """attn with its K and V rows (and biases) pooled into cfg.n_kv_heads heads (see Decoder.with_kv_heads)."""
+    old = attn.cfg
+    H, hd, old_kv, new_kv = old.n_heads, old.head_dim, old.n_kv_heads, cfg.n_kv_heads
+    reads = torch.arange(H) // old.group_size                                      # [H] old KV head of each query
+    # pool[j, i]: weight of old KV head i in new KV head j = share of new group j's query heads that read i
+    pool = torch.zeros(new_kv, old_kv, dtype=torch.float64)
+    pool.index_put_((torch.arange(H) // cfg.group_size, reads), torch.ones(H, dtype=torch.float64), accumulate=True)
+    pool /= pool.sum(1, keepdim=True)                                              # [new KV, old KV]
+
+    def regroup(rows: torch.Tensor) -> torch.Tensor:                              # [old KV hd, ...] -> [new KV hd, ...]
+        heads = rows.reshape(old_kv, hd, -1).double()                             # [old KV, hd, m]
+        return torch.einsum("ji,idm->jdm", pool, heads).float().reshape(new_kv * hd, *rows.shape[1:])
+
+    def fused(t: torch.Tensor | None) -> torch.Tensor | None:
+        if t is None:
+            return None
+        q, k, v = t.split((H * hd, old_kv * hd, old_kv * hd))
+        return torch.cat((q, regroup(k), regroup(v)))
+
+    return Attention(cfg, fused(attn.w_qkv), fused(attn.b_qkv), attn.w_o, attn.b_o, attn.q_norm, attn.k_norm)
+
+
+def check_allowed(allowed, T: int) -> np.ndarray:
+    """allowed as a read-only [T, T] bool array, or ValueError: every query must see at least one key, and none
+    may see a later key (the model is causal)."""
+    mask = np.asarray(allowed)
+    if mask.shape != (T, T):
+        raise ValueError(f"The mask must be a [T, T] array for the {T} tokens run, got shape {mask.shape}")
+    if mask.dtype != bool:
+        raise ValueError(f"The mask must be boolean (True where query i may attend key j), got {mask.dtype}")
+    if np.triu(mask, 1).any():
+        i, j = np.argwhere(np.triu(mask, 1))[0]
+        raise ValueError(f"The mask lets query {i} attend the later key {j}; this decoder is causal: allow only "
+                         f"keys j <= i")
+    empty = np.flatnonzero(~mask.any(axis=1))
+    if empty.size:
+        raise ValueError(f"The mask leaves query {empty[0]} with no key to attend (its row is all False): softmax over "
+                         f"nothing is undefined. Allow at least the token itself (the diagonal).")
+    return _read_only(mask.copy())
 
 
 def causal_mask(T: int) -> torch.Tensor:

@@ -39,16 +39,20 @@ class Q8Embedding:
         return (self.values[ids].float() * self.scale[ids]).flatten(-2)       # [T, D]
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        """x [D] @ table^T, dequantizing LOGIT_CHUNK_ROWS rows at a time into one reused buffer (a fresh buffer per
-        chunk would cost a page fault per 4 kB where the heap maps large blocks: 3x slower)."""
+        """x [D] or [n, D] @ table^T, dequantizing LOGIT_CHUNK_ROWS rows at a time into one reused buffer (a fresh
+        buffer per chunk would cost a page fault per 4 kB where the heap maps large blocks: 3x slower)."""
         n_rows, n_blocks, block = self.values.shape
-        out = torch.empty(n_rows)                                              # [V]
+        out = torch.empty(*x.shape[:-1], n_rows)                               # [V] or [n, V]
         table = torch.empty(LOGIT_CHUNK_ROWS, n_blocks, block)                 # [chunk, nb, 32]
         for start in range(0, n_rows, LOGIT_CHUNK_ROWS):
             rows = slice(start, start + LOGIT_CHUNK_ROWS)
-            chunk = table[: out[rows].shape[0]]
+            chunk = table[: min(LOGIT_CHUNK_ROWS, n_rows - start)]
             torch.mul(self.values[rows], self.scale[rows], out=chunk)
-            torch.mv(chunk.view(-1, n_blocks * block), x, out=out[rows])
+            flat = chunk.view(-1, n_blocks * block)                            # [chunk, D]
+            if x.dim() == 1:
+                torch.mv(flat, x, out=out[rows])
+            else:
+                out[:, rows] = x @ flat.T                                      # [n, chunk]
         return out
 
 

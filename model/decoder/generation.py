@@ -27,11 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from model.decoder.core import rms_norm
+from model.decoder.blocks import SwiGLU
 from model.decoder.embedding import Q8Embedding
-from model.decoder.rope import apply_rope, rope_cos_sin
 from model.lessons import sampling
 
 MAX_NEW_TOKENS = 256
@@ -169,20 +167,53 @@ def choose_token(dist: TokenDistribution, rng: np.random.Generator) -> int:
 
 
 @dataclass(frozen=True)
+class NormWeights:
+    """numpy views of one norm (see model.decoder.blocks.Norm)."""
+
+    kind: str
+    weight: np.ndarray            # [D]
+    bias: np.ndarray | None       # [D]
+    eps: float
+
+    @classmethod
+    def of(cls, norm) -> NormWeights:
+        return cls(norm.kind, norm.weight.numpy(), _numpy(norm.bias), norm.eps)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """The norm of one vector x [D] in numpy float32 (the same formula as the decoder's)."""
+        if self.kind == "rmsnorm":
+            return _rms_norm(x, self.weight, self.eps)
+        centred = x - np.float32(x.mean())
+        out = centred * np.float32(1.0 / math.sqrt(float(np.dot(centred, centred)) / x.shape[0] + self.eps))
+        return out * self.weight + self.bias
+
+
+@dataclass(frozen=True)
 class BlockWeights:
     """numpy views of one block's weights, for the one-token step."""
 
-    attn_norm: np.ndarray   # [D]
-    qkv: np.ndarray         # [(H + 2 KV) hd, D]
-    o: np.ndarray           # [D, H hd]
-    mlp_norm: np.ndarray    # [D]
-    gate_up: np.ndarray     # [2 F, D]
-    down: np.ndarray        # [D, F]
+    attn_norm: NormWeights
+    qkv: np.ndarray               # [(H + 2 KV) hd, D]
+    qkv_bias: np.ndarray | None   # [(H + 2 KV) hd]
+    q_norm: np.ndarray | None     # [hd] per-head RMSNorm weights (Qwen3)
+    k_norm: np.ndarray | None     # [hd]
+    o: np.ndarray                 # [D, H hd]
+    o_bias: np.ndarray | None     # [D]
+    mlp_norm: NormWeights
+    up: np.ndarray                # [2 F, D] gate and up stacked (SwiGLU), or [F, D] up (GELU)
+    up_bias: np.ndarray | None    # [F] (GELU)
+    down: np.ndarray              # [D, F]
+    down_bias: np.ndarray | None  # [D]
+    gated: bool                   # SwiGLU (True) or GELU
 
     @classmethod
     def of(cls, block) -> BlockWeights:
-        return cls(block.attn_norm.numpy(), block.attn.w_qkv.numpy(), block.attn.w_o.numpy(),
-                   block.mlp_norm.numpy(), block.mlp.w_gate_up.numpy(), block.mlp.w_down.numpy())
+        attn, mlp = block.attn, block.mlp
+        gated = isinstance(mlp, SwiGLU)
+        return cls(NormWeights.of(block.attn_norm), attn.w_qkv.numpy(), _numpy(attn.b_qkv), _numpy(attn.q_norm),
+                   _numpy(attn.k_norm), attn.w_o.numpy(), _numpy(attn.b_o), NormWeights.of(block.mlp_norm),
+                   (mlp.w_gate_up if gated else mlp.w_up).numpy(), None if gated else _numpy(mlp.b_up),
+                   mlp.w_down.numpy(), None if gated else _numpy(mlp.b_down), gated)
 
 
 class IncrementalDecoder:
@@ -198,10 +229,11 @@ class IncrementalDecoder:
         shape = (cfg.n_layers, cfg.n_kv_heads, capacity, cfg.head_dim)
         self.k = np.empty(shape, np.float32)                                          # [L, KV, C, hd] after RoPE
         self.v = np.empty(shape, np.float32)                                          # [L, KV, C, hd]
-        self.cos, self.sin = rope_cos_sin(range(capacity), cfg.head_dim, cfg.rope_theta)  # [C, hd/2] each
-        self.cos_np, self.sin_np = self.cos.numpy(), self.sin.numpy()                 # [C, hd/2] each
+        self.cos, self.sin = lm.rope_tables(range(capacity))                          # [C, hd/2] each, or None
+        self.cos_np, self.sin_np = _numpy(self.cos), _numpy(self.sin)                # [C, hd/2] each, or None
         self.weights = [BlockWeights.of(block) for block in lm.blocks]
-        self.out_norm = lm.out_norm.numpy()                                           # [D]
+        self.out_norm = NormWeights.of(lm.out_norm)
+        self.positions = _numpy(lm.position_embedding)                                # [P, D] (GPT-2) or None
         self.capacity = capacity
         self.length = 0                                                               # positions cached so far
         self.head_blocks = None
@@ -227,62 +259,64 @@ class IncrementalDecoder:
                     x = self._step(chunk[0], row)                                    # [D]
                 else:
                     x = self._forward(torch.tensor(list(chunk)), row)[-1].numpy()    # [D]
-        return self._logits(_rms_norm(x, self.out_norm, cfg.norm_eps)), row
+        return self._logits(self.out_norm(x)), row
 
     def _forward(self, ids: torch.Tensor, row: np.ndarray | None) -> torch.Tensor:
         """ids [n > 1] at positions length..length+n-1 through every block; caches their keys and values."""
         start = self.length
-        x = self.lm.embedding.rows(ids)                                              # [n, D]
+        x = self.lm.embed(ids, start)                                                # [n, D]
         for layer, block in enumerate(self.lm.blocks):
-            h = rms_norm(x, block.attn_norm, block.eps)                             # [n, D]
-            out, pattern = self._attention(block.attn, h, layer, start)            # [n, D], [H, n, T]
+            out, pattern = self._attention(block.attn, block.attn_norm(x), layer, start)  # [n, D], [H, n, T]
             if row is not None:
                 row[layer] = pattern[:, -1].numpy()                                  # [H, T]
             x = x + out
-            x = x + block.mlp(rms_norm(x, block.mlp_norm, block.eps))              # [n, D]
+            x = x + block.mlp(block.mlp_norm(x))                                    # [n, D]
         self.length = start + len(ids)
         return x
 
     def _attention(self, attn, h: torch.Tensor, layer: int, start: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Causal GQA attention of n > 1 new queries over the cached keys plus their own (half-split RoPE).
         Returns the output [n, D] and the pattern [H, n, T]."""
-        cfg = attn.cfg
-        n, hd = h.shape[0], cfg.head_dim
-        end = start + n
-        n_qk = cfg.n_heads + cfg.n_kv_heads
-        qk, v = F.linear(h, attn.w_qkv).split((n_qk * hd, cfg.n_kv_heads * hd), dim=-1)
-        qk = qk.view(n, n_qk, hd).transpose(0, 1)                                  # [H + KV, n, hd]: q heads, k heads
-        v = v.view(n, cfg.n_kv_heads, hd).transpose(0, 1)                          # [KV, n, hd]
-        qk_rot = apply_rope(qk, self.cos[start:end], self.sin[start:end])           # [H + KV, n, hd], one call for both
-        self.k[layer, :, start:end] = qk_rot[cfg.n_heads:].numpy()
+        end = start + h.shape[0]
+        q, k, v = attn.project(h)                                                   # [H, n, hd], [KV, n, hd] x2
+        cos, sin = (None, None) if self.cos is None else (self.cos[start:end], self.sin[start:end])
+        self.k[layer, :, start:end] = attn.rotate(k, cos, sin).numpy()
         self.v[layer, :, start:end] = v.numpy()
-        pattern, mixed = _mix_queries(qk_rot[:cfg.n_heads], torch.from_numpy(self.k[layer, :, :end]),
+        pattern, mixed = _mix_queries(attn.rotate(q, cos, sin), torch.from_numpy(self.k[layer, :, :end]),
                                       torch.from_numpy(self.v[layer, :, :end]))    # [H, n, T], [H, n, hd]
-        return F.linear(mixed.transpose(0, 1).reshape(n, -1), attn.w_o), pattern   # [n, D], [H, n, T]
+        return attn.output(mixed), pattern                                         # [n, D], [H, n, T]
 
     def _step(self, token_id: int, row: np.ndarray) -> np.ndarray:
         """One token at position `length` through every block, in numpy (see the module docstring); caches its key
         and value. Returns the last block's output [D]."""
         cfg = self.lm.config
         pos, hd, n_q, n_kv = self.length, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
-        half, n_qk = hd // 2, (n_q + n_kv) * hd
-        cos, sin = self.cos_np[pos], self.sin_np[pos]                                # [hd/2] each
+        n_qk = (n_q + n_kv) * hd
         x = self.lm.embedding.rows(torch.tensor([token_id]))[0].numpy()             # [D]
+        if self.positions is not None:
+            x = x + self.positions[pos]                                              # [D]
         for layer, w in enumerate(self.weights):
-            qkv = w.qkv @ _rms_norm(x, w.attn_norm, cfg.norm_eps)                   # [(H + 2 KV) hd]
-            qk = qkv[:n_qk].reshape(n_q + n_kv, hd)                                 # [H + KV, hd]: q heads, k heads
-            x1, x2 = qk[:, :half], qk[:, half:]                                     # [H + KV, hd/2] each
-            qk_rot = np.concatenate((x1 * cos - x2 * sin, x1 * sin + x2 * cos), axis=-1)  # [H + KV, hd]
-            self.k[layer, :, pos] = qk_rot[n_q:]
+            qkv = w.qkv @ w.attn_norm(x)                                            # [(H + 2 KV) hd]
+            if w.qkv_bias is not None:
+                qkv = qkv + w.qkv_bias
+            q, k = qkv[:n_q * hd].reshape(n_q, hd), qkv[n_q * hd:n_qk].reshape(n_kv, hd)  # [H, hd], [KV, hd]
+            if w.q_norm is not None:
+                q, k = _rms_rows(q, w.q_norm, cfg.norm_eps), _rms_rows(k, w.k_norm, cfg.norm_eps)
+            if self.cos_np is not None:
+                q, k = _rotate(q, self.cos_np[pos], self.sin_np[pos]), _rotate(k, self.cos_np[pos], self.sin_np[pos])
+            self.k[layer, :, pos] = k
             self.v[layer, :, pos] = qkv[n_qk:].reshape(n_kv, hd)
-            pattern, mixed = _mix_one_query(qk_rot[:n_q], self.k[layer, :, :pos + 1],
-                                            self.v[layer, :, :pos + 1])              # [H, T], [H, hd]
+            pattern, mixed = _mix_one_query(q, self.k[layer, :, :pos + 1], self.v[layer, :, :pos + 1])  # [H, T]
             row[layer] = pattern
-            x = x + w.o @ mixed.reshape(-1)                                          # [D]
-            gate_up = w.gate_up @ _rms_norm(x, w.mlp_norm, cfg.norm_eps)            # [2 F]
-            gate, up = gate_up[:cfg.d_ff], gate_up[cfg.d_ff:]                       # [F] each
-            with np.errstate(over="ignore"):                                        # exp(-gate) = inf: silu = -0
-                x = x + w.down @ (gate / (1 + np.exp(-gate)) * up)                   # [D]
+            x = x + _affine(w.o, mixed.reshape(-1), w.o_bias)                        # [D]
+            up = _affine(w.up, w.mlp_norm(x), w.up_bias)                             # [2 F] or [F]
+            if w.gated:
+                gate, up = up[:cfg.d_ff], up[cfg.d_ff:]                              # [F] each
+                with np.errstate(over="ignore"):                                    # exp(-gate) = inf: silu = -0
+                    act = gate / (1 + np.exp(-gate)) * up                            # [F]
+            else:
+                act = _gelu_tanh(up)                                                 # [F]
+            x = x + _affine(w.down, act, w.down_bias)                                # [D]
         self.length = pos + 1
         return x
 
@@ -340,6 +374,31 @@ def _mix_one_query(q_rot: np.ndarray, keys: np.ndarray, values: np.ndarray) -> t
 def _rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """decoder.rms_norm for one vector x [D] in numpy float32."""
     return x * np.float32(1.0 / math.sqrt(float(np.dot(x, x)) / x.shape[0] + eps)) * weight
+
+
+def _rms_rows(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+    """rms_norm of each row of x [n, hd] (Qwen3's per-head q/k norm) in numpy float32."""
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + np.float32(eps)) * weight
+
+
+def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Half-split RoPE of rows x [n, hd] at one position (cos, sin [hd/2])."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[:, :half], x[:, half:]                                              # [n, hd/2] each
+    return np.concatenate((x1 * cos - x2 * sin, x1 * sin + x2 * cos), axis=-1)    # [n, hd]
+
+
+def _affine(w: np.ndarray, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    return w @ x if bias is None else w @ x + bias
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU with the tanh approximation (GPT-2's), as torch's F.gelu(approximate="tanh")."""
+    return np.float32(0.5) * x * (1 + np.tanh(np.float32(math.sqrt(2 / math.pi)) * (x + np.float32(0.044715) * x ** 3)))
+
+
+def _numpy(t: torch.Tensor | None) -> np.ndarray | None:
+    return None if t is None else t.numpy()
 
 
 def prepare_prompt(lm, prompt: str | Sequence[int], max_new_tokens: int) -> tuple[str, list[int], int]:

@@ -17,10 +17,14 @@ def rope_frequencies(head_dim: int, base: float) -> np.ndarray:
     return base ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
 
 
-def rope_cos_sin(positions, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of the rotation angle m*theta_i, computed in float64: two [T, head_dim/2] float32 tensors."""
+def rope_cos_sin(positions, head_dim: int, base: float, factors=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of the rotation angle m*theta_i, computed in float64: two [T, head_dim/2] float32 tensors.
+    factors ([head_dim/2], optional): per-pair divisors of theta_i (Llama 3.1 / 3.2 files' rope_freqs tensor)."""
     pos = torch.as_tensor(np.asarray(positions, dtype=np.float64))                      # [T]
-    angles = pos[:, None] * torch.from_numpy(rope_frequencies(head_dim, base))[None, :]  # [T, d/2]
+    theta = torch.from_numpy(rope_frequencies(head_dim, base))                          # [d/2]
+    if factors is not None:
+        theta = theta / torch.as_tensor(factors, dtype=torch.float32).double()          # [d/2]
+    angles = pos[:, None] * theta[None, :]                                              # [T, d/2]
     return angles.cos().float(), angles.sin().float()
 
 

