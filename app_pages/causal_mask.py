@@ -9,9 +9,11 @@ from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _schemas as S
 from app_pages import _shell as shell
+from app_pages._i18n import _, ngettext, translated
 from app_pages._widgets import escape_markdown, show_figure, token_label, token_legend
 from model.analysis.head_stats import sink_hidden_view
 from model.lessons.masking import masked_views, most_leaking_row, softmax_steps
+from viz import mask as vm
 from viz.mask import leak_bars, mask_heatmap, matrix_heatmap
 
 N = S.CAUSAL_MASK.by_name("n")
@@ -26,8 +28,9 @@ def _vector(values) -> str:
     return "[" + ", ".join("−∞" if np.isneginf(v) else f"{v:.2f}".replace("-", "−") for v in values) + "]"
 
 
-shell.header("Causal mask", "Before the softmax every future key (j > i) gets a score of −∞, so its weight comes out "
-                            "exactly 0. These are the real numbers of the layer and head chosen in the sidebar.")
+shell.header(_("Causal mask"), _("Before the softmax every future key (j > i) gets a score of −∞, so its weight "
+                                 "comes out exactly 0. These are the real numbers of the layer and head chosen in "
+                                 "the sidebar."))
 trace = shell.current_trace()
 if trace is None:
     st.stop()
@@ -38,12 +41,12 @@ detail = caches.get_layer_detail(trace.text, layer)
 
 with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
     if T >= 3:
-        st.slider("Show the first N tokens", 2, T, key=N.key, width=380, **controls.PERSIST,
-                  help=f"Your text has {T} tokens. Fewer tokens give bigger cells. Because of the mask, the first N "
-                       "rows are exactly the same as in the full text.")
-    st.toggle("Side by side", key=SIDE.key, **controls.PERSIST,
-              help="Two matrices per row (equal squares, no colour bars: hover for the values). Off: one matrix per "
-                   "row at a readable size.")
+        st.slider(_("Show the first N tokens"), 2, T, key=N.key, width=380, **controls.PERSIST,
+                  help=_("Your text has {n} tokens. Fewer tokens give bigger cells. Because of the mask, the first N "
+                         "rows are exactly the same as in the full text.").format(n=T))
+    st.toggle(_("Side by side"), key=SIDE.key, **controls.PERSIST,
+              help=_("Two matrices per row (equal squares, no colour bars: hover for the values). Off: one matrix "
+                     "per row at a readable size."))
 n = min(T, int(ss[N.key] or T))
 side_by_side = bool(ss[SIDE.key])
 height = PAIR_HEIGHT if side_by_side else FULL_HEIGHT
@@ -56,6 +59,7 @@ finite = np.concatenate([probs_shown[np.isfinite(probs_shown)], unmasked_shown[n
 zmax = float(finite.max()) if finite.size else 1.0
 name = f"L{layer}_H{head}"
 scale = dict(show_values=False) if side_by_side and n > 8 else {}
+words = translated(vm.WORDS)
 
 
 def pair():
@@ -71,84 +75,95 @@ def chart(fig, key: str, filename: str) -> None:
 
 c1, c2 = pair()
 with c1:
-    chart(matrix_heatmap(views.scores, tokens, kind="scores", title="1. Scores q·k / √d", height=height, **scale),
-          "mask_scores", f"scores_{name}")
-    st.caption(f"Every query i has a score for every key j, the future included: q_i · k_j / √{cfg.head_dim}. "
-               "Red = high, blue = low.")
+    chart(matrix_heatmap(views.scores, tokens, kind="scores", title=_("1. Scores q·k / √d"), height=height,
+                         words=words, **scale), "mask_scores", f"scores_{name}")
+    st.caption(_("Every query i has a score for every key j, the future included: q_i · k_j / √{d}. Red = high, "
+                 "blue = low.").format(d=cfg.head_dim))
 with c2:
-    chart(mask_heatmap(mask, tokens, title="2. The mask", height=height), "mask_mask", "causal_mask")
-    st.caption("Added to the scores: 0 where j ≤ i (the token itself and the past), −∞ where j > i (grey).")
+    chart(mask_heatmap(mask, tokens, title=_("2. The mask"), height=height, words=words), "mask_mask",
+          "causal_mask")
+    st.caption(_("Added to the scores: 0 where j ≤ i (the token itself and the past), −∞ where j > i (grey)."))
 c3, c4 = pair()
 with c3:
-    chart(matrix_heatmap(views.masked, tokens, kind="scores", allowed=mask, title="3. Scores + mask", height=height,
-                         **scale), "mask_masked", f"masked_scores_{name}")
-    st.caption("Grey cells are −∞: not a very low score, but no score at all.")
+    chart(matrix_heatmap(views.masked, tokens, kind="scores", allowed=mask, title=_("3. Scores + mask"),
+                         height=height, words=words, **scale), "mask_masked", f"masked_scores_{name}")
+    st.caption(_("Grey cells are −∞: not a very low score, but no score at all."))
 with c4:
     chart(matrix_heatmap(probs_shown, tokens, kind="probs", allowed=mask, sink_hidden=hide_sink, zmax=zmax,
-                         title="4. softmax → attention", height=height, **scale), "mask_probs", f"attention_{name}")
-    st.caption("Each row sums to 1 over the past only: exp(−∞) = 0 puts exactly 0 on the future."
-               + (" Key 0 (the attention sink) is hidden and the rows renormalized; rows 0 and 1 have nothing left "
-                  "to show." if hide_sink else " Only column 0 lit up? That is the attention sink: hide it."))
+                         title=_("4. softmax → attention"), height=height, words=words, **scale), "mask_probs",
+          f"attention_{name}")
+    st.caption(_("Each row sums to 1 over the past only: exp(−∞) = 0 puts exactly 0 on the future. Key 0 (the "
+                 "attention sink) is hidden and the rows renormalized; rows 0 and 1 have nothing left to show.")
+               if hide_sink else
+               _("Each row sums to 1 over the past only: exp(−∞) = 0 puts exactly 0 on the future. Only column 0 lit "
+                 "up? That is the attention sink: hide it."))
 token_legend(tokens)
 
-st.markdown("#### Without the mask, the future leaks in")
+st.markdown("#### " + _("Without the mask, the future leaks in"))
 c5, c6 = pair()
 with c5:
     chart(matrix_heatmap(unmasked_shown, tokens, kind="probs", future_outline=True, sink_hidden=hide_sink, zmax=zmax,
-                         title="softmax with no mask", height=height, **scale), "mask_unmasked",
+                         title=_("softmax with no mask"), height=height, words=words, **scale), "mask_unmasked",
           f"attention_no_mask_{name}")
-    st.caption(f"The same scores, softmax over all {n} keys shown (same colour scale as step 4). Right of the red "
-               "staircase: attention to tokens that come later, which the model would not have when generating.")
+    st.caption(_("The same scores, softmax over all {n} keys shown (same colour scale as step 4). Right of the red "
+                 "staircase: attention to tokens that come later, which the model would not have when "
+                 "generating.").format(n=n))
 with c6:
-    show_figure(leak_bars(views.leak, tokens, title="Share that goes to the future", max_labels=20),
+    show_figure(leak_bars(views.leak, tokens, title=_("Share that goes to the future"), max_labels=20, words=words),
                 key="mask_leak", filename=f"future_leak_{name}")
     worst = int(np.argmax(views.leak))
-    st.caption(f"Without the mask, query **{escape_markdown(token_label(tokens, worst))}** would put "
-               f"{views.leak[worst]:.0%} of its attention on later tokens. The last row has no future, so its share "
-               "is always 0. (Exact values, sink included.)")
+    st.caption(_("Without the mask, query **{token}** would put {share} of its attention on later tokens. The last "
+                 "row has no future, so its share is always 0. (Exact values, sink included.)").format(
+        token=escape_markdown(token_label(tokens, worst)), share=f"{views.leak[worst]:.0%}"))
 
 m = min(EXAMPLE_TOKENS, T)
-st.markdown(f"#### Worked example: the first {m} tokens, with numbers")
+st.markdown("#### " + _("Worked example: the first {m} tokens, with numbers").format(m=m))
 ex_tokens = trace.tokens[:m]
 ex = masked_views(detail.scores[head, :m, :m], detail.mask[:m, :m])
 ex_allowed = np.asarray(detail.mask[:m, :m], dtype=bool)
 e1, e2 = st.columns(2, gap="small")          # 4 x 4 with numbers: readable at half the width, whatever the toggle
 with e1:
-    show_figure(matrix_heatmap(ex.scores, ex_tokens, kind="scores", show_values=True, title="Scores", height=340),
+    show_figure(matrix_heatmap(ex.scores, ex_tokens, kind="scores", show_values=True, title=_("Scores"), height=340,
+                               words=words),
                 key="mask_ex_scores", filename=f"example_scores_{name}")
     show_figure(matrix_heatmap(ex.probs, ex_tokens, kind="probs", allowed=ex_allowed, show_values=True, zmax=1.0,
-                               title="softmax with the mask", height=340),
+                               title=_("softmax with the mask"), height=340, words=words),
                 key="mask_ex_probs", filename=f"example_attention_{name}")
 with e2:
     show_figure(matrix_heatmap(ex.masked, ex_tokens, kind="scores", allowed=ex_allowed, show_values=True,
-                               title="Masked scores", height=340), key="mask_ex_masked",
+                               title=_("Masked scores"), height=340, words=words), key="mask_ex_masked",
                 filename=f"example_masked_{name}")
     show_figure(matrix_heatmap(ex.unmasked, ex_tokens, kind="probs", show_values=True, zmax=1.0, future_outline=True,
-                               title="softmax without the mask", height=340),
+                               title=_("softmax without the mask"), height=340, words=words),
                 key="mask_ex_unmasked", filename=f"example_no_mask_{name}")
 if m >= 2:
     r = most_leaking_row(ex.leak)
     steps = softmax_steps(ex.scores[r], ex_allowed[r])
+    later = m - 1 - r
     st.markdown(
-        f"**Row {r}** (query {escape_markdown(token_label(ex_tokens, r))}) step by step:\n\n"
-        f"1. scores: `{_vector(steps.scores)}`\n"
-        f"2. add the mask: `{_vector(steps.masked)}`\n"
-        f"3. exp(score − max): `{_vector(steps.exp)}` (exp(−∞) = 0)\n"
-        f"4. divide by their sum {steps.total:.2f}: `{_vector(steps.probs)}`, which sums to 1\n\n"
-        f"Without the mask the same row is `{_vector(ex.unmasked[r])}`: {ex.leak[r]:.0%} of it would go to the "
-        f"{m - 1 - r} later token{'s' if m - 1 - r != 1 else ''}.")
-    st.caption("The worked example shows exact values: the attention-sink switch does not apply here.")
+        _("**Row {row}** (query {token}) step by step:").format(row=r, token=escape_markdown(token_label(ex_tokens, r)))
+        + "\n\n"
+        + "1. " + _("scores: {vector}").format(vector=f"`{_vector(steps.scores)}`") + "\n"
+        + "2. " + _("add the mask: {vector}").format(vector=f"`{_vector(steps.masked)}`") + "\n"
+        + "3. " + _("exp(score − max): {vector} (exp(−∞) = 0)").format(vector=f"`{_vector(steps.exp)}`") + "\n"
+        + "4. " + _("divide by their sum {total}: {vector}, which sums to 1").format(
+            total=f"{steps.total:.2f}", vector=f"`{_vector(steps.probs)}`") + "\n\n"
+        + ngettext("Without the mask the same row is {vector}: {share} of it would go to the {n} later token.",
+                   "Without the mask the same row is {vector}: {share} of it would go to the {n} later tokens.",
+                   later).format(vector=f"`{_vector(ex.unmasked[r])}`", share=f"{ex.leak[r]:.0%}", n=later))
+    st.caption(_("The worked example shows exact values: the attention-sink switch does not apply here."))
 else:
-    st.caption("Type a longer text to see a row with both a past and a future.")
+    st.caption(_("Type a longer text to see a row with both a past and a future."))
 
-with st.expander("Why must a decoder not look ahead?", expanded=False):
-    st.markdown(
-        "- **Training is parallel.** One pass over a text trains the model to predict *every* next token at once: "
-        "position 0 predicts token 1, position 1 predicts token 2, and so on.\n"
-        "- **Looking ahead would be copying the answer.** Without the mask, position i could simply attend to "
-        "token i + 1, the very token it has to predict. Training would reward copying, not understanding.\n"
-        "- **At generation time the future does not exist.** The model writes one token at a time; when it "
-        "predicts token i + 1, tokens i + 2, i + 3, … have not been written yet. The mask makes training match "
-        "that situation exactly.\n"
-        "- **Masking before the softmax, not after.** Adding −∞ to a score makes exp(−∞) = 0, so the remaining "
-        "weights still sum to 1. Zeroing probabilities after the softmax would leave rows that no longer sum to 1.")
+with st.expander(_("Why must a decoder not look ahead?"), expanded=False):
+    st.markdown("\n".join("- " + line for line in (
+        _("**Training is parallel.** One pass over a text trains the model to predict *every* next token at once: "
+          "position 0 predicts token 1, position 1 predicts token 2, and so on."),
+        _("**Looking ahead would be copying the answer.** Without the mask, position i could simply attend to "
+          "token i + 1, the very token it has to predict. Training would reward copying, not understanding."),
+        _("**At generation time the future does not exist.** The model writes one token at a time; when it "
+          "predicts token i + 1, tokens i + 2, i + 3, … have not been written yet. The mask makes training match "
+          "that situation exactly."),
+        _("**Masking before the softmax, not after.** Adding −∞ to a score makes exp(−∞) = 0, so the remaining "
+          "weights still sum to 1. Zeroing probabilities after the softmax would leave rows that no longer sum "
+          "to 1."))))

@@ -11,9 +11,11 @@ from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _schemas as S
 from app_pages import _shell as shell
+from app_pages._i18n import _, ngettext, translated
 from app_pages._widgets import escape_markdown, show_figure, token_legend
 from model.analysis.head_stats import mean_distance_back
 from model.lessons.sampling import T_MAX, T_MIN, temperature_grid
+from viz import attention as va
 from viz import generation as vg
 from viz.attention import stat_overview
 
@@ -32,18 +34,18 @@ ss = st.session_state
 def temperature_slider(param, label: str, width=260) -> None:
     st.select_slider(label, options=sorted({*GRID, float(ss[param.key])}), key=param.key, width=width,
                      format_func=lambda t: f"{t:g}", **controls.PERSIST,
-                     help=f"Logits are divided by T before the softmax: T < 1 sharpens, T > 1 flattens "
-                          f"({T_MIN:g} to {T_MAX:g}, log steps).")
+                     help=_("Logits are divided by T before the softmax: T < 1 sharpens, T > 1 flattens ({low} to "
+                            "{high}, log steps).").format(low=f"{T_MIN:g}", high=f"{T_MAX:g}"))
 
 
 def sampling_popover(where) -> None:
-    with where.popover("Sampling", icon=":material/tune:", help="top-k, top-p and the random seed"):
-        st.number_input("top-k (0 = off)", min_value=0, max_value=caches.get_model().config.vocab_size, step=1,
-                        key=TOP_K.key, **controls.PERSIST, help="Keep only the k most probable tokens.")
-        st.slider("top-p (1.00 = off)", 0.01, 1.0, step=0.01, key=TOP_P.key, format="%.2f", **controls.PERSIST,
-                  help="Keep the smallest set of most probable tokens whose probabilities add up to p.")
-        st.number_input("seed", min_value=0, max_value=2**31 - 1, step=1, key=SEED.key, **controls.PERSIST,
-                        help="The same seed draws the same tokens: change it to see another continuation.")
+    with where.popover(_("Sampling"), icon=":material/tune:", help=_("top-k, top-p and the random seed")):
+        st.number_input(_("top-k (0 = off)"), min_value=0, max_value=caches.get_model().config.vocab_size, step=1,
+                        key=TOP_K.key, **controls.PERSIST, help=_("Keep only the k most probable tokens."))
+        st.slider(_("top-p (1.00 = off)"), 0.01, 1.0, step=0.01, key=TOP_P.key, format="%.2f", **controls.PERSIST,
+                  help=_("Keep the smallest set of most probable tokens whose probabilities add up to p."))
+        st.number_input(_("seed"), min_value=0, max_value=2**31 - 1, step=1, key=SEED.key, **controls.PERSIST,
+                        help=_("The same seed draws the same tokens: change it to see another continuation."))
 
 
 def written_markdown(lm, g_prompt_ids: list[int], new_ids: list[int], t: int | None) -> str:
@@ -68,11 +70,13 @@ def wait_for(jobs: dict[str, object], what: str) -> None:
     def progress() -> None:
         running = {name: job.poll() for name, job in jobs.items()}
         for name, job in running.items():
-            st.progress(job.progress, text=f"{what}{f' ({name})' if len(jobs) > 1 else ''}: {len(job.partial)} "
-                                           f"of {job.total} tokens")
+            st.progress(job.progress, text=(_("{what} ({name}): {done} of {total} tokens") if len(jobs) > 1 else
+                                            _("{what}: {done} of {total} tokens")).format(
+                what=what, name=name, done=len(job.partial), total=job.total))
             if job.partial:
                 step = job.partial[-1]
-                st.caption(f"Last token: {escape_markdown(step.token)} (p = {step.prob:.0%})")
+                st.caption(_("Last token: {token} (p = {p})").format(token=escape_markdown(step.token),
+                                                                     p=f"{step.prob:.0%}"))
         if all(job.done.is_set() for job in running.values()):
             st.rerun()
     progress()
@@ -80,20 +84,20 @@ def wait_for(jobs: dict[str, object], what: str) -> None:
 
 def write_view(lm, text: str) -> None:
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
-        st.slider("New tokens", 1, S.MAX_NEW_TOKENS, key=N.key, width=170, **controls.PERSIST)
-        st.toggle("Greedy", key=GREEDY.key, **controls.PERSIST,
-                  help="Always take the most probable token (no randomness, no temperature).")
+        st.slider(_("New tokens"), 1, S.MAX_NEW_TOKENS, key=N.key, width=170, **controls.PERSIST)
+        st.toggle(_("Greedy"), key=GREEDY.key, **controls.PERSIST,
+                  help=_("Always take the most probable token (no randomness, no temperature)."))
         if not ss[GREEDY.key]:
-            temperature_slider(TEMP, "Temperature T", width=200)
+            temperature_slider(TEMP, _("Temperature T"), width=200)
             sampling_popover(st)
     temperature = 0.0 if ss[GREEDY.key] else float(ss[TEMP.key])
     job = caches.generation_job(text, int(ss[N.key]), temperature, int(ss[TOP_K.key]), float(ss[TOP_P.key]),
                                 int(ss[SEED.key]))
     if job.error:
-        st.error(f"The generation failed: {job.error}", icon=":material/error:")
+        st.error(_("The generation failed: {error}").format(error=job.error), icon=":material/error:")
         return
     if job.result is None:
-        wait_for({"": job}, "Writing")
+        wait_for({"": job}, _("Writing"))
         return
     g = job.result
     scrubber(lm, g)
@@ -116,24 +120,29 @@ def scrubber(lm, g) -> None:
         with story:
             with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
                 if n_steps > 1:
-                    st.slider("Step", 0, last, key=STEP_PICK, on_change=controls.follow_pick,
+                    st.slider(_("Step"), 0, last, key=STEP_PICK, on_change=controls.follow_pick,
                               args=(STEP_PICK, STEP.key, last),
-                              help="Which generated token to look at: the text up to it, what it was chosen "
-                                   "from, and where the model looked to predict it.")
-                st.toggle("Play", key=PLAY, width="content", help="Step through the generation, one token at a time.")
+                              help=_("Which generated token to look at: the text up to it, what it was chosen "
+                                     "from, and where the model looked to predict it."))
+                st.toggle(_("Play"), key=PLAY, width="content",
+                          help=_("Step through the generation, one token at a time."))
             with st.container(height=150, border=False):
                 st.markdown(written_markdown(lm, g.prompt_ids, g.new_token_ids, step_index))
             kept = int(step.n_kept)
-            st.caption(f"Step {step_index}: drew {escape_markdown(step.token)} with p = {step.prob:.1%} (rank "
-                       f"{step.rank + 1} at T = {g.settings.temperature:g}; {step.raw_prob:.1%} at T = 1), from "
-                       f"{kept:,} kept token{'s' if kept != 1 else ''}."
-                       + (" Stopped at the end-of-turn token." if g.stop_reason == "eos" and step_index == last
-                          else ""))
+            st.caption(" ".join([ngettext(
+                "Step {step}: drew {token} with p = {p} (rank {rank} at T = {t}; {raw} at T = 1), from {n} kept "
+                "token.",
+                "Step {step}: drew {token} with p = {p} (rank {rank} at T = {t}; {raw} at T = 1), from {n} kept "
+                "tokens.", kept).format(step=step_index, token=escape_markdown(step.token), p=f"{step.prob:.1%}",
+                                        rank=step.rank + 1, t=f"{g.settings.temperature:g}",
+                                        raw=f"{step.raw_prob:.1%}", n=f"{kept:,}")]
+                + ([_("Stopped at the end-of-turn token.")] if g.stop_reason == "eos" and step_index == last
+                   else [])))
         with chart:
             c = step.candidates
             drawn = int(np.flatnonzero(c.ids == step.token_id)[0]) if step.token_id in c.ids else None
-            show_figure(vg.candidates_figure(list(c.tokens), c.probs, c.kept, drawn, height=330,
-                                             title=f"Top {len(c.ids)} candidates"),
+            show_figure(vg.candidates_figure(list(c.tokens), c.probs, c.kept, drawn, height=330, words=words,
+                                             title=_("Top {n} candidates").format(n=len(c.ids))),
                         key="gen_candidates", filename=f"generate_step{step_index}_candidates")
         layer, head, hide_sink = ss[S.LAYER.key], ss[S.HEAD.key], bool(ss[S.SINK.key])
         rows = np.asarray(step.attention, dtype=np.float32)                                # [L, H, n]
@@ -143,18 +152,24 @@ def scrubber(lm, g) -> None:
             rows /= np.nansum(rows, axis=-1, keepdims=True)
         tokens = g.tokens[: rows.shape[-1]]
         show_figure(vg.attention_row_figure(rows[layer, head], tokens, g.prompt_len, max_labels=40,
-                                            title=f"Where it looked: layer {layer}, head {head}"),
+                                            words=words, title=_("Where it looked: layer {layer}, head {head}").format(
+                                                layer=layer, head=head)),
                     key="gen_attention", filename=f"generate_step{step_index}_L{layer}_H{head}")
-        st.caption("The attention of the position that predicted this token, over the text so far: prompt tokens "
-                   "blue, generated ones orange" + ("; token 0 (the sink) hidden." if hide_sink else "."))
+        st.caption(_("The attention of the position that predicted this token, over the text so far: prompt tokens "
+                     "blue, generated ones orange; token 0 (the sink) hidden.") if hide_sink else
+                   _("The attention of the position that predicted this token, over the text so far: prompt tokens "
+                     "blue, generated ones orange."))
         distance = mean_distance_back(rows)                                                 # [L, H]
-        show_figure(stat_overview(distance, label="mean distance back", selected=(layer, head), zmin=0.0,
-                                  scale_title="tokens", title="How far back every head looked for this token"),
+        show_figure(stat_overview(distance, label=_("mean distance back"), selected=(layer, head), zmin=0.0,
+                                  scale_title=_("tokens"), words=translated(va.WORDS),
+                                  title=_("How far back every head looked for this token")),
                     key="gen_grid", filename=f"generate_step{step_index}_heads", selection_mode="points",
                     on_select=partial(controls.pick_head_from_chart, "gen_grid"))
-        st.caption("Each cell is one head: the attention-weighted distance back from the newest token (0 = itself). "
-                   "Click a cell to show that head above." + (" With the sink shown, heads that park on token 0 "
-                                                             "look far back." if not hide_sink else ""))
+        st.caption(_("Each cell is one head: the attention-weighted distance back from the newest token (0 = "
+                     "itself). Click a cell to show that head above.") if hide_sink else
+                   _("Each cell is one head: the attention-weighted distance back from the newest token (0 = "
+                     "itself). Click a cell to show that head above. With the sink shown, heads that park on token 0 "
+                     "look far back."))
         token_legend(tokens)
         shell.finish()                                        # the step changed: the link follows it
 
@@ -163,19 +178,19 @@ def scrubber(lm, g) -> None:
 
 def compare_view(lm, text: str) -> None:
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
-        st.slider("New tokens", 1, S.MAX_NEW_TOKENS, key=N.key, width=150, **controls.PERSIST)
-        temperature_slider(LOW, "Low T", width=160)
-        temperature_slider(HIGH, "High T", width=160)
+        st.slider(_("New tokens"), 1, S.MAX_NEW_TOKENS, key=N.key, width=150, **controls.PERSIST)
+        temperature_slider(LOW, _("Low T"), width=160)
+        temperature_slider(HIGH, _("High T"), width=160)
         sampling_popover(st)
     settings = (int(ss[N.key]), int(ss[TOP_K.key]), float(ss[TOP_P.key]), int(ss[SEED.key]))
     jobs = {f"T = {float(ss[p.key]):g}": caches.generation_job(text, settings[0], float(ss[p.key]), *settings[1:])
             for p in (LOW, HIGH)}
     failed = [job.error for job in jobs.values() if job.error]
     if failed:
-        st.error(f"The generation failed: {failed[0]}", icon=":material/error:")
+        st.error(_("The generation failed: {error}").format(error=failed[0]), icon=":material/error:")
         return
     if any(job.result is None for job in jobs.values()):
-        wait_for(jobs, "Writing")
+        wait_for(jobs, _("Writing"))
         return
     for (name, job), col, color in zip(jobs.items(), st.columns(2, gap="medium"), (vg.PROMPT_COLOR, vg.NEW_COLOR),
                                        strict=True):
@@ -185,19 +200,21 @@ def compare_view(lm, text: str) -> None:
             with st.container(height=130, border=True):
                 st.markdown(written_markdown(lm, g.prompt_ids, g.new_token_ids, None))
             probs = np.array([s.prob for s in g.steps])
-            show_figure(vg.chosen_probability_figure(probs, g.new_tokens, color=color,
-                                                     title=f"mean p = {probs.mean():.0%}"),
+            show_figure(vg.chosen_probability_figure(probs, g.new_tokens, color=color, words=words,
+                                                     title=_("mean p = {p}").format(p=f"{probs.mean():.0%}")),
                         key=f"gen_compare_{name}", filename=f"generate_{name.replace(' = ', '')}_probabilities")
-    st.caption(f"The same prompt, seed {settings[3]} and top-k / top-p, at two temperatures. The bars: the "
-               "probability each chosen token was drawn with. Low T keeps picking likely tokens; high T wanders.")
+    st.caption(_("The same prompt, seed {seed} and top-k / top-p, at two temperatures. The bars: the probability "
+                 "each chosen token was drawn with. Low T keeps picking likely tokens; high T wanders.").format(
+        seed=settings[3]))
 
 
-shell.header("Generate", "The model writes one token at a time: each new token is drawn from its next-token "
-                         "probabilities (after temperature, top-k and top-p), appended, and fed back in.")
+shell.header(_("Generate"), _("The model writes one token at a time: each new token is drawn from its next-token "
+                              "probabilities (after temperature, top-k and top-p), appended, and fed back in."))
+words = translated(vg.WORDS)
 lm_ = caches.get_model()
 text_ = shell.current_text()
 if not text_.strip():
-    st.info("The text is empty. Type a prompt, or load an example, and the model will continue it.",
+    st.info(_("The text is empty. Type a prompt, or load an example, and the model will continue it."),
             icon=":material/edit_note:")
     st.stop()
 view, tab = controls.view_tabs(VIEW, S.GENERATE_VIEWS)

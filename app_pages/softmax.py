@@ -9,6 +9,7 @@ from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _schemas as S
 from app_pages import _shell as shell
+from app_pages._i18n import _, ngettext, translated
 from app_pages._widgets import escape_markdown, show_figure, token_label, token_legend
 from model.lessons.sampling import (
     T_MAX,
@@ -25,6 +26,7 @@ from model.lessons.sampling import (
     top_buckets,
     total_variation,
 )
+from viz import softmax as vs
 from viz.softmax import probability_bars, sample_histogram, temperature_curves
 
 SOURCE = S.SOFTMAX.by_name("source")
@@ -38,47 +40,54 @@ GRID = temperature_grid(T_MIN, T_MAX)            # slider stops, log-spaced
 SHOWN_DRAWS = 16
 ss = st.session_state
 
-shell.header("Softmax & temperature",
-             "Softmax turns scores (logits) into probabilities, $p_i = e^{z_i/T} / \\sum_j e^{z_j/T}$. Dividing by "
-             "a temperature T < 1 sharpens the distribution toward the top choice, T > 1 flattens it toward "
-             "uniform; the order never changes.")
+shell.header(_("Softmax & temperature"),
+             _("Softmax turns scores (logits) into probabilities, {formula}. Dividing by a temperature T < 1 sharpens "
+               "the distribution toward the top choice, T > 1 flattens it toward uniform; the order never "
+               "changes.").format(formula="$p_i = e^{z_i/T} / \\sum_j e^{z_j/T}$"))
 trace = shell.current_trace()
 if trace is None:
     st.stop()
 lm = caches.get_model()
+words = translated(vs.WORDS)
 
 with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
-    st.segmented_control("Distribution", list(S.SOFTMAX_SOURCES), format_func=S.SOFTMAX_SOURCES.get,
+    st.segmented_control(_("Distribution"), list(S.SOFTMAX_SOURCES), format_func=lambda s: _(S.SOFTMAX_SOURCES[s]),
                          key=SOURCE.key, required=True, **controls.PERSIST,
-                         help="Next-token logits: the model's scores for every token of its vocabulary after your "
-                              "text. Attention scores: one head's q·k/√d for the query token (keys j ≤ i).")
+                         help=_("Next-token logits: the model's scores for every token of its vocabulary after your "
+                                "text. Attention scores: one head's q·k/√d for the query token (keys j ≤ i)."))
     value = float(ss[TEMP.key])
-    st.select_slider("Temperature T (log scale)", options=sorted({*GRID, value}), key=TEMP.key, width=300,
+    st.select_slider(_("Temperature T (log scale)"), options=sorted({*GRID, value}), key=TEMP.key, width=300,
                      format_func=lambda t: f"{t:g}", **controls.PERSIST,
-                     help=f"From {T_MIN:g} (almost always the top choice) to {T_MAX:g} (almost uniform). Stops are "
-                          "evenly spaced on a log scale; 1 is the model's own distribution.")
+                     help=_("From {low} (almost always the top choice) to {high} (almost uniform). Stops are evenly "
+                            "spaced on a log scale; 1 is the model's own distribution.").format(low=f"{T_MIN:g}",
+                                                                                                high=f"{T_MAX:g}"))
 temperature = float(ss[TEMP.key])
 source = ss[SOURCE.key]
 
 if source == "attention":
     layer, head, query = ss[S.LAYER.key], ss[S.HEAD.key], ss[S.QUERY.key]
-    controls.query_slider(trace, label="Query token i")
+    controls.query_slider(trace, label=_("Query token i"))
     detail = caches.get_layer_detail(trace.text, layer)
     logits = np.asarray(detail.scores[head, query, : query + 1], dtype=np.float64)     # keys j <= query
     labels_all = [token_label(trace.tokens, j) for j in range(query + 1)]
     sink_hidden = bool(ss[S.SINK.key]) and query >= 1
     if sink_hidden:
         logits[0] = -np.inf                                  # hidden: the softmax renormalizes over j = 1..query
-    what = (f"Layer {layer}, head {head}: scores of query {escape_markdown(token_label(trace.tokens, query))} over its "
-            f"{query + 1} allowed key{'s' if query else ''}" + (" (key 0, the sink, hidden)" if sink_hidden else "")
-            + ". At T = 1 this is exactly the head's attention row."
-            + (" The first token can only attend to itself: pick a later query." if query == 0 else ""))
+    values = dict(layer=layer, head=head, query=escape_markdown(token_label(trace.tokens, query)), n=query + 1)
+    what = " ".join(
+        [(_("Layer {layer}, head {head}: scores of query {query} over its {n} allowed keys (key 0, the sink, hidden). "
+            "At T = 1 this is exactly the head's attention row.") if sink_hidden else
+          ngettext("Layer {layer}, head {head}: scores of query {query} over its {n} allowed key. At T = 1 this is "
+                   "exactly the head's attention row.",
+                   "Layer {layer}, head {head}: scores of query {query} over its {n} allowed keys. At T = 1 this is "
+                   "exactly the head's attention row.", query + 1)).format(**values)]
+        + ([_("The first token can only attend to itself: pick a later query.")] if query == 0 else []))
 else:
     logits = np.asarray(trace.next_token_logits, dtype=np.float64)
     labels_all = None
-    what = (f"The model's {len(logits):,} next-token logits after your text (last token: "
-            f"{escape_markdown(token_label(trace.tokens, trace.n_tokens - 1))}). Sampling from them is how the model "
-            "writes.")
+    what = _("The model's {n} next-token logits after your text (last token: {token}). Sampling from them is how "
+             "the model writes.").format(n=f"{len(logits):,}",
+                                         token=escape_markdown(token_label(trace.tokens, trace.n_tokens - 1)))
 
 probs = softmax(logits, temperature)
 n_candidates = int((probs > 0).sum())
@@ -93,62 +102,69 @@ def labels_for(ids) -> list[str]:
 
 
 shown_labels = labels_for(rows)
-title = (f"Top {len(rows)} of {n_candidates:,} at T = {temperature:g}" if n_candidates > len(rows)
-         else f"All {n_candidates} keys at T = {temperature:g}")
+title = (_("Top {shown} of {n} at T = {t}") if n_candidates > len(rows) else _("All {n} keys at T = {t}")).format(
+    shown=len(rows), n=f"{n_candidates:,}", t=f"{temperature:g}")
 show_figure(probability_bars(shown_labels, probs[rows], keep=keep[rows], renormalized=kept[rows], title=title,
-                             height=BARS_HEIGHT), key="softmax_bars", filename="softmax_probabilities")
+                             height=BARS_HEIGHT, words=words), key="softmax_bars", filename="softmax_probabilities")
 rest = float(probs[order[len(rows):]].sum()) if n_candidates > len(rows) else 0.0
-st.caption(what + " Blue: kept by top-k / top-p; grey: dropped; red ticks: the kept candidates' probabilities after "
-           "renormalizing (what sampling uses)."
-           + (f" The {n_candidates - len(rows):,} candidates not shown hold {rest:.2%} together." if rest else ""))
+st.caption(" ".join([what, _("Blue: kept by top-k / top-p; grey: dropped; red ticks: the kept candidates' "
+                             "probabilities after renormalizing (what sampling uses).")]
+                    + ([_("The {n} candidates not shown hold {share} together.").format(
+                        n=f"{n_candidates - len(rows):,}", share=f"{rest:.2%}")] if rest else [])))
 token_legend(shown_labels)
 
 H = entropy_bits(probs)
-st.markdown(f"Entropy **{H:.2f} bits** · effective choices **{effective_choices(probs):,.1f}** · top-1 "
-            f"**{probs.max():.1%}** · kept **{int(keep.sum()):,}** candidates holding **{probs[keep].sum():.1%}**",
-            help="Entropy −Σ p log₂ p: 0 when one choice is certain, log₂ n for n equal choices. Effective choices "
-                 "= 2^entropy: as uncertain as this many equally likely options.")
+st.markdown(_("Entropy **{entropy} bits** · effective choices **{effective}** · top-1 **{top1}** · kept **{kept}** "
+              "candidates holding **{share}**").format(
+    entropy=f"{H:.2f}", effective=f"{effective_choices(probs):,.1f}", top1=f"{probs.max():.1%}",
+    kept=f"{int(keep.sum()):,}", share=f"{probs[keep].sum():.1%}"),
+            help=_("Entropy −Σ p log₂ p: 0 when one choice is certain, log₂ n for n equal choices. Effective choices "
+                   "= 2^entropy: as uncertain as this many equally likely options."))
 
-st.markdown("#### Top-k and top-p: which candidates may be sampled")
+st.markdown("#### " + _("Top-k and top-p: which candidates may be sampled"))
 c_k, c_p = st.columns(2)
-c_k.number_input("top-k (0 = off)", min_value=0, max_value=lm.config.vocab_size, step=1, key=TOP_K.key,
-                 **controls.PERSIST, help=f"Keep only the k most probable of the {n_candidates:,} candidates.")
-c_p.slider("top-p (1.00 = off)", 0.01, 1.0, step=0.01, key=TOP_P.key, format="%.2f", **controls.PERSIST,
-           help="Nucleus sampling: keep the smallest set of most probable candidates whose total probability "
-                "reaches p (after top-k).")
+c_k.number_input(_("top-k (0 = off)"), min_value=0, max_value=lm.config.vocab_size, step=1, key=TOP_K.key,
+                 **controls.PERSIST, help=_("Keep only the k most probable of the {n} candidates.").format(
+                     n=f"{n_candidates:,}"))
+c_p.slider(_("top-p (1.00 = off)"), 0.01, 1.0, step=0.01, key=TOP_P.key, format="%.2f", **controls.PERSIST,
+           help=_("Nucleus sampling: keep the smallest set of most probable candidates whose total probability "
+                  "reaches p (after top-k)."))
 
-st.markdown("#### What temperature does to the whole distribution")
+st.markdown("#### " + _("What temperature does to the whole distribution"))
 sweep = temperature_sweep(logits, SWEEP)
 show_figure(temperature_curves(sweep["temperature"], sweep["entropy_bits"], sweep["top1"], sweep["effective"],
                                current=temperature,
-                               current_values=(H, float(probs.max()), float(effective_choices(probs)))),
+                               current_values=(H, float(probs.max()), float(effective_choices(probs))),
+                               words=words),
             key="softmax_curves", filename="softmax_temperature_curves")
-st.caption(f"Red: the current T = {temperature:g}. As T → 0 the distribution becomes greedy (all mass on the top "
-           f"choice, entropy 0); as T grows it approaches uniform over the {n_candidates:,} candidates (entropy log₂ "
-           f"{n_candidates:,} = {np.log2(n_candidates):.2f} bits).")
+st.caption(_("Red: the current T = {t}. As T → 0 the distribution becomes greedy (all mass on the top choice, entropy "
+             "0); as T grows it approaches uniform over the {n} candidates (entropy log₂ {n} = {bits} bits).").format(
+    t=f"{temperature:g}", n=f"{n_candidates:,}", bits=f"{np.log2(n_candidates):.2f}"))
 
-st.markdown("#### Sampling: draw N times with a fixed seed")
+st.markdown("#### " + _("Sampling: draw N times with a fixed seed"))
 c_seed, c_n = st.columns(2)
-c_seed.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key=SEED.key, **controls.PERSIST,
-                    help="Same seed, same draws: change it to see another random run.")
-c_n.number_input("Number of draws N", min_value=1, max_value=S.MAX_SAMPLES, step=100, key=DRAWS.key,
-                 **controls.PERSIST, help="More draws: the frequencies get closer to the probabilities.")
+c_seed.number_input(_("Seed"), min_value=0, max_value=2**31 - 1, step=1, key=SEED.key, **controls.PERSIST,
+                    help=_("Same seed, same draws: change it to see another random run."))
+c_n.number_input(_("Number of draws N"), min_value=1, max_value=S.MAX_SAMPLES, step=100, key=DRAWS.key,
+                 **controls.PERSIST, help=_("More draws: the frequencies get closer to the probabilities."))
 n_draws, seed = int(ss[DRAWS.key]), int(ss[SEED.key])
 counts = sample_counts(kept, n_draws, seed)
 ids, expected, observed = top_buckets(kept, counts, TOP_ROWS)
 hist_labels = labels_for(ids)
 others = int((kept > 0).sum()) - len(ids)
 if others:
-    hist_labels.append(f"({others:,} other kept)")
+    hist_labels.append(_("({n} other kept)").format(n=f"{others:,}"))
 else:
     expected, observed = expected[:-1], observed[:-1]
 show_figure(sample_histogram(hist_labels, expected, observed, n_draws,
-                             title=f"{n_draws:,} draws from the kept distribution (seed {seed})"),
+                             words=words, title=_("{n} draws from the kept distribution (seed {seed})").format(
+                                 n=f"{n_draws:,}", seed=seed)),
             key="softmax_histogram", filename="softmax_samples")
 first = labels_for(sample(kept, min(SHOWN_DRAWS, n_draws), seed))     # the same seed: the first of the N draws
 gap, noise = total_variation(expected, observed), expected_total_variation(expected, n_draws)
-st.caption(f"First draws: {' · '.join(escape_markdown(s) for s in first)}{' …' if n_draws > SHOWN_DRAWS else ''}  \n"
-           f"Blue: the kept probabilities (renormalized); orange: the share of the {n_draws:,} draws. Over the "
-           f"{len(expected)} bars shown they differ by {gap:.2%} in total (half the summed absolute difference); "
-           f"sampling noise alone gives about {noise:.2%} at this N, and that shrinks as 1/√N: 100 times more draws, "
-           f"10 times closer.")
+draws = " · ".join(escape_markdown(s) for s in first) + (" …" if n_draws > SHOWN_DRAWS else "")
+st.caption(_("First draws: {draws}").format(draws=draws) + "  \n" + _(
+    "Blue: the kept probabilities (renormalized); orange: the share of the {n} draws. Over the {bars} bars shown they "
+    "differ by {gap} in total (half the summed absolute difference); sampling noise alone gives about {noise} at "
+    "this N, and that shrinks as 1/√N: 100 times more draws, 10 times closer.").format(
+    n=f"{n_draws:,}", bars=len(expected), gap=f"{gap:.2%}", noise=f"{noise:.2%}"))
