@@ -16,7 +16,8 @@ from app_pages import _caches as caches
 from app_pages import _schemas as S
 from app_pages._examples import load_examples
 from model.lessons import sparse_masks
-from model.lessons.flash_attention import FlashRun, flash_attention
+from model.lessons.flash_attention import FlashRun, flash_attention, softmax_attention
+from model.lessons.sampling import softmax
 
 STORY_TITLE = "A long story (attention sinks)"     # the example text the masks view offers to load
 
@@ -108,6 +109,29 @@ def flash_run(text: str, layer: int, head: int, block: int) -> FlashRun:
     kv = head // lm.config.group_size
     return caches.cached("eff_flash", (lm.source, text, caches.DEFAULT_MAX_TOKENS, layer, head, block),
                          lambda: flash_attention(detail.q_rot[head], detail.k_rot[kv], detail.v[kv], block))
+
+
+def flash_differences(text: str, layer: int, head: int, block: int) -> tuple[float, float]:
+    """Largest difference of the tiled output from ordinary float64 softmax attention on the same q, k, v, and from
+    the model's own float32 forward (its pattern times v)."""
+    lm = caches.get_model()
+    detail = caches.get_layer_detail(text, layer)
+    run = flash_run(text, layer, head, block)
+    kv = head // lm.config.group_size
+
+    def compute() -> tuple[float, float]:
+        exact = softmax_attention(detail.q_rot[head], detail.k_rot[kv], detail.v[kv])              # [T, hd]
+        model = detail.pattern[head].astype(np.float64) @ detail.v[kv].astype(np.float64)          # [T, hd]
+        return float(np.abs(run.out - exact).max()), float(np.abs(run.out - model).max())
+
+    return caches.cached("eff_flash_diff", (lm.source, text, caches.DEFAULT_MAX_TOKENS, layer, head, block), compute)
+
+
+def next_token_table(results: dict[str, PassResult], k: int) -> tuple[list[int], dict[str, np.ndarray]]:
+    """The k most probable next tokens of the first result, and their probabilities under every result."""
+    probs = {name: softmax(r.next_logits) for name, r in results.items()}
+    top = [int(i) for i in np.argsort(next(iter(probs.values())))[::-1][:k]]
+    return top, {name: p[top] for name, p in probs.items()}
 
 
 def story_text() -> str | None:

@@ -18,9 +18,8 @@ from app_pages import _shell as shell
 from app_pages._i18n import _
 from app_pages._widgets import show_figure, token_label, token_legend
 from model.lessons import kv_heads, linear_attention, sparse_masks
-from model.lessons.flash_attention import memory_traffic, softmax_attention
+from model.lessons.flash_attention import block_history, block_ranges, memory_traffic, visit_order
 from model.lessons.perplexity import perplexity, token_losses
-from model.lessons.sampling import softmax
 from viz import efficient as V
 from viz.format import format_bytes, format_si
 
@@ -45,11 +44,8 @@ def kv_names(cfg) -> dict[str, str]:
 
 def next_token_figure(lm, results: dict[str, data.PassResult], title: str):
     """The top candidates of the first result, and their probabilities under every result."""
-    probs = {name: softmax(r.next_logits) for name, r in results.items()}
-    first = next(iter(probs.values()))
-    top = np.argsort(first)[::-1][:TOP_NEXT]
-    return V.next_token_compare(lm.token_strings([int(i) for i in top]), {n: p[top] for n, p in probs.items()},
-                                title=title, x_title=_("probability of the next token"))
+    ids, probs = data.next_token_table(results, TOP_NEXT)
+    return V.next_token_compare(lm.token_strings(ids), probs, title=title, x_title=_("probability of the next token"))
 
 
 # ---------------------------------------------------------------------------------------------- FlashAttention
@@ -71,17 +67,13 @@ def flash_view(lm, trace) -> None:
                       args=(TILE_PICK, TILE.key, last),
                       help=_("Step through the tiles in the order the algorithm visits them."))
     step = run.steps[t]
-    n_blocks = -(-trace.n_tokens // block)
-    order = np.full((n_blocks, n_blocks), np.nan)
-    order[np.triu_indices(n_blocks, 1)] = -1
-    for k, s in enumerate(run.steps[: t + 1]):
-        order[s.q_block, s.k_block] = k
-    ranges = [f"{b * block}–{min(trace.n_tokens, (b + 1) * block) - 1}" for b in range(n_blocks)]
-    history = [s for s in run.steps[: t + 1] if s.q_block == step.q_block]
+    ranges = [f"{r.start}–{r.stop - 1}" for r in block_ranges(trace.n_tokens, block)]
+    history = block_history(run, t)
     rows = [token_label(trace.tokens, i, 10) for i in step.q_rows]
     final = run.out[step.q_rows.start:step.q_rows.stop]
     left, right = st.columns([2, 3], gap="medium")
     with left:
+        order = visit_order(run, trace.n_tokens, t)
         show_figure(V.tile_order_figure(order, (step.q_block, step.k_block), ranges, title=_("Tiles in visit order"),
                                         x_title=_("key block j"), y_title=_("query block i"), step_word=_("step"),
                                         skipped_word=_("skipped: every key is in the future")),
@@ -92,8 +84,7 @@ def flash_view(lm, trace) -> None:
         st.markdown(_("**Step {t} of {n}:** queries {q0}–{q1} against keys {k0}–{k1}.").format(
             t=t, n=last, q0=step.q_rows.start, q1=step.q_rows.stop - 1, k0=step.k_cols.start,
             k1=step.k_cols.stop - 1))
-        show_figure(V.running_stats_figure(rows, np.stack([s.row_max for s in history]),
-                                           np.stack([s.row_sum for s in history]),
+        show_figure(V.running_stats_figure(rows, [s.row_max for s in history], [s.row_sum for s in history],
                                            [_("after key block {j}").format(j=s.k_block) for s in history],
                                            titles=(_("running row maximum m"), _("running sum l")),
                                            x_title=_("query")),
@@ -104,14 +95,10 @@ def flash_view(lm, trace) -> None:
                                                                     _("final output")),
                                      x_title=_("dimension of the head"), value_word=_("value")),
                 key="eff_out", filename=f"flash_output_L{layer}_H{head}")
-    detail = caches.get_layer_detail(trace.text, layer)
-    kv = head // cfg.group_size
-    model_out = detail.pattern[head].astype(np.float64) @ detail.v[kv].astype(np.float64)       # [T, hd]
-    exact = softmax_attention(detail.q_rot[head], detail.k_rot[kv], detail.v[kv])               # [T, hd]
+    exact, model = data.flash_differences(trace.text, layer, head, block)
     st.caption(_("After the last tile every row is complete. Largest difference from ordinary softmax attention "
                  "on the same q, k, v: {exact:.1e} (float64 rounding); from the model's own float32 forward pass "
-                 "(its pattern times v): {model:.1e}.").format(exact=float(np.abs(run.out - exact).max()),
-                                                              model=float(np.abs(run.out - model_out).max())))
+                 "(its pattern times v): {model:.1e}.").format(exact=exact, model=model))
     memory_panel(trace.n_tokens, cfg, block)
 
 
@@ -134,12 +121,16 @@ def memory_panel(T: int, cfg, block: int) -> None:
     st.caption(_("Dao et al. 2022, Theorem 2: standard attention reads and writes Θ(N d + N²) values of slow memory "
                  "(HBM), FlashAttention Θ(N² d² / M) for fast memory of M values. Here N = {T}, d = {d}, and tiles of "
                  "B = {B} need M = 4 B d = {M} values: N d + N² = {std}, N² d² / M = {fl}. Counted access by access "
-                 "on this text's tiles: {std_count} against {fl_count} ({ratio:.1f}× fewer). FlashAttention does "
-                 "more arithmetic (it recomputes in the backward pass) but moves far less data, and moving data is "
-                 "what takes the time.").format(
+                 "on this text's tiles: {std_count} against {fl_count}.").format(
         T=T, d=cfg.head_dim, B=block, M=format_si(m.sram_values), std=format_si(m.standard_theta),
-        fl=format_si(m.flash_theta), std_count=format_si(m.standard), fl_count=format_si(m.flash),
-        ratio=m.standard / m.flash))
+        fl=format_si(m.flash_theta), std_count=format_si(m.standard), fl_count=format_si(m.flash)))
+    if m.flash < m.standard:
+        st.caption(_("{ratio:.1f}× fewer slow-memory accesses. FlashAttention does more arithmetic (it recomputes "
+                     "the scores in the backward pass) but moves far less data, and moving data is what takes the "
+                     "time.").format(ratio=m.standard / m.flash))
+    else:
+        st.caption(_("For a text this short the tiles' bookkeeping (reading and writing O, m and l for every tile) "
+                     "costs more than the score matrix it avoids. The saving grows with N²: load a longer text."))
 
 
 # ------------------------------------------------------------------------------------------------------- masks
@@ -262,7 +253,7 @@ def kv_view(lm, trace) -> None:
                  "rounding at most); one mean-pooled KV head changes every layer's keys and values, and the loss "
                  "shows it."))
     left, right = st.columns(2, gap="medium")
-    per_token = {slug: kv_heads.kv_cache_bytes_per_token(cfg.n_layers, n, cfg.head_dim) for slug, n in counts.items()}
+    per_token = kv_heads.cache_bytes_per_token(cfg.n_layers, cfg.head_dim, counts)
     with left:
         labels = list(names.values())
         values = list(per_token.values())

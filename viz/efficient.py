@@ -53,7 +53,8 @@ def running_stats_figure(row_labels: list[str], maxima: np.ndarray, sums: np.nda
                          titles: tuple[str, str], x_title: str, height: int = 330) -> go.Figure:
     """The running row maximum m and sum l of one query block after each of its tiles so far (one line per
     tile, the latest in the accent colour): m only grows, and l is rescaled whenever m does.
-    maxima, sums: [tiles, B]; row_labels: the block's query tokens."""
+    maxima, sums: [tiles, B] (or a list of [B] arrays); row_labels: the block's query tokens."""
+    maxima, sums = np.asarray(maxima, dtype=np.float64), np.asarray(sums, dtype=np.float64)
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.1)
     cats = [plotly_escape(s) for s in row_labels]
     last = len(tile_names) - 1

@@ -78,6 +78,28 @@ def flash_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, block: int) -> 
     return FlashRun(block=block, steps=tuple(steps), out=o)
 
 
+def block_ranges(T: int, block: int) -> list[range]:
+    """The token positions of each block of `block` rows: [range(0, B), range(B, 2B), ...], the last one shorter."""
+    return [range(start, min(T, start + block)) for start in range(0, T, block)]
+
+
+def visit_order(run: FlashRun, T: int, upto: int) -> np.ndarray:
+    """[n, n] float: the step at which tile (query block i, key block j) was visited, for steps 0..upto; NaN for
+    tiles not visited yet, -1 for tiles the causal mask skips (j > i)."""
+    n = len(block_ranges(T, run.block))
+    order = np.full((n, n), np.nan)
+    order[np.triu_indices(n, 1)] = -1
+    for k, step in enumerate(run.steps[: upto + 1]):
+        order[step.q_block, step.k_block] = k
+    return order
+
+
+def block_history(run: FlashRun, upto: int) -> list[TileStep]:
+    """The steps so far (0..upto) of the query block that step `upto` works on: its running statistics over time."""
+    q_block = run.steps[upto].q_block
+    return [step for step in run.steps[: upto + 1] if step.q_block == q_block]
+
+
 def softmax_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
     """The ordinary way: the whole [T, T] score matrix, causal mask, softmax, times V -> [T, d_v] (float64)."""
     q = np.asarray(q, dtype=np.float64)

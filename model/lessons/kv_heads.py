@@ -11,6 +11,12 @@ def kv_cache_bytes_per_token(n_layers: int, n_kv_heads: int, head_dim: int, byte
     return 2 * n_layers * n_kv_heads * head_dim * bytes_per_value
 
 
+def cache_bytes_per_token(n_layers: int, head_dim: int, counts: dict[str, int],
+                          bytes_per_value: int = KV_BYTES) -> dict[str, int]:
+    """kv_cache_bytes_per_token for each named KV-head count ({"mha": 9, ...} -> {"mha": bytes, ...})."""
+    return {name: kv_cache_bytes_per_token(n_layers, n, head_dim, bytes_per_value) for name, n in counts.items()}
+
+
 def kv_head_counts(n_heads: int, n_kv_heads: int) -> dict[str, int]:
     """The three ways to share KV heads for a model with n_heads query heads: {MHA, GQA (the model's), MQA}."""
     return {"mha": n_heads, "gqa": n_kv_heads, "mqa": 1}
