@@ -104,13 +104,15 @@ SOFTMAX = Schema("softmax", (
 ))
 
 # ---------------------------------------------------------------------------------------- Positional encodings
-POSITIONAL_VIEWS = {"sin": N_("Sinusoidal PE"), "rope": N_("RoPE: the rotation"), "model": N_("RoPE inside the model")}
+POSITIONAL_VIEWS = {"sin": N_("Sinusoidal PE"), "rope": N_("RoPE: the rotation"), "model": N_("RoPE inside the model"),
+                    "alibi": N_("ALiBi")}
 D_MODEL_OPTIONS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 PE_BASE_OPTIONS = (100, 1_000, 10_000, 100_000, 1_000_000)
 MAX_PE_POSITIONS = 2048
 DISTANCE_OPTIONS = (512, 2048, 4096, 8192)
 _P_VIEW = "positional_view"
-_sin, _rope, _model = (_view_is(_P_VIEW, v) for v in POSITIONAL_VIEWS)
+MAX_ALIBI_HEADS = 64
+_sin, _rope, _model, _alibi = (_view_is(_P_VIEW, v) for v in POSITIONAL_VIEWS)
 POSITIONAL = Schema("positional", (
     Choice("view", _P_VIEW, "sin", options=tuple(POSITIONAL_VIEWS)),
     Choice("d", "pos_d_model", 128, options=D_MODEL_OPTIONS, when=_sin),
@@ -124,6 +126,10 @@ POSITIONAL = Schema("positional", (
     _with(TEXT, _model), _with(LAYER, _model), _with(HEAD, _model), _with(QUERY, _model), _with(SINK, _model),
     Int("k", "pos_key", None, lo=0, hi=_last_token, when=_model),                                # None: strongest
     Choice("dist", "pos_max_distance", 4096, options=DISTANCE_OPTIONS, when=_model),
+    Int("aheads", "pos_alibi_heads", lambda c: c.n_heads, lo=1, hi=MAX_ALIBI_HEADS, when=_alibi),
+    Int("ahead", "pos_alibi_head", 0, lo=0, hi=MAX_ALIBI_HEADS - 1, when=_alibi),
+    Int("apositions", "pos_alibi_positions", 24, lo=4, hi=128, when=_alibi),
+    Choice("adist", "pos_alibi_distance", 512, options=DISTANCE_OPTIONS, when=_alibi),
 ))
 
 # ----------------------------------------------------------------------------------------------------- Parameters

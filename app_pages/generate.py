@@ -12,6 +12,7 @@ from app_pages import _controls as controls
 from app_pages import _schemas as S
 from app_pages import _shell as shell
 from app_pages._i18n import _, ngettext, translated
+from app_pages._kv_cache_panel import kv_cache_panel
 from app_pages._widgets import escape_markdown, show_figure, token_legend
 from model.analysis.head_stats import mean_distance_back
 from model.lessons.sampling import T_MAX, T_MIN, temperature_grid
@@ -101,6 +102,7 @@ def write_view(lm, text: str) -> None:
         return
     g = job.result
     scrubber(lm, g)
+    kv_cache_panel(lm, g)
 
 
 def scrubber(lm, g) -> None:

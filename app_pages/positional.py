@@ -13,9 +13,12 @@ from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _schemas as S
 from app_pages import _shell as shell
+from app_pages._i18n import _
 from app_pages._widgets import show_figure, token_label, token_legend
 from model.analysis.head_stats import sink_hidden_view
+from model.lessons import alibi as A
 from model.lessons import positional as P
+from viz import efficient as VE
 from viz import positional as V
 from viz.attention import causal_nan
 
@@ -23,6 +26,8 @@ VIEW = S.POSITIONAL.by_name("view")
 PE_D, PE_N, PE_BASE, PE_DIMS = (S.POSITIONAL.by_name(n) for n in ("d", "positions", "base", "dims"))
 ROT_BASE, ROT_N, PAIR_A, PAIR_B = (S.POSITIONAL.by_name(n) for n in ("rbase", "rpositions", "pa", "pb"))
 KEY, DISTANCE = S.POSITIONAL.by_name("k"), S.POSITIONAL.by_name("dist")
+ALIBI_HEADS, ALIBI_HEAD, ALIBI_N, ALIBI_DIST = (S.POSITIONAL.by_name(n) for n in ("aheads", "ahead", "apositions",
+                                                                                     "adist"))
 MAX_CELLS = 512            # per heatmap axis: more cells than screen pixels only cost transfer time
 ROPE_BASES = {10_000.0: "RoPE paper, Llama 1/2", 100_000.0: "SmolLM2",
               1_000_000.0: "long context: Qwen3; Llama 3 uses 500,000"}
@@ -276,6 +281,64 @@ def _open_prev_token_head(text: str) -> None:
     ss[S.LAYER.key], ss[S.HEAD.key], ss[KEY.key] = int(layer), int(head), None
 
 
+def alibi_figures(n_heads: int, head: int, n_positions: int, max_distance: int, head_dim: int,
+                  model_base: float) -> dict:
+    slopes = A.alibi_slopes(n_heads)
+    distances = np.arange(max_distance + 1)
+    rope = {_("RoPE, base {base} (this model)").format(base=f"{model_base:,.0f}"):
+            A.rope_decay(head_dim, model_base, distances)}
+    if model_base != 10_000.0:
+        rope[_("RoPE, base 10,000")] = A.rope_decay(head_dim, 10_000.0, distances)
+    return {
+        "slopes": VE.slopes_figure(slopes, selected=head, title=_("Slope m of each head"), x_title=_("head"),
+                                   y_title=_("slope m (log scale)")),
+        "bias": VE.bias_heatmap(A.alibi_bias(slopes, n_positions)[head],
+                                title=_("Head {h}: bias −m (i − j) added to the scores").format(h=head),
+                                x_title=_("key position j"), y_title=_("query position i"), value_word=_("bias")),
+        "distance": VE.alibi_rope_figure(
+            distances, A.alibi_weight_by_distance(slopes, distances),
+            [_("head {h}, m = {m:.4g}").format(h=h, m=m) for h, m in enumerate(slopes)], head, rope,
+            titles=(_("ALiBi: weight of a key Δ tokens back, exp(−m Δ), same content"),
+                    _("RoPE: score of aligned content Δ tokens apart, relative to Δ = 0")),
+            x_title=_("distance Δ (tokens)"), y_titles=(_("relative weight"), _("relative score"))),
+        "slope": float(slopes[head]),
+    }
+
+
+def alibi_view(cfg) -> None:
+    st.caption(_("ALiBi (Press et al., 2022) has no position embedding and no rotation: each head adds a fixed "
+                 "penalty −m·(i − j) to the score of a key i − j tokens back. The slopes m form a geometric "
+                 "sequence, so some heads look far back and others only at their neighbours."))
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
+        st.slider(_("heads"), 1, S.MAX_ALIBI_HEADS, key=ALIBI_HEADS.key, width=220, **controls.PERSIST,
+                  help=_("This model has {n} heads. For a power of two n the slopes are 2^(−8/n), 2^(−16/n), …; "
+                         "other counts take the closest power of two and fill in from twice as many.").format(
+                      n=cfg.n_heads))
+        heads = int(ss[ALIBI_HEADS.key])
+        ss[ALIBI_HEAD.key] = min(int(ss[ALIBI_HEAD.key]), heads - 1)
+        if heads > 1:
+            st.slider(_("head"), 0, heads - 1, key=ALIBI_HEAD.key, width=220, **controls.PERSIST)
+        st.slider(_("positions in the matrix"), 4, 128, key=ALIBI_N.key, width=200, **controls.PERSIST)
+        st.selectbox(_("distances up to"), S.DISTANCE_OPTIONS, key=ALIBI_DIST.key, width=150, **controls.PERSIST,
+                     format_func=lambda d: f"{d:,}")
+    head = int(ss[ALIBI_HEAD.key])
+    figs = alibi_figures(heads, head, int(ss[ALIBI_N.key]), int(ss[ALIBI_DIST.key]), cfg.head_dim, cfg.rope_theta)
+    a, b = st.columns(2)
+    with a:
+        chart(figs["slopes"], "pos_fig_alibi_slopes")
+    with b:
+        chart(figs["bias"], "pos_fig_alibi_bias")
+    st.caption(_("Head {h} subtracts {m:.4g} per token of distance: a key {d} tokens back loses {p:.2f} from its "
+                 "score, so it gets e^−{p:.2f} = {w:.1%} of the weight the same key would get right next to the "
+                 "query.").format(h=head, m=figs["slope"], d=16, p=16 * figs["slope"],
+                                  w=float(np.exp(-16 * figs["slope"]))))
+    chart(figs["distance"], "pos_fig_alibi_distance")
+    st.caption(_("ALiBi's penalty grows without end: far keys fade out, smoothly and the same at every position, "
+                 "which is why it extrapolates to texts longer than those it was trained on. RoPE has no penalty "
+                 "as such: only content whose pairs line up gets a score that shrinks with distance, and it "
+                 "oscillates rather than vanishing (a larger base decays more slowly)."))
+
+
 def render() -> None:
     shell.header("Positional encodings", "Attention by itself is order-blind: shuffle the tokens and each gets the "
                                          "same output. Two fixes: **add** sine waves to the input (2017), or "
@@ -287,6 +350,8 @@ def render() -> None:
             sinusoidal_view()
         elif view == "rope":
             rope_view(cfg)
+        elif view == "alibi":
+            alibi_view(cfg)
         else:
             model_view(cfg)
 

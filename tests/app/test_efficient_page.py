@@ -6,9 +6,10 @@ import json
 import re
 
 import numpy as np
+import pytest
 
 from model.lessons.flash_attention import flash_attention
-from tests.app.apptest import array, example, figures, open_page, rerun, widget_values
+from tests.app.apptest import array, example, figures, open_page, rerun, run_until, widget_values
 
 TEXT = "The keys that the old man had left on the table were gone, so he looked everywhere for them."
 
@@ -101,3 +102,33 @@ def test_a_link_restores_every_setting(lm):
         assert widget_values(fresh) == widget_values(at), view
         assert [f["layout"] for f in figures(fresh)] == [f["layout"] for f in figures(at)]
         assert dict(fresh.query_params) == link
+
+
+def test_alibi_view_on_the_positional_page(lm):
+    at = open_page("positional", view="alibi", aheads="12", ahead="9", apositions="8")
+    figs = {el.proto.id.rsplit("-", 1)[-1]: json.loads(el.proto.spec) for el in at.get("plotly_chart")}
+    slopes = array(figs["pos_fig_alibi_slopes"]["data"][0]["y"]).astype(float)
+    np.testing.assert_allclose(slopes[8:], [2 ** -0.5, 2 ** -1.5, 2 ** -2.5, 2 ** -3.5])    # the paper's rule
+    bias = array(figs["pos_fig_alibi_bias"]["data"][0]["z"]).astype(float).reshape(8, 8)
+    assert bias[7, 0] == pytest.approx(-7 * 2 ** -1.5) and np.isnan(bias[0, 7])
+    assert len(figs["pos_fig_alibi_distance"]["data"]) == 12 + 2            # one line per head, RoPE at two bases
+    assert dict(at.query_params) == {"view": "alibi", "aheads": "12", "ahead": "9", "apositions": "8"}
+    default = open_page("positional", view="alibi")
+    assert default.slider(key="pos_alibi_heads").value == lm.config.n_heads
+
+
+def test_kv_cache_panel_on_the_generate_page(lm):
+    at = run_until(open_page("generate", text=TEXT, n="6", greedy="1"), lambda a: bool(a.get("plotly_chart")))
+    assert not [el for el in at.get("plotly_chart") if el.proto.id.endswith("gen_kv_cache")]    # not measured yet
+    at.button(key="gen_kv_measure").click()
+    rerun(at)
+    fig = next(json.loads(el.proto.spec) for el in at.get("plotly_chart") if el.proto.id.endswith("gen_kv_cache"))
+    T = len(lm.encode(TEXT))
+    lengths = array(fig["data"][0]["x"]).astype(int)
+    np.testing.assert_array_equal(lengths, np.arange(T + 1, T + 7))             # each of the 6 new tokens fed
+    per_token = 2 * 30 * 3 * 64 * 4
+    np.testing.assert_allclose(array(fig["data"][0]["y"]).astype(float), lengths * per_token / 2**20)
+    cached, full = (array(fig["data"][k]["y"]).astype(float) for k in (1, 2))
+    assert cached.size == full.size >= 2 and (cached > 0).all() and (full > 0).all()
+    rerun(at)                                                                   # the result stays shown
+    assert [el for el in at.get("plotly_chart") if el.proto.id.endswith("gen_kv_cache")]

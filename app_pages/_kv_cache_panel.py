@@ -1,0 +1,74 @@
+"""The KV cache on the Generate page: the cache's size after each step of the generation shown, and the time of a
+step with the cache against recomputing the whole prefix, measured live on this machine as the text grows.
+
+A measurement is a moment, not a setting: it is not in the link. It runs on the user's click (it takes a few
+seconds), holding the model lock so that nothing else runs on the cores meanwhile; the result is kept in the shared
+byte-bounded cache for this generation, so it stays shown.
+"""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from app_pages import _caches as caches
+from app_pages._i18n import _
+from app_pages._widgets import show_figure
+from model.analysis.kv_cache_timing import time_steps
+from viz.efficient import kv_cache_figure
+from viz.format import format_bytes
+
+FULL_TIMINGS = 12                # full recomputes measured per generation (each costs a whole pass)
+REDRAW_EVERY = 4                 # steps between live redraws of the figure
+
+
+def _figure(timings: list) -> object:
+    timed = [t for t in timings if t.full_s is not None]
+    return kv_cache_figure(np.array([t.length for t in timings]), np.array([t.cache_bytes for t in timings]),
+                           np.array([t.length for t in timed]), np.array([t.cached_s * 1e3 for t in timed]),
+                           np.array([t.full_s * 1e3 for t in timed]),
+                           titles=(_("KV cache size after each step"), _("Time of one step")),
+                           x_title=_("tokens in the text"), y_titles=(_("MiB (float32)"), _("milliseconds")),
+                           names=(_("with the KV cache"), _("recomputing the whole prefix")))
+
+
+def _measure(lm, ids: list[int], n_prompt: int, where) -> tuple:
+    """Time every step live, redrawing the figure in `where` as the text grows."""
+    timings = []
+    every = max(1, (len(ids) - n_prompt) // FULL_TIMINGS)
+    with caches.COMPUTE:
+        for k, timing in enumerate(time_steps(lm, ids, n_prompt, full_every=every)):
+            timings.append(timing)
+            if k % REDRAW_EVERY == 0 and any(t.full_s is not None for t in timings):
+                with where.container():
+                    show_figure(_figure(timings), key=f"gen_kv_live_{k}", filename="kv_cache")
+    return tuple(timings)
+
+
+def kv_cache_panel(lm, g) -> None:
+    """The expander under a finished generation g."""
+    with st.expander(_("The KV cache: its size, and the time of a step with and without it"),
+                     icon=":material/memory:"):
+        ids = list(g.prompt_ids) + list(g.new_token_ids)
+        n_prompt = len(g.prompt_ids)
+        cfg = lm.config
+        st.caption(_("Each step feeds only the new token; the keys and values of every earlier token come from the "
+                     "cache, {b} per token here ({L} layers × {kv} KV heads × {d} numbers × 2 × 4 bytes). Without "
+                     "the cache the model would have to run the whole text again for every new token.").format(
+            b=format_bytes(2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * 4), L=cfg.n_layers,
+            kv=cfg.n_kv_heads, d=cfg.head_dim))
+        key = ("kv_timing", (lm.source, tuple(ids), n_prompt))
+        timings = caches.caches()["derived"].peek(key)
+        if timings is None:
+            if len(ids) <= n_prompt or not st.button(_("Measure on this machine"), key="gen_kv_measure",
+                                                     icon=":material/timer:"):
+                return
+            live = st.empty()
+            timings = _measure(lm, ids, n_prompt, live)
+            live.empty()
+            caches.caches()["derived"].put(key, timings)
+        show_figure(_figure(list(timings)), key="gen_kv_cache", filename="kv_cache")
+        last = timings[-1]
+        st.caption(_("At {n} tokens one step took {cached:.0f} ms with the cache and {full:.0f} ms recomputing the "
+                     "prefix. Measured live on this server's CPU, shared with everything else it runs: the times "
+                     "are noisy, the trend is not.").format(n=last.length, cached=last.cached_s * 1e3,
+                                                              full=(last.full_s or 0.0) * 1e3))
