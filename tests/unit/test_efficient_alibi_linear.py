@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from model.lessons.alibi import alibi_bias, alibi_slopes, alibi_weight_by_distance, rope_decay
-from model.lessons.kv_heads import kv_cache_bytes_per_token, pool_kv_rows
+from model.lessons.kv_heads import cache_bytes_per_token, kv_cache_bytes_per_token, kv_head_counts, pool_kv_rows
 from model.lessons.linear_attention import (
     cost_per_token,
     elu_feature_map,
@@ -78,6 +78,9 @@ def test_cost_per_token_crosses_where_t_reaches_d():
 
 def test_kv_cache_and_pooling():
     assert kv_cache_bytes_per_token(30, 3, 64) == 2 * 30 * 3 * 64 * 2
+    counts = kv_head_counts(9, 3)
+    assert counts == {"mha": 9, "gqa": 3, "mqa": 1}
+    assert cache_bytes_per_token(30, 64, counts) == {"mha": 69120, "gqa": 23040, "mqa": 7680}
     w = np.arange(12.0).reshape(6, 2)                                       # 3 heads of hd 2 (rows 0-1, 2-3, 4-5)
     np.testing.assert_allclose(pool_kv_rows(w, 3, 1), [[4, 5], [6, 7]])     # mean of rows (0,2,4) and (1,3,5)
     np.testing.assert_allclose(pool_kv_rows(w, 3, 6)[:4], [[0, 1], [2, 3], [0, 1], [2, 3]])  # head 0, twice

@@ -4,7 +4,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.lessons.flash_attention import flash_attention, memory_traffic, softmax_attention
+from model.lessons.flash_attention import (
+    block_history,
+    block_ranges,
+    flash_attention,
+    memory_traffic,
+    softmax_attention,
+    visit_order,
+)
 
 
 def naive_attention(q, k, v):
@@ -61,3 +68,12 @@ def test_memory_traffic_by_hand():
 def test_flash_traffic_grows_slower_than_standard():
     small, big = memory_traffic(256, 64, 64), memory_traffic(4096, 64, 64)
     assert small.flash < small.standard and big.flash / big.standard < small.flash / small.standard
+
+
+def test_visit_order_history_and_ranges():
+    run = flash_attention(np.zeros((40, 4)), np.zeros((40, 4)), np.zeros((40, 4)), 16)
+    assert block_ranges(40, 16) == [range(0, 16), range(16, 32), range(32, 40)]
+    order = visit_order(run, 40, 3)                                 # steps (0,0) (1,0) (2,0) (1,1) so far
+    np.testing.assert_array_equal(order[np.tril_indices(3)], [0, 1, 3, 2, np.nan, np.nan])
+    assert (order[np.triu_indices(3, 1)] == -1).all()
+    assert [(s.q_block, s.k_block) for s in block_history(run, 4)] == [(2, 0), (2, 1)]
