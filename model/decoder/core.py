@@ -105,11 +105,13 @@ class Decoder:
     def final_norm(self, x: torch.Tensor) -> torch.Tensor:
         return self.out_norm(x)
 
-    def run(self, text: str, max_tokens: int = DEFAULT_MAX_TOKENS, allowed: np.ndarray | None = None) -> ForwardTrace:
-        """Tokenize text (cut to max_tokens), run the decoder, and record attention and next-token logits.
+    def run(self, text: str, max_tokens: int | None = None, allowed: np.ndarray | None = None) -> ForwardTrace:
+        """Tokenize text (cut to max_tokens: by default DEFAULT_MAX_TOKENS or the model's context, whichever is
+        smaller), run the decoder, and record attention and next-token logits.
         allowed: [T, T] bool mask for the tokens run (True where query i may attend key j <= i), applied in every
         layer; None is the causal mask."""
-        max_tokens = self.check_max_tokens(max_tokens)
+        max_tokens = self.check_max_tokens(min(DEFAULT_MAX_TOKENS, self.config.max_positions)
+                                           if max_tokens is None else max_tokens)
         if not isinstance(text, str) or not text.strip():
             raise ValueError("The text is empty. Type some text (at least one non-space character) to run the model.")
         all_ids = self.encode(text)
@@ -153,7 +155,7 @@ class Decoder:
         out = np.empty(T - 1, dtype=np.float32)
         targets = torch.tensor(trace.token_ids[1:])                                # [T - 1]
         with torch.inference_mode():
-            hidden = torch.from_numpy(trace.final_hidden)                          # [T, D]
+            hidden = torch.from_numpy(trace.final_hidden.copy())                   # [T, D]
             for start in range(0, T - 1, LOGPROB_ROWS):
                 rows = slice(start, min(start + LOGPROB_ROWS, T - 1))
                 logits = self.lm_head.logits(hidden[rows])                         # [n, V]

@@ -44,7 +44,6 @@ VARIANTS = {
     "gpt2_pre": Variant(pre="gpt-2", q8_embeddings=True, add_bos=False),
 }
 REFUSED = {
-    "rope_freqs": (Variant(extra_tensors={"rope_freqs.weight": np.ones(8, np.float32)}), r"rope_freqs\.weight"),
     "rope_scaling_linear": (Variant(metadata={"add_rope_scaling_type": gguf.RopeScalingType.LINEAR,
                                               "add_rope_scaling_factor": 2.0}),
                             r"llama\.rope\.scaling\.type = 'linear'"),
@@ -53,7 +52,7 @@ REFUSED = {
                           r"llama\.rope\.scaling\.type = 'yarn'"),
     "rope_factor_without_type": (Variant(metadata={"add_rope_scaling_factor": 8.0}), r"rope\.scaling\.factor = 8\.0"),
     "unknown_tensor": (Variant(extra_tensors={"blk.0.attn_q.bias": np.zeros(64, np.float32)}), r"attn_q\.bias"),
-    "unknown_pre_tokenizer": (Variant(pre="qwen2"), r"pre-tokenizer 'qwen2'"),
+    "unknown_pre_tokenizer": (Variant(pre="mystery-pre"), r"pre-tokenizer 'mystery-pre'"),
 }
 BOS_ID = 0  # <|endoftext|> in SmolLM2's vocabulary
 FIRST_MERGE_ID = 252  # SmolLM2: ids 0-16 control tokens, 17-251 single bytes, then one token per merge
