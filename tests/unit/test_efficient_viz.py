@@ -14,7 +14,7 @@ def test_sparse_mask_figure_has_three_states_and_token_axes():
     fig = V.sparse_mask_figure(sink_window(10, 3, 1), TOKENS, title="Sink", x_title="key", y_title="query",
                                names=("kept", "dropped", "future"))
     z = np.array(fig.data[0].z)
-    assert z[9, 0] == 0 and z[9, 2] == 1 and z[9, 9] == 0 and z[0, 1] == 2     # sink kept, middle dropped, future
+    assert z[9, 0] == 0 and z[9, 9] == 0 and z[9, 2] == 1 and z[0, 1] == 2     # sink and diagonal kept, cut, future
     assert fig.layout.xaxis.type == "category" and fig.layout.yaxis.type == "category"
     assert [t.name for t in fig.data[1:]] == ["kept", "dropped", "future"]
 
