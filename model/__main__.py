@@ -25,8 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m model", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("text", help="the text to run the model on")
-    parser.add_argument("--model", metavar="PATH", help="a llama-architecture .gguf file (default: SmolLM2-135M)")
-    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="cut the text to this many tokens")
+    parser.add_argument("--model", metavar="PATH",
+                        help="a .gguf file: llama, qwen2, qwen3 or gpt2 (default: SmolLM2-135M-Instruct)")
+    parser.add_argument("--max-tokens", type=int, default=None,
+                        help=f"cut the text to this many tokens (default: {DEFAULT_MAX_TOKENS} or the model's context)")
     args = parser.parse_args(argv)
     try:
         lm = load_model(args.model)

@@ -84,7 +84,7 @@ def hf_model(t: Tiny):
         cls = {"llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
                "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
                "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM)}[t.arch]
-        extra = {"head_dim": t.head_dim} if t.head_dim else {}
+        extra = {"head_dim": t.head_dim or t.d_model // t.n_heads}
         if t.llama3_rope:
             extra["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                      "high_freq_factor": 4.0, "original_max_position_embeddings": 32}
@@ -186,7 +186,7 @@ def write_tiny(path: Path, t: Tiny, vocab=None, seed: int = 0):
         w.add_rope_freq_base(t.rope_theta)
         w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
         w.add_rope_dimension_count(hd)
-    if t.head_dim:
+    if t.head_dim or t.arch == "qwen3":                                      # convert_hf_to_gguf writes it for qwen3
         w.add_key_length(hd)
         w.add_value_length(hd)
     for method, value in t.metadata.items():
