@@ -11,6 +11,7 @@ from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _schemas as S
 from app_pages import _shell as shell
+from app_pages._i18n import N_, _, ngettext, translated
 from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, show_figure, token_legend
 from model.analysis.block_walk import NEAR_ZERO
 from model.decoder.rope import rope_frequencies
@@ -36,9 +37,9 @@ LENS_K = 5
 TOP_N = 10                          # ablation: the next-token candidates shown
 KV_DTYPE_BYTES = 2                  # KV cache numbers in bf16
 NBSP = "\u00a0"                     # keeps a step's number and name on one line of the map
-STEPS = (("in", "input"), ("norm1", "RMSNorm"), ("qkv", "q k v"), ("rope", "RoPE"), ("scores", "scores"),
-         ("mask", "mask"), ("softmax", "softmax"), ("mix", "Σ a·v"), ("wo", "Wₒ"), ("add1", "+ add"),
-         ("norm2", "RMSNorm"), ("swiglu", "SwiGLU"), ("down", "down"), ("add2", "+ add"))
+STEPS = (("in", N_("input")), ("norm1", "RMSNorm"), ("qkv", "q k v"), ("rope", "RoPE"), ("scores", N_("scores")),
+         ("mask", N_("mask")), ("softmax", "softmax"), ("mix", "Σ a·v"), ("wo", "Wₒ"), ("add1", N_("+ add")),
+         ("norm2", "RMSNorm"), ("swiglu", "SwiGLU"), ("down", N_("down")), ("add2", N_("+ add")))
 ss = st.session_state
 
 
@@ -63,13 +64,14 @@ def step_header(number: int, anchor: str, title: str, formula: str, shape: str) 
 
 
 def steps_map() -> None:
-    st.markdown("**Steps:** " + " → ".join(f"[{i + 1}{NBSP}{name.replace(' ', NBSP)}](#step-{anchor})"
-                                             for i, (anchor, name) in enumerate(STEPS)))
+    st.markdown("**{}** ".format(_("Steps:")) + " → ".join(
+        f"[{i + 1}{NBSP}{_(name).replace(' ', NBSP)}](#step-{anchor})" for i, (anchor, name) in enumerate(STEPS)))
 
 
 def vector_note(x: np.ndarray) -> str:
     big = int(np.argmax(np.abs(x)))
-    return f"‖x‖ = {np.linalg.norm(x):,.1f}, largest |xᵢ| = {abs(float(x[big])):,.1f} (dimension {big})"
+    return _("‖x‖ = {norm}, largest |xᵢ| = {largest} (dimension {dim})").format(
+        norm=f"{np.linalg.norm(x):,.1f}", largest=f"{abs(float(x[big])):,.1f}", dim=big)
 
 
 # --------------------------------------------------------------------------------------------------- tokenization
@@ -85,7 +87,7 @@ def tokens_view(lm, text: str) -> None:
     tok = lm.tokenizer
     pieces = tok.pieces(text)
     if not pieces:
-        st.info("The pre-tokenizer finds nothing to split in this text.", icon=":material/edit_note:")
+        st.info(_("The pre-tokenizer finds nothing to split in this text."), icon=":material/edit_note:")
         return
     follow_text(PIECE, text)
     n_prefix = len(tok.prefix_ids)
@@ -97,8 +99,8 @@ def tokens_view(lm, text: str) -> None:
     chosen = auto if ss.get(PIECE.key) is None else int(ss[PIECE.key])
     ss[PIECE_PICK] = chosen
     labels = [readable_token(p.encode("utf-8", errors="surrogatepass")) for p in pieces]
-    label = (f"The pre-tokenizer splits the text into {len(pieces):,} pieces (BPE never merges across them). "
-             "Click one to tokenize it:")
+    label = _("The pre-tokenizer splits the text into {n} pieces (BPE never merges across them). Click one to "
+              "tokenize it:").format(n=f"{len(pieces):,}")
     if len(pieces) <= PILLS_MAX:
         box = dict(height=PILLS_BOX_PX) if len(pieces) > PILLS_INLINE else {}
         with st.container(border=False, **box):
@@ -113,41 +115,50 @@ def tokens_view(lm, text: str) -> None:
         st.info(str(err), icon=":material/content_cut:")
         return
     if not walk.raw:
-        st.info(f"Piece #{chosen} is only bytes that no token covers (control characters): the tokenizer drops it.",
-                icon=":material/block:")
+        st.info(_("Piece #{piece} is only bytes that no token covers (control characters): the tokenizer drops "
+                  "it.").format(piece=chosen), icon=":material/block:")
         return
     part_labels = [[readable_token(part) for part in step] for step in walk.steps]
     merged_at = [None] + [m.index for m in walk.merges]
-    title = (f"Piece #{chosen} '{plotly_escape(shorten(labels[chosen], 24))}': {len(walk.raw)} bytes → "
-             f"{len(walk.tokens)} token{'s' if len(walk.tokens) != 1 else ''}")
-    show_figure(vi.bpe_merge_figure(walk.steps, part_labels, walk.ids, merged_at, special=walk.special, title=title),
-                key="inside_bpe", filename=f"bpe_piece{chosen}")
+    title = ngettext("Piece #{piece} '{text}': {bytes} bytes → {n} token",
+                     "Piece #{piece} '{text}': {bytes} bytes → {n} tokens", len(walk.tokens)).format(
+        piece=chosen, text=plotly_escape(shorten(labels[chosen], 24)), bytes=len(walk.raw), n=len(walk.tokens))
+    show_figure(vi.bpe_merge_figure(walk.steps, part_labels, walk.ids, merged_at, special=walk.special, title=title,
+                                    words=words()), key="inside_bpe", filename=f"bpe_piece{chosen}")
     if walk.special:
-        st.caption(f"A control token written in the text: the tokenizer matches it whole before splitting, so it is "
-                   f"one id ({walk.tokens[0]}) and is never merged or split.")
+        st.caption(_("A control token written in the text: the tokenizer matches it whole before splitting, so it is "
+                     "one id ({id}) and is never merged or split.").format(id=walk.tokens[0]))
     else:
-        st.caption(f"Row 1: the piece's UTF-8 bytes, each a token of its own (ids 17-251 here). Each next row is one "
-                   f"merge, {len(walk.merges)} in all: of every adjacent pair, BPE joins the one whose joined bytes "
-                   "have the lowest rank in the merge list (here the rank is the new token's id), leftmost on a tie, "
-                   "and stops when no adjacent pair is a token. Red: the part the merge just made.")
+        st.caption(_("Row 1: the piece's UTF-8 bytes, each a token of its own (ids 17-251 here). Each next row is one "
+                     "merge, {n} in all: of every adjacent pair, BPE joins the one whose joined bytes have the lowest "
+                     "rank in the merge list (here the rank is the new token's id), leftmost on a tie, and stops when "
+                     "no adjacent pair is a token. Red: the part the merge just made.").format(n=len(walk.merges)))
     final = walk.steps[-1]
-    st.dataframe(pd.DataFrame({"token": [readable_token(b) for b in final], "id": list(walk.tokens),
-                               "bytes (hex)": [" ".join(f"{b:02X}" for b in part) for part in final]}),
+    st.dataframe(pd.DataFrame({_("token"): [readable_token(b) for b in final], "id": list(walk.tokens),
+                               _("bytes (hex)"): [" ".join(f"{b:02X}" for b in part) for part in final]}),
                  hide_index=True, width="content", key="inside_final_tokens")
     total = len(tok.encode(text)) - n_prefix
-    read = f" The model reads the first {caches.DEFAULT_MAX_TOKENS}." if total > caches.DEFAULT_MAX_TOKENS else ""
-    st.caption(f"The whole text: {len(pieces):,} pieces → {total:,} tokens.{read} The split (SmolLM2's pre-tokenizer): "
-               "a word with its leading space, every digit on its own, runs of punctuation, runs of whitespace; "
-               f"control tokens such as {escape_markdown('<|im_start|>')} whole. tiktoken does the real encoding; "
-               "this walk replays its merge loop and ends on the same tokens.")
+    read = ([_("The model reads the first {n}.").format(n=caches.DEFAULT_MAX_TOKENS)]
+            if total > caches.DEFAULT_MAX_TOKENS else [])
+    st.caption(" ".join([_("The whole text: {pieces} pieces → {tokens} tokens.").format(
+        pieces=f"{len(pieces):,}", tokens=f"{total:,}")] + read + [_(
+            "The split (SmolLM2's pre-tokenizer): a word with its leading space, every digit on its own, runs of "
+            "punctuation, runs of whitespace; control tokens such as {token} whole. tiktoken does the real encoding; "
+            "this walk replays its merge loop and ends on the same tokens.").format(
+        token=escape_markdown("<|im_start|>"))]))
     token_legend(labels)
 
 
 # ----------------------------------------------------------------------------------------------- one block
+def words():
+    """The figures' words in the session's language."""
+    return translated(vi.WORDS)
+
+
 def norm_figure(x: np.ndarray, step, name: str, key: str) -> None:
-    rows = {f"{name} (in)": x, f"{name} / rms   (rms = {step.rms:,.4g})": step.scaled,
-            "weight g (learned, one per dimension)": step.weight, f"out = {name} / rms · g": step.out}
-    show_figure(vi.vectors_figure(rows, row_px=78), key=f"inside_{key}", filename=f"block_{key}")
+    rows = {_("{x} (in)").format(x=name): x, f"{name} / rms   (rms = {step.rms:,.4g})": step.scaled,
+            _("weight g (learned, one per dimension)"): step.weight, f"out = {name} / rms · g": step.out}
+    show_figure(vi.vectors_figure(rows, row_px=78, words=words()), key=f"inside_{key}", filename=f"block_{key}")
 
 
 def block_view(lm, trace) -> None:
@@ -155,173 +166,197 @@ def block_view(lm, trace) -> None:
     layer, head, p = int(ss[S.LAYER.key]), int(ss[S.HEAD.key]), int(ss[S.QUERY.key])
     hide_sink = bool(ss[S.SINK.key])
     tokens, T = trace.tokens, trace.n_tokens
-    controls.query_slider(trace, label="Token to follow")
+    controls.query_slider(trace, label=_("Token to follow"))
     walk = caches.get_block_walk(trace.text, layer, p)
     kv = int(walk.kv_head[head])
     name = f"#{p} {tokens[p]}"
     steps_map()
 
-    step_header(1, "in", "Embedding row" if layer == 0 else "The residual stream in",
+    step_header(1, "in", _("Embedding row") if layer == 0 else _("The residual stream in"),
                 rf"x = E[{walk.token_id}]" if layer == 0 else rf"x = x^{{({layer})}}",
-                f"shape [{cfg.d_model}]")
-    show_figure(vi.vectors_figure({f"x: token {name} entering layer {layer}": walk.x}, row_px=150),
+                _("shape [{d}]").format(d=cfg.d_model))
+    show_figure(vi.vectors_figure({_("x: token {token} entering layer {layer}").format(token=name, layer=layer):
+                                   walk.x}, row_px=150, words=words()),
                 key="inside_x", filename=f"block_L{layer}_x")
     if layer == 0:
-        st.caption(f"The embedding table has one row of {cfg.d_model} numbers per token ({cfg.vocab_size:,} rows); "
-                   f"this is row {walk.token_id}, token {tok_md(tokens[p])}. {vector_note(walk.x)}."
-                   + (" The same table, transposed, is the output layer (tied embeddings)."
-                      if cfg.tied_embeddings else ""))
+        st.caption(" ".join([_("The embedding table has one row of {d} numbers per token ({vocab} rows); this is row "
+                               "{row}, token {token}. {note}.").format(
+            d=cfg.d_model, vocab=f"{cfg.vocab_size:,}", row=walk.token_id, token=tok_md(tokens[p]),
+            note=vector_note(walk.x))] + ([_("The same table, transposed, is the output layer (tied embeddings).")]
+                                          if cfg.tied_embeddings else [])))
     else:
-        st.caption(f"The embedding of token {tok_md(tokens[p])} plus all that layers 0-{layer - 1} have added to it. "
-                   f"{vector_note(walk.x)}. Every block reads this stream and adds to it; nothing overwrites it.")
+        st.caption(_("The embedding of token {token} plus all that layers 0-{last} have added to it. {note}. Every "
+                     "block reads this stream and adds to it; nothing overwrites it.").format(
+            token=tok_md(tokens[p]), last=layer - 1, note=vector_note(walk.x)))
 
-    step_header(2, "norm1", "RMSNorm", r"\hat x = \frac{x}{\sqrt{\frac{1}{d}\sum_i x_i^2 + \epsilon}} \odot g",
+    step_header(2, "norm1", _("RMSNorm"), r"\hat x = \frac{x}{\sqrt{\frac{1}{d}\sum_i x_i^2 + \epsilon}} \odot g",
                 f"[{cfg.d_model}] → [{cfg.d_model}], ε = {cfg.norm_eps:g}")
     norm_figure(walk.x, walk.attn_norm, "x", "norm1")
-    sink = (f" **This is position 0:** its RMS here is {walk.attn_norm.rms:,.1f}." if p == 0 else "")
-    st.caption("Divide by the root mean square, then scale each dimension by a learned weight. LayerNorm would also "
-               "subtract the mean and add a bias; RMSNorm skips both (one statistic, no bias) and works as well. "
-               "**Pre-norm:** the block normalizes what it *reads*, never the stream itself (post-norm, the 2017 "
-               "Transformer, normalized after each add), so the stream can grow: at position 0 a few dimensions "
-               "reach ~22,500 from layer 12 on. Divided by its huge RMS, position 0's vector is then almost the same "
-               "whatever the text: a fixed key the heads learn to park attention on when nothing else is relevant, "
-               f"the **attention sink**.{sink}")
+    st.caption(" ".join([_(
+        "Divide by the root mean square, then scale each dimension by a learned weight. LayerNorm would also "
+        "subtract the mean and add a bias; RMSNorm skips both (one statistic, no bias) and works as well. "
+        "**Pre-norm:** the block normalizes what it *reads*, never the stream itself (post-norm, the 2017 "
+        "Transformer, normalized after each add), so the stream can grow: at position 0 a few dimensions reach "
+        "~22,500 from layer 12 on. Divided by its huge RMS, position 0's vector is then almost the same whatever the "
+        "text: a fixed key the heads learn to park attention on when nothing else is relevant, the **attention "
+        "sink**.")] + ([_("**This is position 0:** its RMS here is {rms}.").format(rms=f"{walk.attn_norm.rms:,.1f}")]
+                      if p == 0 else [])))
 
-    step_header(3, "qkv", "Queries, keys and values (GQA)",
+    step_header(3, "qkv", _("Queries, keys and values (GQA)"),
                 r"q = W_q \hat x,\quad k = W_k \hat x,\quad v = W_v \hat x",
-                f"q [{cfg.n_heads} × {cfg.head_dim}], k and v [{cfg.n_kv_heads} × {cfg.head_dim}] per token")
-    show_figure(vi.gqa_figure(cfg.n_heads, cfg.n_kv_heads, selected=head), key="inside_gqa", filename="gqa_mapping")
-    show_figure(vi.qkv_figure(walk.q, walk.k[:, p], walk.v[:, p], walk.kv_head, selected=head),
+                _("q [{heads} × {d}], k and v [{kv} × {d}] per token").format(heads=cfg.n_heads, d=cfg.head_dim,
+                                                                              kv=cfg.n_kv_heads))
+    show_figure(vi.gqa_figure(cfg.n_heads, cfg.n_kv_heads, selected=head, words=words()), key="inside_gqa",
+                filename="gqa_mapping")
+    show_figure(vi.qkv_figure(walk.q, walk.k[:, p], walk.v[:, p], walk.kv_head, selected=head, words=words()),
                 key="inside_qkv", filename=f"block_L{layer}_qkv")
     per_token = 2 * cfg.n_layers * cfg.head_dim * KV_DTYPE_BYTES           # bytes per KV head per token
     cache = {name_: per_token * n for name_, n in (("GQA", cfg.n_kv_heads), ("MHA", cfg.n_heads), ("MQA", 1))}
-    st.caption(f"{cfg.n_heads} query heads share {cfg.n_kv_heads} key/value heads: head h reads KV head "
-               f"h // {cfg.group_size} (head {head} reads KV head {kv}, outlined). The KV cache keeps k and v of "
-               f"every earlier token: {format_bytes(cache['GQA'])} per token in bf16 here, against "
-               f"{format_bytes(cache['MHA'])} with one KV head per query head (MHA) and {format_bytes(cache['MQA'])} "
-               f"with a single shared one (MQA); at the full {cfg.max_positions:,}-token context "
-               f"{format_bytes(cache['GQA'] * cfg.max_positions)} instead of "
-               f"{format_bytes(cache['MHA'] * cfg.max_positions)}.")
+    st.caption(_("{heads} query heads share {kv_heads} key/value heads: head h reads KV head h // {group} (head "
+                 "{head} reads KV head {kv}, outlined). The KV cache keeps k and v of every earlier token: {gqa} per "
+                 "token in bf16 here, against {mha} with one KV head per query head (MHA) and {mqa} with a single "
+                 "shared one (MQA); at the full {context}-token context {gqa_all} instead of {mha_all}.").format(
+        heads=cfg.n_heads, kv_heads=cfg.n_kv_heads, group=cfg.group_size, head=head, kv=kv,
+        gqa=format_bytes(cache["GQA"]), mha=format_bytes(cache["MHA"]), mqa=format_bytes(cache["MQA"]),
+        context=f"{cfg.max_positions:,}", gqa_all=format_bytes(cache["GQA"] * cfg.max_positions),
+        mha_all=format_bytes(cache["MHA"] * cfg.max_positions)))
 
     thetas = rope_frequencies(cfg.head_dim, cfg.rope_theta)
     half, base = cfg.head_dim // 2, f"{cfg.rope_theta:,.0f}".replace(",", "{,}")
-    step_header(4, "rope", "RoPE: rotate by position",
+    step_header(4, "rope", _("RoPE: rotate by position"),
                 rf"(q_i,\, q_{{i+{half}}}) \mapsto R(p\,\theta_i)\,(q_i,\, q_{{i+{half}}}),\quad "
                 rf"\theta_i = {base}^{{-2i/{cfg.head_dim}}}",
-                f"q [{cfg.n_heads} × {cfg.head_dim}] and k [{cfg.n_kv_heads} × {T} × {cfg.head_dim}]: same shapes")
-    show_figure(vi.rope_figure(walk.q[head], walk.q_rot[head], p * thetas,
-                               title=f"Head {head}'s query at position {p}"),
+                _("q [{heads} × {d}] and k [{kv} × {T} × {d}]: same shapes").format(
+                    heads=cfg.n_heads, d=cfg.head_dim, kv=cfg.n_kv_heads, T=T))
+    show_figure(vi.rope_figure(walk.q[head], walk.q_rot[head], p * thetas, words=words(),
+                               title=_("Head {head}'s query at position {p}").format(head=head, p=p)),
                 key="inside_rope", filename=f"block_L{layer}_H{head}_rope")
-    st.caption(f"Each of the {cfg.head_dim // 2} pairs of dimensions is turned by its own angle, position × θᵢ: "
-               "fast pairs spin, slow pairs barely move. Keys are turned the same way, so the score between a "
-               "query and a key depends on how far apart they are, not where they sit."
-               + (" Position 0 is not turned at all." if p == 0 else ""))
-    st.page_link("app_pages/positional.py", label="More on RoPE: Positional encodings (tab: RoPE inside the model)",
+    st.caption(" ".join([_("Each of the {n} pairs of dimensions is turned by its own angle, position × θᵢ: fast pairs "
+                           "spin, slow pairs barely move. Keys are turned the same way, so the score between a query "
+                           "and a key depends on how far apart they are, not where they sit.").format(
+        n=cfg.head_dim // 2)] + ([_("Position 0 is not turned at all.")] if p == 0 else [])))
+    st.page_link("app_pages/positional.py", label=_("More on RoPE: Positional encodings (tab: RoPE inside the model)"),
                  icon=":material/waves:")
 
-    step_header(5, "scores", "Scores: query · key",
+    step_header(5, "scores", _("Scores: query · key"),
                 rf"s_j = \frac{{q_{{\mathrm{{rot}}}} \cdot k_{{\mathrm{{rot}},\,j}}}}{{\sqrt{{{cfg.head_dim}}}}}",
-                f"[{cfg.n_heads} × {T}]: one score per head and key")
+                _("[{heads} × {T}]: one score per head and key").format(heads=cfg.n_heads, T=T))
     if T == 1:
-        st.info("A one-token text has no other keys: the token's only key is itself.", icon=":material/looks_one:")
+        st.info(_("A one-token text has no other keys: the token's only key is itself."), icon=":material/looks_one:")
     else:
-        show_figure(vi.scores_figure(walk.scores[head], walk.mask, tokens,
-                                     title=f"Head {head}: query {plotly_escape(shorten(name, 20))} against every key"),
+        show_figure(vi.scores_figure(walk.scores[head], walk.mask, tokens, words=words(),
+                                     title=_("Head {head}: query {token} against every key").format(
+                                         head=head, token=plotly_escape(shorten(name, 20)))),
                     key="inside_scores", filename=f"block_L{layer}_H{head}_scores")
         allowed = walk.scores[head][walk.mask]
         best = int(np.argmax(np.where(walk.mask, walk.scores[head], -np.inf)))
-        st.caption(f"Head {head} reads KV head {kv}. Among the keys it may see, the highest score is key "
-                   f"{tok_md(f'#{best} {tokens[best]}')} ({allowed.max():.2f})"
-                   + ("; grey: future keys, computed but about to be masked." if p < T - 1 else "."))
+        values = dict(head=head, kv=kv, key=tok_md(f"#{best} {tokens[best]}"), score=f"{allowed.max():.2f}")
+        st.caption((_("Head {head} reads KV head {kv}. Among the keys it may see, the highest score is key {key} "
+                      "({score}); grey: future keys, computed but about to be masked.") if p < T - 1 else
+                    _("Head {head} reads KV head {kv}. Among the keys it may see, the highest score is key {key} "
+                      "({score}).")).format(**values))
 
     future = T - 1 - p
-    step_header(6, "mask", "Causal mask", r"s_j \leftarrow -\infty \quad \text{for } j > i",
-                f"[{T}] allowed keys: {p + 1}, masked: {future}")
-    st.markdown("This is the last token: every key is in its past, so the mask removes nothing here. Pick an earlier "
-                "token to see it work." if future == 0 else
-                f"The {future} key{'s' if future != 1 else ''} after this token (grey above) get −∞, so after the "
-                "softmax their weight is exactly 0: a token never sees the future.")
-    st.page_link("app_pages/causal_mask.py", label="The mask for every token: Causal mask",
+    step_header(6, "mask", _("Causal mask"), r"s_j \leftarrow -\infty \quad \text{for } j > i",
+                _("[{T}] allowed keys: {allowed}, masked: {masked}").format(T=T, allowed=p + 1, masked=future))
+    st.markdown(_("This is the last token: every key is in its past, so the mask removes nothing here. Pick an "
+                  "earlier token to see it work.") if future == 0 else
+                ngettext("The {n} key after this token (grey above) gets −∞, so after the softmax its weight is "
+                         "exactly 0: a token never sees the future.",
+                         "The {n} keys after this token (grey above) get −∞, so after the softmax their weight is "
+                         "exactly 0: a token never sees the future.", future).format(n=future))
+    st.page_link("app_pages/causal_mask.py", label=_("The mask for every token: Causal mask"),
                  icon=":material/change_history:")
 
-    step_header(7, "softmax", "Softmax: attention weights", r"a_j = \frac{e^{s_j}}{\sum_{k \le i} e^{s_k}}",
-                f"[{cfg.n_heads} × {T}], each row sums to 1")
+    step_header(7, "softmax", _("Softmax: attention weights"), r"a_j = \frac{e^{s_j}}{\sum_{k \le i} e^{s_k}}",
+                _("[{heads} × {T}], each row sums to 1").format(heads=cfg.n_heads, T=T))
     if p == 0:
-        st.info("Token 0 has no earlier keys: its only key is itself, so every head gives it weight 1.",
+        st.info(_("Token 0 has no earlier keys: its only key is itself, so every head gives it weight 1."),
                 icon=":material/looks_one:")
     else:
         rows = np.array(walk.pattern, dtype=np.float32)                                    # [H, T]
         if hide_sink:
             rows[:, 0] = np.nan
             rows /= np.nansum(rows, axis=-1, keepdims=True)
+        where = (_("Layer {layer}: where {token} looks (sink hidden)") if hide_sink else
+                 _("Layer {layer}: where {token} looks")).format(layer=layer, token=plotly_escape(shorten(name, 20)))
         show_figure(query_heads_heatmap(rows, tokens, p, selected=head, sink_hidden=hide_sink, max_labels=24,
-                                        title=f"Layer {layer}: where {plotly_escape(shorten(name, 20))} looks"
-                                              f"{' (sink hidden)' if hide_sink else ''}"),
+                                        title=where, words=words().attention),
                     key="inside_softmax", filename=f"block_L{layer}_pattern_q{p}")
         share = float(walk.pattern[:, 0].mean())
-        st.caption(f"One row per head. Head {head} puts {walk.pattern[head, 0]:.0%} on token 0; all heads "
-                   f"{share:.0%} on average" + (" (the sink: switch on **Hide attention sink** to see the rest)."
-                                                if share > 0.5 and not hide_sink else "."))
-    st.page_link("app_pages/softmax.py", label="Softmax and temperature", icon=":material/thermostat:")
+        values = dict(head=head, mine=f"{walk.pattern[head, 0]:.0%}", share=f"{share:.0%}")
+        st.caption((_("One row per head. Head {head} puts {mine} on token 0; all heads {share} on average (the sink: "
+                      "switch on **Hide attention sink** to see the rest).") if share > 0.5 and not hide_sink else
+                    _("One row per head. Head {head} puts {mine} on token 0; all heads {share} on average.")).format(
+            **values))
+    st.page_link("app_pages/softmax.py", label=_("Softmax and temperature"), icon=":material/thermostat:")
 
-    step_header(8, "mix", "Weighted sum of the values", r"o_h = \sum_{j \le i} a_{h,j}\, v_{g(h),\,j}",
+    step_header(8, "mix", _("Weighted sum of the values"), r"o_h = \sum_{j \le i} a_{h,j}\, v_{g(h),\,j}",
                 f"[{cfg.n_heads} × {cfg.head_dim}]")
-    show_figure(vi.head_rows_figure(walk.mixed, [f"head {h}" for h in range(cfg.n_heads)], selected=head,
-                                    xlabel="dimension within the head"),
+    show_figure(vi.head_rows_figure(walk.mixed, [_("head {head}").format(head=h) for h in range(cfg.n_heads)],
+                                    selected=head, xlabel=_("dimension within the head"), words=words()),
                 key="inside_mix", filename=f"block_L{layer}_mixed")
-    st.caption("Each head's output is the average of the values it attends to, weighted by its attention: a head "
-               "that looks only at token 0 copies token 0's value.")
+    st.caption(_("Each head's output is the average of the values it attends to, weighted by its attention: a head "
+                 "that looks only at token 0 copies token 0's value."))
 
     norms = np.linalg.norm(walk.head_out, axis=1)
-    step_header(9, "wo", "Output projection",
+    step_header(9, "wo", _("Output projection"),
                 rf"\mathrm{{attn}} = W_o\,[o_0; \dots; o_{{{cfg.n_heads - 1}}}] = \sum_h W_o^{{(h)}} o_h",
                 f"[{cfg.n_heads * cfg.head_dim}] → [{cfg.d_model}]")
-    show_figure(vi.head_rows_figure(walk.head_out, [f"head {h} (‖·‖ {norms[h]:.3g})" for h in range(cfg.n_heads)],
-                                    selected=head, xlabel="dimension of the residual stream"),
+    show_figure(vi.head_rows_figure(walk.head_out, [_("head {head}").format(head=h) + f" (‖·‖ {norms[h]:.3g})"
+                                                    for h in range(cfg.n_heads)],
+                                    selected=head, xlabel=_("dimension of the residual stream"), words=words()),
                 key="inside_wo", filename=f"block_L{layer}_head_out")
-    st.caption(f"Each row is what one head writes into the stream (its slice of Wₒ times its output); the rows add "
-               f"up to the attention output (‖attn‖ = {np.linalg.norm(walk.attn_out):,.2f}). The largest write here: "
-               f"head {int(np.argmax(norms))}.")
+    st.caption(_("Each row is what one head writes into the stream (its slice of Wₒ times its output); the rows add "
+                 "up to the attention output (‖attn‖ = {norm}). The largest write here: head {head}.").format(
+        norm=f"{np.linalg.norm(walk.attn_out):,.2f}", head=int(np.argmax(norms))))
 
-    step_header(10, "add1", "Residual add", r"x' = x + \mathrm{attn}", f"[{cfg.d_model}]")
-    show_figure(vi.vectors_figure({"x (stream in)": walk.x, "+ attn": walk.attn_out, "= x'": walk.mid}, row_px=80),
+    step_header(10, "add1", _("Residual add"), r"x' = x + \mathrm{attn}", f"[{cfg.d_model}]")
+    show_figure(vi.vectors_figure({_("x (stream in)"): walk.x, "+ attn": walk.attn_out, "= x'": walk.mid}, row_px=80,
+                                  words=words()),
                 key="inside_add1", filename=f"block_L{layer}_add1")
-    st.caption(f"‖x‖ = {np.linalg.norm(walk.x):,.1f}, ‖attn‖ = {np.linalg.norm(walk.attn_out):,.1f}, "
-               f"‖x'‖ = {np.linalg.norm(walk.mid):,.1f}: attention adds to the stream, it does not replace it.")
+    st.caption(_("‖x‖ = {x}, ‖attn‖ = {attn}, ‖x'‖ = {mid}: attention adds to the stream, it does not replace "
+                 "it.").format(x=f"{np.linalg.norm(walk.x):,.1f}", attn=f"{np.linalg.norm(walk.attn_out):,.1f}",
+                               mid=f"{np.linalg.norm(walk.mid):,.1f}"))
 
-    step_header(11, "norm2", "RMSNorm again", r"\hat x' = \frac{x'}{\mathrm{rms}(x')} \odot g'",
+    step_header(11, "norm2", _("RMSNorm again"), r"\hat x' = \frac{x'}{\mathrm{rms}(x')} \odot g'",
                 f"[{cfg.d_model}] → [{cfg.d_model}]")
     norm_figure(walk.mid, walk.mlp_norm, "x'", "norm2")
-    st.caption("The same operation with the MLP's own weight g'. Again only what the MLP reads is normalized.")
+    st.caption(_("The same operation with the MLP's own weight g'. Again only what the MLP reads is normalized."))
 
     share = walk.near_zero_share()
-    step_header(12, "swiglu", "SwiGLU: gate, SiLU, up",
+    step_header(12, "swiglu", _("SwiGLU: gate, SiLU, up"),
                 r"h = \mathrm{SiLU}(W_g \hat x') \odot (W_u \hat x'),\quad \mathrm{SiLU}(z) = z\,\sigma(z)",
                 f"[{cfg.d_model}] → gate, up [{cfg.d_ff}] → h [{cfg.d_ff}]")
-    show_figure(vi.silu_figure(walk.gate, walk.act, near_zero=NEAR_ZERO,
-                               title=f"{cfg.d_ff:,} gates: {share:.0%} nearly closed"),
+    show_figure(vi.silu_figure(walk.gate, walk.act, near_zero=NEAR_ZERO, words=words(),
+                               title=_("{n} gates: {share} nearly closed").format(n=f"{cfg.d_ff:,}",
+                                                                                 share=f"{share:.0%}")),
                 key="inside_silu", filename=f"block_L{layer}_silu")
     show_figure(vi.vectors_figure({"gate = W_g x̂'": walk.gate, "SiLU(gate)": walk.act, "up = W_u x̂'": walk.up,
-                                   "h = SiLU(gate) · up": walk.product}, row_px=70, xlabel="channel"),
+                                   "h = SiLU(gate) · up": walk.product}, row_px=70, xlabel=_("channel"),
+                                  words=words()),
                 key="inside_mlp", filename=f"block_L{layer}_swiglu")
-    st.caption(f"{share:.0%} of the {cfg.d_ff:,} channels have |SiLU(gate)| < {NEAR_ZERO:g}: the gate (mostly "
-               "negative values, squashed towards 0 by SiLU) shuts them, whatever *up* says. A GPT-2 MLP is "
-               "W₂ GELU(W₁x): two matrices and d_ff = 4d. SwiGLU multiplies a gated branch by a second one (three "
-               f"matrices) and uses a smaller d_ff ({cfg.d_ff:,} = {cfg.d_ff / cfg.d_model:.2f} d) for about the "
-               "same parameter count.")
+    st.caption(_("{share} of the {n} channels have |SiLU(gate)| < {limit}: the gate (mostly negative values, squashed "
+                 "towards 0 by SiLU) shuts them, whatever *up* says. A GPT-2 MLP is W₂ GELU(W₁x): two matrices and "
+                 "d_ff = 4d. SwiGLU multiplies a gated branch by a second one (three matrices) and uses a smaller "
+                 "d_ff ({d_ff} = {ratio} d) for about the same parameter count.").format(
+        share=f"{share:.0%}", n=f"{cfg.d_ff:,}", limit=f"{NEAR_ZERO:g}", d_ff=f"{cfg.d_ff:,}",
+        ratio=f"{cfg.d_ff / cfg.d_model:.2f}"))
 
-    step_header(13, "down", "Down projection", r"\mathrm{mlp} = W_d\, h", f"[{cfg.d_ff}] → [{cfg.d_model}]")
-    show_figure(vi.vectors_figure({"mlp = W_d h": walk.mlp_out}, row_px=130), key="inside_down",
+    step_header(13, "down", _("Down projection"), r"\mathrm{mlp} = W_d\, h", f"[{cfg.d_ff}] → [{cfg.d_model}]")
+    show_figure(vi.vectors_figure({"mlp = W_d h": walk.mlp_out}, row_px=130, words=words()), key="inside_down",
                 filename=f"block_L{layer}_down")
     st.caption(f"‖mlp‖ = {np.linalg.norm(walk.mlp_out):,.2f}.")
 
     last = layer == cfg.n_layers - 1
-    step_header(14, "add2", "Residual add", rf"x^{{({layer + 1})}} = x' + \mathrm{{mlp}}", f"[{cfg.d_model}]")
-    show_figure(vi.vectors_figure({"x'": walk.mid, "+ mlp": walk.mlp_out, "= stream out": walk.out}, row_px=80),
+    step_header(14, "add2", _("Residual add"), rf"x^{{({layer + 1})}} = x' + \mathrm{{mlp}}", f"[{cfg.d_model}]")
+    show_figure(vi.vectors_figure({"x'": walk.mid, "+ mlp": walk.mlp_out, _("= stream out"): walk.out}, row_px=80,
+                                  words=words()),
                 key="inside_add2", filename=f"block_L{layer}_add2")
     st.caption(f"‖out‖ = {np.linalg.norm(walk.out):,.1f}. "
-               + ("This is the last layer: the final RMSNorm and the output layer read this vector to predict the "
-                  "next token (see Logit lens)." if last else f"Layer {layer + 1} reads this vector next."))
+               + (_("This is the last layer: the final RMSNorm and the output layer read this vector to predict the "
+                    "next token (see Logit lens).") if last else
+                  _("Layer {layer} reads this vector next.").format(layer=layer + 1)))
     token_legend(tokens)
 
 
@@ -329,24 +364,27 @@ def block_view(lm, trace) -> None:
 def stream_view(lm, trace) -> None:
     p = int(ss[S.QUERY.key])
     tokens = trace.tokens
-    controls.query_slider(trace, label="Position")
+    controls.query_slider(trace, label=_("Position"))
     norms = caches.get_residual_norms(trace.text)
-    show_figure(vi.norms_heatmap(norms.resid, tokens, position=p, title="The residual stream's norm, layer by layer"),
+    show_figure(vi.norms_heatmap(norms.resid, tokens, position=p, words=words(),
+                                 title=_("The residual stream's norm, layer by layer")),
                 key="inside_norms", filename="residual_norms")
     big = float(norms.resid[:, 0].max())
     rest = float(np.median(norms.resid[:, 1:])) if trace.n_tokens > 1 else float("nan")
-    st.caption(f"Rows: the stream after the embedding and after each layer; columns: positions (log colour scale). "
-               f"Position 0 reaches a norm of {big:,.0f}"
-               + (f", against a median of {rest:,.0f} elsewhere: the blow-up the attention sink rides on."
-                  if trace.n_tokens > 1 else "."))
-    show_figure(vi.norm_lines(norms.resid, p, tokens, title="Norm after every layer"),
+    st.caption((_("Rows: the stream after the embedding and after each layer; columns: positions (log colour scale). "
+                  "Position 0 reaches a norm of {big}, against a median of {rest} elsewhere: the blow-up the "
+                  "attention sink rides on.") if trace.n_tokens > 1 else
+                _("Rows: the stream after the embedding and after each layer; columns: positions (log colour scale). "
+                  "Position 0 reaches a norm of {big}.")).format(big=f"{big:,.0f}", rest=f"{rest:,.0f}"))
+    show_figure(vi.norm_lines(norms.resid, p, tokens, title=_("Norm after every layer"), words=words()),
                 key="inside_norm_lines", filename=f"residual_norm_lines_q{p}")
-    show_figure(vi.layer_bars({"attention adds": norms.attn[:, p], "MLP adds": norms.mlp[:, p]}, log=True,
-                              ytitle="norm (log scale)",
-                              title=f"What each layer adds at {plotly_escape(shorten(f'#{p} {tokens[p]}', 20))}"),
+    show_figure(vi.layer_bars({_("attention adds"): norms.attn[:, p], _("MLP adds"): norms.mlp[:, p]}, log=True,
+                              ytitle=_("norm (log scale)"), words=words(),
+                              title=_("What each layer adds at {token}").format(
+                                  token=plotly_escape(shorten(f"#{p} {tokens[p]}", 20)))),
                 key="inside_contributions", filename=f"residual_contributions_q{p}")
-    st.caption("The size of each layer's attention output and MLP output at this position: the two terms every block "
-               "adds to the stream.")
+    st.caption(_("The size of each layer's attention output and MLP output at this position: the two terms every "
+                 "block adds to the stream."))
     token_legend(tokens)
 
 
@@ -360,30 +398,36 @@ def lens_window_start(p: int, T: int, width: int = LENS_WINDOW) -> int:
 def lens_view(lm, trace) -> None:
     p = int(ss[S.QUERY.key])
     tokens, T = trace.tokens, trace.n_tokens
-    controls.query_slider(trace, label="Position")
+    controls.query_slider(trace, label=_("Position"))
     start = lens_window_start(p, T)
-    with st.spinner("Reading the stream through the output layer after every layer…"):
+    with st.spinner(_("Reading the stream through the output layer after every layer…")):
         top = caches.get_lens_window(trace.text, start, LENS_WINDOW, LENS_K)
     labels = np.array(lm.token_strings(top.ids.ravel().tolist()), dtype=object).reshape(top.ids.shape)
     col = p - start
     where = plotly_escape(shorten(f"#{p} {tokens[p]}", 20))
     show_figure(vi.lens_top_figure(labels[:, col].tolist(), top.probs[:, col],
-                                   title=f"After {where}: the top {LENS_K} if the model stopped here"),
+                                   words=words(), title=_("After {token}: the top {k} if the model stopped "
+                                                          "here").format(token=where, k=LENS_K)),
                 key="inside_lens_top", filename=f"logit_lens_q{p}")
     final = labels[-1, col, 0]
     first = next((r for r in range(labels.shape[0]) if labels[r, col, 0] == final), labels.shape[0] - 1)
-    st.caption("Each row reads the residual stream after that layer through the model's own final RMSNorm and output "
-               f"layer (row 'emb': the embedding alone; the last row is the real prediction). The final top token, "
-               f"{tok_md(final)}, is first on top "
-               + ("at the embedding." if first == 0 else f"after layer {first - 1}."))
+    st.caption((_("Each row reads the residual stream after that layer through the model's own final RMSNorm and "
+                  "output layer (row 'emb': the embedding alone; the last row is the real prediction). The final top "
+                  "token, {token}, is first on top at the embedding.") if first == 0 else
+                _("Each row reads the residual stream after that layer through the model's own final RMSNorm and "
+                  "output layer (row 'emb': the embedding alone; the last row is the real prediction). The final top "
+                  "token, {token}, is first on top after layer {layer}.")).format(token=tok_md(final),
+                                                                                layer=first - 1))
     positions = top.positions.tolist()
     show_figure(vi.lens_grid_figure(labels[:, :, 0].tolist(), top.probs[:, :, 0], [tokens[q] for q in positions],
-                                    positions, chosen=p,
-                                    title=f"Top-1 prediction at positions {positions[0]}-{positions[-1]}"),
+                                    positions, chosen=p, words=words(),
+                                    title=_("Top-1 prediction at positions {first}-{last}").format(
+                                        first=positions[0], last=positions[-1])),
                 key="inside_lens_grid", filename=f"logit_lens_grid_{positions[0]}_{positions[-1]}")
-    st.caption(f"Columns: the input tokens {positions[0]}-{positions[-1]} (the chosen one outlined); each cell: the "
-               "token predicted next if the model stopped after that layer, coloured by its probability. Early "
-               "layers mostly echo the input token; the answer forms in the upper half.")
+    st.caption(_("Columns: the input tokens {first}-{last} (the chosen one outlined); each cell: the token predicted "
+                 "next if the model stopped after that layer, coloured by its probability. Early layers mostly echo "
+                 "the input token; the answer forms in the upper half.").format(first=positions[0],
+                                                                                 last=positions[-1]))
     token_legend([tokens[q] for q in positions] + labels.ravel().tolist())
 
 
@@ -413,54 +457,57 @@ def heads_view(lm, trace) -> None:
     names = dict(zip(options[1:], lm.token_strings(options[1:]), strict=True))
     ss[TARGET_PICK] = AUTO if chosen is None else target
     last = plotly_escape(shorten(f"#{trace.n_tokens - 1} {trace.tokens[-1]}", 20))
-    st.selectbox("Explain the logit of", options, key=TARGET_PICK, width=330, on_change=controls.follow_pick,
+    st.selectbox(_("Explain the logit of"), options, key=TARGET_PICK, width=330, on_change=controls.follow_pick,
                  args=(TARGET_PICK, TARGET.key, AUTO),
-                 format_func=lambda i: (f"the top prediction: {names[top_ids[0]]}" if i == AUTO else
-                                        f"{names[i]} (id {i}, p = {before[i]:.1%})"),
-                 help="The next token whose logit (after the last token) is split into every head's share.")
+                 format_func=lambda i: (_("the top prediction: {token}").format(token=names[top_ids[0]]) if i == AUTO
+                                        else f"{names[i]} (id {i}, p = {before[i]:.1%})"),
+                 help=_("The next token whose logit (after the last token) is split into every head's share."))
     attr = caches.get_logit_attribution(text, target)
     off = tuple(int(i) for i in ss.get(OFF.key) or ())
     pairs = [divmod(i, cfg.n_heads) for i in off]
-    fig = vi.attribution_figure(attr.heads, off=pairs,
-                                title=f"Each head's direct push on '{plotly_escape(shorten(names[target], 16))}' "
-                                      f"after {last}")
+    fig = vi.attribution_figure(attr.heads, off=pairs, words=words(),
+                                title=_("Each head's direct push on '{token}' after {last}").format(
+                                    token=plotly_escape(shorten(names[target], 16)), last=last))
     show_figure(fig, key=ATTRIBUTION_CHART, filename=f"logit_attribution_{target}", on_select=attribution_clicked,
                 selection_mode="points")
     order = np.argsort(-np.abs(attr.heads).ravel())[:3]
     strongest = ", ".join(f"L{i // cfg.n_heads} H{i % cfg.n_heads} ({attr.heads.ravel()[i]:+z.2f})" for i in order)
-    st.caption(f"Logit of {tok_md(names[target])} = {attr.logit:.2f} = embedding {attr.embedding:+z.2f} + all heads "
-               f"{attr.heads.sum():+z.2f} + all MLPs {attr.mlps.sum():+z.2f}. Each part is read through the final "
-               f"RMSNorm's real scale (1/rms = {attr.inv_rms:.3g}), so the parts add up exactly. Red pushes the token "
-               f"up, blue down; strongest: {strongest}. *Direct* only: what a head changes in later layers is not "
-               "counted. Click a head to switch it off below.")
-    show_figure(vi.layer_bars({"all heads of the layer": attr.heads.sum(axis=1), "MLP": attr.mlps},
-                              ytitle="logit contribution", title="By layer", height=260),
+    st.caption(_("Logit of {token} = {logit} = embedding {embedding} + all heads {heads} + all MLPs {mlps}. Each part "
+                 "is read through the final RMSNorm's real scale (1/rms = {scale}), so the parts add up exactly. Red "
+                 "pushes the token up, blue down; strongest: {strongest}. *Direct* only: what a head changes in later "
+                 "layers is not counted. Click a head to switch it off below.").format(
+        token=tok_md(names[target]), logit=f"{attr.logit:.2f}", embedding=f"{attr.embedding:+z.2f}",
+        heads=f"{attr.heads.sum():+z.2f}", mlps=f"{attr.mlps.sum():+z.2f}", scale=f"{attr.inv_rms:.3g}",
+        strongest=strongest))
+    show_figure(vi.layer_bars({_("all heads of the layer"): attr.heads.sum(axis=1), "MLP": attr.mlps},
+                              ytitle=_("logit contribution"), title=_("By layer"), height=260, words=words()),
                 key="inside_attr_layers", filename=f"logit_attribution_layers_{target}")
 
-    st.subheader("Switch heads off", anchor="ablation")
+    st.subheader(_("Switch heads off"), anchor="ablation")
     ss[OFF_PICK] = list(off)
-    st.multiselect("Heads switched off (their output set to zero)", list(range(cfg.n_layers * cfg.n_heads)),
+    st.multiselect(_("Heads switched off (their output set to zero)"), list(range(cfg.n_layers * cfg.n_heads)),
                    key=OFF_PICK, on_change=controls.follow_pick, args=(OFF_PICK, OFF.key, None),
                    max_selections=S.MAX_ABLATED,
                    format_func=lambda i: f"L{i // cfg.n_heads} H{i % cfg.n_heads}",
-                   placeholder="Pick heads, or click them in the grid above",
-                   help="The model runs again with these heads adding nothing to the stream.")
-    with st.spinner("Running the model without those heads…"):
+                   placeholder=_("Pick heads, or click them in the grid above"),
+                   help=_("The model runs again with these heads adding nothing to the stream."))
+    with st.spinner(_("Running the model without those heads…")):
         after = caches.get_ablated_probs(text, tuple(pairs))
     shown = top_ids + [int(i) for i in np.argsort(-after, kind="stable")[:TOP_N] if int(i) not in top_ids]
     labels = lm.token_strings(shown)
-    title = (f"Next token after {last}: " + (f"{len(off)} head{'s' if len(off) != 1 else ''} off" if off
-                                              else "all heads on"))
-    show_figure(vi.ablation_figure(labels, before[shown], after[shown], title=title), key="inside_ablation",
-                filename="head_ablation")
+    title = (ngettext("Next token after {last}: {n} head off", "Next token after {last}: {n} heads off", len(off))
+             if off else _("Next token after {last}: all heads on")).format(last=last, n=len(off))
+    show_figure(vi.ablation_figure(labels, before[shown], after[shown], title=title, words=words()),
+                key="inside_ablation", filename="head_ablation")
     if off:
         change = after[target] - before[target]
-        st.caption(f"p({tok_md(names[target])}) goes from {before[target]:.1%} to {after[target]:.1%} "
-                   f"({change * 100:+.1f} points). Rows: the top {TOP_N} before, then any new entries of the top "
-                   f"{TOP_N} after.")
+        st.caption(_("p({token}) goes from {before} to {after} ({change} points). Rows: the top {n} before, then any "
+                     "new entries of the top {n} after.").format(
+            token=tok_md(names[target]), before=f"{before[target]:.1%}", after=f"{after[target]:.1%}",
+            change=f"{change * 100:+.1f}", n=TOP_N))
     else:
-        st.caption("Nothing is switched off: the two bars are the same. Switch off the heads with the largest push "
-                   "above and watch the probabilities move.")
+        st.caption(_("Nothing is switched off: the two bars are the same. Switch off the heads with the largest push "
+                     "above and watch the probabilities move."))
     token_legend(labels)
 
 
@@ -468,13 +515,13 @@ def heads_view(lm, trace) -> None:
 def main() -> None:
     """The page. Its model, trace and figures stay local: the page's namespace, which a widget callback defined here
     keeps alive, holds only functions and constants."""
-    shell.header("Inside a block", "A token's way through the real model: tokenization, one decoder block step by "
-                                   "step with its actual numbers, the residual stream, the logit lens, and which "
-                                   "heads push the prediction.")
+    shell.header(_("Inside a block"), _("A token's way through the real model: tokenization, one decoder block step "
+                                        "by step with its actual numbers, the residual stream, the logit lens, and "
+                                        "which heads push the prediction."))
     lm = caches.get_model()
     text = shell.current_text()
     if not text.strip():
-        st.info("The text is empty. Type some text, or load an example, to look inside the model.",
+        st.info(_("The text is empty. Type some text, or load an example, to look inside the model."),
                 icon=":material/edit_note:")
         return
     view, tab = controls.view_tabs(VIEW, S.INSIDE_VIEWS)

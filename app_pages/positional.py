@@ -13,7 +13,7 @@ from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _schemas as S
 from app_pages import _shell as shell
-from app_pages._i18n import _
+from app_pages._i18n import N_, _, translated
 from app_pages._widgets import show_figure, token_label, token_legend
 from model.analysis.head_stats import sink_hidden_view
 from model.lessons import alibi as A
@@ -29,8 +29,8 @@ KEY, DISTANCE = S.POSITIONAL.by_name("k"), S.POSITIONAL.by_name("dist")
 ALIBI_HEADS, ALIBI_HEAD, ALIBI_N, ALIBI_DIST = (S.POSITIONAL.by_name(n) for n in ("aheads", "ahead", "apositions",
                                                                                      "adist"))
 MAX_CELLS = 512            # per heatmap axis: more cells than screen pixels only cost transfer time
-ROPE_BASES = {10_000.0: "RoPE paper, Llama 1/2", 100_000.0: "SmolLM2",
-              1_000_000.0: "long context: Qwen3; Llama 3 uses 500,000"}
+ROPE_BASES = {10_000.0: N_("RoPE paper, Llama 1/2"), 100_000.0: "SmolLM2",
+              1_000_000.0: N_("long context: Qwen3; Llama 3 uses 500,000")}
 SIMILARITY_PX = 500          # the PE·PE heatmap: square, fits the main column of a 1024 px screen
 SIMILARITY_CAPTION_PX = 280  # beside it from 1280 px, under it below
 DIMS_PICK = "pos_dims_pick"  # the multiselect's own key; it copies into the dims setting (None = automatic)
@@ -40,16 +40,16 @@ ss = st.session_state
 
 # ------------------------------------------------------------------------------------------------ figure builders
 
-def sinusoidal_figures(d_model: int, n_positions: int, base: float, dims: list[int]) -> dict:
+def sinusoidal_figures(d_model: int, n_positions: int, base: float, dims: list[int], words=V.WORDS) -> dict:
     key = (d_model, n_positions, base)
     pe, positions, shown_dims, sim = caches.cached("pe_view", key, lambda: P.pe_view(*key, MAX_CELLS))
     starts, offsets, dots = caches.cached("pe_offsets", key, lambda: P.pe_offsets(*key))
     waves = P.sinusoidal_pe_dims(n_positions, d_model, base, dims)                     # [len(dims), P]
     return {
-        "heatmap": V.pe_heatmap(pe, positions, shown_dims, base),
-        "waves": V.pe_waves(np.arange(n_positions), waves, dims, d_model, base) if dims else None,
-        "offset_dots": V.pe_offset_dot_figure(offsets, dots, starts),
-        "similarity": V.pe_similarity_figure(sim, positions, size=SIMILARITY_PX),
+        "heatmap": V.pe_heatmap(pe, positions, shown_dims, base, words=words),
+        "waves": V.pe_waves(np.arange(n_positions), waves, dims, d_model, base, words=words) if dims else None,
+        "offset_dots": V.pe_offset_dot_figure(offsets, dots, starts, words=words),
+        "similarity": V.pe_similarity_figure(sim, positions, size=SIMILARITY_PX, words=words),
         "max_dev": float(np.abs(dots - dots[0]).max()),
         "stride": (int(positions[1] - positions[0]) if len(positions) > 1 else 1, len(shown_dims) < d_model),
     }
@@ -58,24 +58,24 @@ def sinusoidal_figures(d_model: int, n_positions: int, base: float, dims: list[i
 def rope_base_labels(model_base: float) -> dict[float, str]:
     """The bases to compare, the model's own included and marked: {base: legend label}."""
     bases = sorted({*ROPE_BASES, float(model_base)})
-    return {b: f"{b:,.0f} ({'this model' if b == model_base else ROPE_BASES[b]})" for b in bases}
+    return {b: f"{b:,.0f} ({_('this model') if b == model_base else _(ROPE_BASES[b])})" for b in bases}
 
 
 def rope_theory_figures(head_dim: int, model_base: float, base: float, pairs: tuple[int, int],
-                        n_positions: int, context_length: int) -> dict:
+                        n_positions: int, context_length: int, words=V.WORDS) -> dict:
     labels = rope_base_labels(model_base)
     freqs = {labels[b]: P.rope_frequencies(head_dim, b) for b in labels}
     thetas = P.rope_frequencies(head_dim, base)
     return {
-        "frequencies": V.rope_frequency_figure(freqs, context_length, labels[model_base]),
-        "rotations": [V.rotation_figure(P.rotation_path(thetas[i], n_positions), i, thetas[i], height=420)
-                      for i in pairs],
-        "pairing": V.pairing_diagram(8),
+        "frequencies": V.rope_frequency_figure(freqs, context_length, labels[model_base], words=words),
+        "rotations": [V.rotation_figure(P.rotation_path(thetas[i], n_positions), i, thetas[i], height=420,
+                                        words=words) for i in pairs],
+        "pairing": V.pairing_diagram(8, words=words),
     }
 
 
 def model_figures(detail, tokens: list[str], head: int, group_size: int, head_dim: int, base: float,
-                  m: int, n: int, max_distance: int, hide_sink: bool, max_shift: int) -> dict:
+                  m: int, n: int, max_distance: int, hide_sink: bool, max_shift: int, words=V.WORDS) -> dict:
     """Every figure of the 'inside the model' view for one layer detail, head and (query m, key n)."""
     kv = head // group_size
     q, k = detail.q[head, m], detail.k[kv, n]                        # [hd] pre-RoPE content
@@ -90,15 +90,18 @@ def model_figures(detail, tokens: list[str], head: int, group_size: int, head_di
     with_rope = detail.pattern[head]
     without = P.attention_without_rope(detail.q[head], detail.k[kv], detail.mask)
     shown = [sink_hidden_view(p) if hide_sink else causal_nan(p) for p in (with_rope, without)]
+    real = _("(the real pair)")
+    shift_curves = {label.replace("(the real pair)", real): y for label, y in shift_curves.items()}
     return {
         "pairs": V.rope_pairs_figure(P.split_pairs(q), P.split_pairs(q_rot), P.split_pairs(k), P.split_pairs(k_rot),
-                                     np.arange(head_dim // 2), thetas, m, n),
-        "contributions": V.pair_contribution_figure(contrib_rot, contrib_plain, thetas, score, head_dim),
+                                     np.arange(head_dim // 2), thetas, m, n, words=words),
+        "contributions": V.pair_contribution_figure(contrib_rot, contrib_plain, thetas, score, head_dim,
+                                                    words=words),
         "sum": float(contrib_rot.sum()), "score": score,
-        "shift": V.shift_figure(shifts, shift_curves),
+        "shift": V.shift_figure(shifts, shift_curves, words=words),
         "deviations": {label: float(np.abs(y - y[0]).max()) for label, y in shift_curves.items()},
-        "distance": V.distance_figure(distances, by_distance, envelope, current=m - n),
-        "patterns": V.pattern_pair_figure(*shown, tokens, query=m),
+        "distance": V.distance_figure(distances, by_distance, envelope, current=m - n, words=words),
+        "patterns": V.pattern_pair_figure(*shown, tokens, query=m, words=words),
     }
 
 
@@ -114,107 +117,112 @@ def _dims_picked() -> None:
 
 
 def sinusoidal_view() -> None:
-    st.caption("The original Transformer (2017) **adds** a fixed vector to each token embedding: pair $i$ of "
-               "dimensions is a sine and a cosine of the position $p$ at angular speed $\\omega_i = "
-               "\\text{base}^{-2i/d}$, from one radian per token (dimension 0) to almost standing still.")
+    st.caption(_("The original Transformer (2017) **adds** a fixed vector to each token embedding: pair {i} of "
+                 "dimensions is a sine and a cosine of the position {p} at angular speed {omega}, from one radian "
+                 "per token (dimension 0) to almost standing still.").format(
+        i="$i$", p="$p$", omega="$\\omega_i = \\text{base}^{-2i/d}$"))
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
-        st.select_slider("d_model (dimensions)", S.D_MODEL_OPTIONS, key=PE_D.key, width=220, **controls.PERSIST,
+        st.select_slider(_("d_model (dimensions)"), S.D_MODEL_OPTIONS, key=PE_D.key, width=220, **controls.PERSIST,
                          on_change=controls.reset, args=(PE_DIMS.key,))
-        st.slider("positions", 16, S.MAX_PE_POSITIONS, step=16, key=PE_N.key, width=220, **controls.PERSIST)
-        st.select_slider("base", S.PE_BASE_OPTIONS, key=PE_BASE.key, width=180, format_func=lambda b: f"{b:,}",
+        st.slider(_("positions"), 16, S.MAX_PE_POSITIONS, step=16, key=PE_N.key, width=220, **controls.PERSIST)
+        st.select_slider(_("base"), S.PE_BASE_OPTIONS, key=PE_BASE.key, width=180, format_func=lambda b: f"{b:,}",
                          **controls.PERSIST)
     d_model, n_positions, base = int(ss[PE_D.key]), int(ss[PE_N.key]), float(ss[PE_BASE.key])
     picked = ss.get(PE_DIMS.key)                                   # None: automatic; [] : no waves at all
     dims = [d for d in (P.default_wave_dims(d_model) if picked is None else picked) if d < d_model]
-    figs = sinusoidal_figures(d_model, n_positions, base, dims)
+    figs = sinusoidal_figures(d_model, n_positions, base, dims, translated(V.WORDS))
     chart(figs["heatmap"], "pos_fig_heatmap")
     stride, thinned_dims = figs["stride"]
     if stride > 1 or thinned_dims:
-        nth = {1: "all positions", 2: "every 2nd position", 3: "every 3rd position"}.get(
-            stride, f"every {stride}th position")
-        st.caption(f"Drawn: {nth}" + (", every other sin/cos pair" if thinned_dims else "")
-                   + " (a screen has fewer pixels than cells). Fast dimensions alias when thinned: the waves below "
-                     "are exact.")
-    st.caption("Left columns change every token, right columns hardly at all: each position gets a unique pattern, "
-               "like the hands of a clock turning at many speeds.")
+        st.caption((_("Drawn: every {n}th position, every other sin/cos pair (a screen has fewer pixels than "
+                       "cells). Fast dimensions alias when thinned: the waves below are exact.") if thinned_dims else
+                     _("Drawn: every {n}th position (a screen has fewer pixels than cells). Fast dimensions alias "
+                       "when thinned: the waves below are exact.")).format(n=stride))
+    st.caption(_("Left columns change every token, right columns hardly at all: each position gets a unique "
+                 "pattern, like the hands of a clock turning at many speeds."))
     st.latex(r"\begin{gathered} PE(p, 2i) = \sin(p\,\omega_i), \quad PE(p, 2i{+}1) = \cos(p\,\omega_i) \\ "
              r"\omega_i = \text{base}^{-2i/d}, \quad \lambda_i = 2\pi\,\text{base}^{2i/d} \end{gathered}")
     ss[DIMS_PICK] = dims
-    st.multiselect("dimensions to draw as waves", list(range(d_model)), key=DIMS_PICK, max_selections=8,
+    st.multiselect(_("dimensions to draw as waves"), list(range(d_model)), key=DIMS_PICK, max_selections=8,
                    on_change=_dims_picked,
-                   help="Even dimensions are sines, odd ones cosines. The wavelength λ is written beside each curve.")
+                   help=_("Even dimensions are sines, odd ones cosines. The wavelength λ is written beside each "
+                          "curve."))
     if figs["waves"] is not None:
         chart(figs["waves"], "pos_fig_waves")
-    st.markdown("#### Relative position is built in")
-    st.markdown("For one pair, $\\sin(p\\omega)\\sin((p{+}k)\\omega) + \\cos(p\\omega)\\cos((p{+}k)\\omega) = "
-                "\\cos(k\\omega)$, so $PE(p)\\cdot PE(p{+}k) = \\sum_i \\cos(k\\,\\omega_i)$: **only the offset $k$ "
-                "matters**, not where you start.")
+    st.markdown("#### " + _("Relative position is built in"))
+    st.markdown(_("For one pair, {identity}, so {sum}: **only the offset {k} matters**, not where you start.").format(
+        identity="$\\sin(p\\omega)\\sin((p{+}k)\\omega) + \\cos(p\\omega)\\cos((p{+}k)\\omega) = \\cos(k\\omega)$",
+        sum="$PE(p)\\cdot PE(p{+}k) = \\sum_i \\cos(k\\,\\omega_i)$", k="$k$"))
     chart(figs["offset_dots"], "pos_fig_offset")
-    st.caption(f"The curves for different start positions p lie on top of each other: largest difference "
-               f"{figs['max_dev']:.1e} (float64 rounding).")
+    st.caption(_("The curves for different start positions p lie on top of each other: largest difference {dev} "
+                 "(float64 rounding).").format(dev=f"{figs['max_dev']:.1e}"))
     with st.container(horizontal=True, gap="small", vertical_alignment="center", key="pos_similarity_row"):
         chart(figs["similarity"], "pos_fig_similarity", width="content")
         with st.container(width=SIMILARITY_CAPTION_PX):
-            st.caption("Constant along every diagonal (a Toeplitz matrix): the similarity of two positions is a "
-                       "function of p − q only. The dark red diagonal is each position with itself (|PE(p)|² = "
-                       "d_model / 2); away from it the dot product drops, so nearby positions look alike.")
-    st.info(
+            st.caption(_("Constant along every diagonal (a Toeplitz matrix): the similarity of two positions is a "
+                         "function of p − q only. The dark red diagonal is each position with itself (|PE(p)|² = "
+                         "d_model / 2); away from it the dot product drops, so nearby positions look alike."))
+    st.info(_(
         "**Learned absolute positions (GPT-2).** GPT-2 has no formula: its position table `wpe` is a learned "
         "1024 × 768 matrix, one row per position, trained like the word embeddings. Position 1,024 has no row at "
         "all, so the model cannot even be run past its trained length, and rows near the end saw the fewest "
         "training examples. Nothing ties row p to row p+k, so 'three tokens apart' must be learned separately at "
         "every position. The sine waves above can be evaluated at any p, but a model trained up to length L has "
         "never seen the combinations of phases beyond L, so it extrapolates poorly too (Press et al., ALiBi, "
-        "2021). RoPE, next, puts position into the attention score itself, where only the distance survives.",
+        "2021). RoPE, next, puts position into the attention score itself, where only the distance survives."),
         icon=":material/straighten:")
 
 
 def rope_view(cfg) -> None:
     half = cfg.head_dim // 2
-    st.caption("RoPE (Su et al., 2021) adds nothing to the embedding. Inside every attention layer it **rotates** "
-               "each 2-D pair of a query and a key by an angle proportional to the token's position $m$; pair $i$ "
-               "turns at speed $\\theta_i = \\text{base}^{-2i/d}$.")
+    st.caption(_("RoPE (Su et al., 2021) adds nothing to the embedding. Inside every attention layer it **rotates** "
+                 "each 2-D pair of a query and a key by an angle proportional to the token's position {m}; pair {i} "
+                 "turns at speed {theta}.").format(m="$m$", i="$i$", theta="$\\theta_i = \\text{base}^{-2i/d}$"))
     bases = sorted({*ROPE_BASES, float(cfg.rope_theta), float(ss.get(ROT_BASE.key) or cfg.rope_theta)})
     ss[ROT_BASE.key] = float(ss.get(ROT_BASE.key) or cfg.rope_theta)
     with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):   # one row at 1024 px
-        st.selectbox("base", bases, key=ROT_BASE.key, width=180, **controls.PERSIST,
-                     format_func=lambda b: f"{b:,.0f}" + (" (model)" if b == cfg.rope_theta else ""))
-        st.slider("positions 0 … n−1", 2, 512, key=ROT_N.key, width=170, **controls.PERSIST)
-        st.slider("left: pair i", 0, half - 1, key=PAIR_A.key, width=140, **controls.PERSIST)
-        st.slider("right: pair i", 0, half - 1, key=PAIR_B.key, width=140, **controls.PERSIST)
+        st.selectbox(_("base"), bases, key=ROT_BASE.key, width=180, **controls.PERSIST,
+                     format_func=lambda b: _("{base} (model)").format(base=f"{b:,.0f}") if b == cfg.rope_theta
+                     else f"{b:,.0f}")
+        st.slider(_("positions 0 … n−1"), 2, 512, key=ROT_N.key, width=170, **controls.PERSIST)
+        st.slider(_("left: pair i"), 0, half - 1, key=PAIR_A.key, width=140, **controls.PERSIST)
+        st.slider(_("right: pair i"), 0, half - 1, key=PAIR_B.key, width=140, **controls.PERSIST)
     figs = rope_theory_figures(cfg.head_dim, cfg.rope_theta, float(ss[ROT_BASE.key]),
-                               (int(ss[PAIR_A.key]), int(ss[PAIR_B.key])), int(ss[ROT_N.key]), cfg.max_positions)
+                               (int(ss[PAIR_A.key]), int(ss[PAIR_B.key])), int(ss[ROT_N.key]), cfg.max_positions,
+                               translated(V.WORDS))
     a, b = st.columns(2)
     with a:
         chart(figs["rotations"][0], "pos_fig_rot_a")
     with b:
         chart(figs["rotations"][1], "pos_fig_rot_b")
-    st.caption("The vector (1, 0) placed at positions 0, 1, …, n−1 (pale arrow: position 0, red arrow: the last "
-               "position). Fast pairs spin round many times and tell neighbours apart; slow pairs barely move and "
-               "still differ for tokens thousands apart.")
+    st.caption(_("The vector (1, 0) placed at positions 0, 1, …, n−1 (pale arrow: position 0, red arrow: the last "
+                 "position). Fast pairs spin round many times and tell neighbours apart; slow pairs barely move and "
+                 "still differ for tokens thousands apart."))
     st.latex(r"\begin{pmatrix} x'_{a} \\ x'_{b} \end{pmatrix} = \begin{pmatrix} \cos m\theta_i & -\sin m\theta_i "
              r"\\ \sin m\theta_i & \cos m\theta_i \end{pmatrix} \begin{pmatrix} x_{a} \\ x_{b} \end{pmatrix}, "
              r"\qquad \langle R_m q,\; R_n k \rangle = \langle q,\; R_{n-m}\, k \rangle")
-    st.caption("Rotations add their angles and $R_m^\\top = R_{-m}$, so in the dot product of a query at $m$ with a "
-               "key at $n$ only the distance is left.")
+    st.caption(_("Rotations add their angles and {transpose}, so in the dot product of a query at {m} with a key at "
+                 "{n} only the distance is left.").format(transpose="$R_m^\\top = R_{-m}$", m="$m$", n="$n$"))
     chart(figs["frequencies"], "pos_fig_freqs")
     lam = P.wavelengths(P.rope_frequencies(cfg.head_dim, cfg.rope_theta))
-    st.caption(f"head_dim = {cfg.head_dim}: {half} pairs. With this model's base {cfg.rope_theta:,.0f}, pair 0 turns "
-               f"once every {lam[0]:.1f} tokens and pair {half - 1} once every {lam[-1]:,.0f} tokens, beyond its "
-               f"{cfg.max_positions:,}-token context: the slowest pairs never complete a turn. A larger base "
-               "stretches all wavelengths, which is how long-context models keep far positions apart.")
-    st.markdown("#### Which dimensions form a pair? Two conventions")
+    st.caption(_("head_dim = {d}: {half} pairs. With this model's base {base}, pair 0 turns once every {fast} tokens "
+                 "and pair {last} once every {slow} tokens, beyond its {context}-token context: the slowest pairs "
+                 "never complete a turn. A larger base stretches all wavelengths, which is how long-context models "
+                 "keep far positions apart.").format(
+        d=cfg.head_dim, half=half, base=f"{cfg.rope_theta:,.0f}", fast=f"{lam[0]:.1f}", last=half - 1,
+        slow=f"{lam[-1]:,.0f}", context=f"{cfg.max_positions:,}"))
+    st.markdown("#### " + _("Which dimensions form a pair? Two conventions"))
     chart(figs["pairing"], "pos_fig_pairing")
-    st.markdown(
-        f"The maths is identical; only the storage order differs. The RoPE paper rotates **adjacent** dimensions "
-        f"(2i, 2i+1); Hugging Face's `rotate_half` rotates dimension i with **i + d/2**. "
-        f"**This model uses half-split pairs (i, i+{half})**, and here is why: SmolLM2 was trained in the "
-        f"Hugging Face layout. llama.cpp's converter permuted the rows of the Q and K weight matrices so that its "
-        f"interleaved (adjacent-pair) RoPE gives the same result, and stored the GGUF file that way. When this "
-        f"app loads the file it un-permutes those rows back (`W.reshape(n_heads, {half}, 2, d_in).swapaxes(1, 2)`), "
-        f"so the decoder rotates half-split pairs with `model/positional.py`'s `apply_rope(..., "
-        f"convention=\"half\")`. Mixing the two is wrong but looks fine on one token (position 0 is not rotated): "
-        f"the unit tests check it on long inputs.")
+    st.markdown(_(
+        "The maths is identical; only the storage order differs. The RoPE paper rotates **adjacent** dimensions "
+        "(2i, 2i+1); Hugging Face's `rotate_half` rotates dimension i with **i + d/2**. **This model uses "
+        "half-split pairs (i, i+{half})**, and here is why: SmolLM2 was trained in the Hugging Face layout. "
+        "llama.cpp's converter permuted the rows of the Q and K weight matrices so that its interleaved "
+        "(adjacent-pair) RoPE gives the same result, and stored the GGUF file that way. When this app loads the "
+        "file it un-permutes those rows back ({code}), so the decoder rotates half-split pairs with "
+        "`model/positional.py`'s `apply_rope(..., convention=\"half\")`. Mixing the two is wrong but looks fine on "
+        "one token (position 0 is not rotated): the unit tests check it on long inputs.").format(
+        half=half, code=f"`W.reshape(n_heads, {half}, 2, d_in).swapaxes(1, 2)`"))
 
 
 def model_view(cfg) -> None:
@@ -229,48 +237,56 @@ def model_view(cfg) -> None:
     n = strongest if ss.get(KEY.key) is None else int(ss[KEY.key])
     ss[KEY_PICK] = n
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
-        controls.query_slider(trace, label="Query token m", width=300)
-        st.selectbox("Key token n (n ≤ m)", range(m + 1), key=KEY_PICK, width=220,
+        controls.query_slider(trace, label=_("Query token m"), width=300)
+        st.selectbox(_("Key token n (n ≤ m)"), range(m + 1), key=KEY_PICK, width=220,
                      on_change=controls.follow_pick, args=(KEY_PICK, KEY.key, strongest),
                      format_func=lambda i: token_label(trace.tokens, i, 24),
-                     help="Default: the key this head attends to most from m, apart from token 0 (the sink).")
-        st.selectbox("Distances up to", S.DISTANCE_OPTIONS, key=DISTANCE.key, width=150, **controls.PERSIST,
-                     format_func=lambda d: f"{d:,} tokens")
+                     help=_("Default: the key this head attends to most from m, apart from token 0 (the sink)."))
+        st.selectbox(_("Distances up to"), S.DISTANCE_OPTIONS, key=DISTANCE.key, width=150, **controls.PERSIST,
+                     format_func=lambda d: _("{n} tokens").format(n=f"{d:,}"))
     figs = model_figures(detail, trace.tokens, head, cfg.group_size, cfg.head_dim, cfg.rope_theta, m, n,
-                         int(ss[DISTANCE.key]), hide_sink, max_shift=cfg.max_positions - 1 - m)
-    st.caption(f"Layer {layer}, head {head} (reads KV head {head // cfg.group_size}) · query m = "
-               f"{token_label(trace.tokens, m)} · key n = {token_label(trace.tokens, n)} · distance m − n = {m - n}.")
+                         int(ss[DISTANCE.key]), hide_sink, max_shift=cfg.max_positions - 1 - m,
+                         words=translated(V.WORDS))
+    st.caption(_("Layer {layer}, head {head} (reads KV head {kv}) · query m = {query} · key n = {key} · distance "
+                 "m − n = {distance}.").format(layer=layer, head=head, kv=head // cfg.group_size,
+                                                query=token_label(trace.tokens, m), key=token_label(trace.tokens, n),
+                                                distance=m - n))
     chart(figs["pairs"], "pos_fig_pairs")
-    st.caption(f"The {cfg.head_dim // 2} pairs of q (token {m}) and k (token {n}). Each circle is one pair i (its "
-               "wavelength λ in tokens above it), scaled to its longest arrow. Pale dashed: the vectors the "
-               "projection produced; solid: after RoPE turned q by m·θᵢ and k by n·θᵢ. Only the angle between q and "
-               "k after rotation, (m−n)·θᵢ plus their original angle, counts.")
+    st.caption(_("The {pairs} pairs of q (token {m}) and k (token {n}). Each circle is one pair i (its wavelength λ in "
+                 "tokens above it), scaled to its longest arrow. Pale dashed: the vectors the projection produced; "
+                 "solid: after RoPE turned q by m·θᵢ and k by n·θᵢ. Only the angle between q and k after rotation, "
+                 "(m−n)·θᵢ plus their original angle, counts.").format(pairs=cfg.head_dim // 2, m=m, n=n))
     chart(figs["contributions"], "pos_fig_contrib")
-    st.caption(f"q_rot · k_rot = Σ pairs = {figs['sum']:.5f}; the model's score × √{cfg.head_dim} = "
-               f"{figs['score'] * np.sqrt(cfg.head_dim):.5f} (difference "
-               f"{abs(figs['sum'] - figs['score'] * np.sqrt(cfg.head_dim)):.1e}, float32 rounding). Outlined bars: "
-               f"the same q and k without rotation.")
-    st.markdown("#### Only the distance m − n matters: proven on these real vectors")
+    scaled = figs["score"] * np.sqrt(cfg.head_dim)
+    st.caption(_("q_rot · k_rot = Σ pairs = {sum}; the model's score × √{d} = {scaled} (difference {diff}, float32 "
+                 "rounding). Outlined bars: the same q and k without rotation.").format(
+        sum=f"{figs['sum']:.5f}", d=cfg.head_dim, scaled=f"{scaled:.5f}", diff=f"{abs(figs['sum'] - scaled):.1e}"))
+    st.markdown("#### " + _("Only the distance m − n matters: proven on these real vectors"))
     chart(figs["shift"], "pos_fig_shift")
-    dev = "; ".join(f"{label}: max deviation {d:.1e}" for label, d in figs["deviations"].items())
-    st.caption(f"Same q and k content placed at (m+s, n+s) for shifts s up to {cfg.max_positions - 1 - m:,} (the "
-               f"context limit). Each line is flat up to float32 rounding ({dev}). Changing the distance changes "
-               "the score.")
-    st.markdown("#### As the distance grows")
+    dev = "; ".join(_("{label}: max deviation {d}").format(label=label, d=f"{d:.1e}")
+                    for label, d in figs["deviations"].items())
+    st.caption(_("Same q and k content placed at (m+s, n+s) for shifts s up to {shift} (the context limit). Each line "
+                 "is flat up to float32 rounding ({dev}). Changing the distance changes the score.").format(
+        shift=f"{cfg.max_positions - 1 - m:,}", dev=dev))
+    st.markdown("#### " + _("As the distance grows"))
     chart(figs["distance"], "pos_fig_distance")
-    st.caption("This q/k pair's score with the key at 0 and the query Δ tokens later. Fast pairs average out "
-               "quickly and the slow ones drift: the score oscillates and its swings shrink. Dotted: the same "
-               "lengths with every pair starting aligned, the long-range decay from the RoPE paper.")
-    st.markdown("#### With and without RoPE")
-    st.button("Open the strongest previous-token head", key="pos_prev_head", on_click=_open_prev_token_head,
+    st.caption(_("This q/k pair's score with the key at 0 and the query Δ tokens later. Fast pairs average out "
+                 "quickly and the slow ones drift: the score oscillates and its swings shrink. Dotted: the same "
+                 "lengths with every pair starting aligned, the long-range decay from the RoPE paper."))
+    st.markdown("#### " + _("With and without RoPE"))
+    st.button(_("Open the strongest previous-token head"), key="pos_prev_head", on_click=_open_prev_token_head,
               args=(trace.text,),
-              help="Picks the layer and head that put the most attention on the token just before (on this text). "
-                   "Its diagonal is made by RoPE: watch it vanish on the right.")
+              help=_("Picks the layer and head that put the most attention on the token just before (on this "
+                     "text). Its diagonal is made by RoPE: watch it vanish on the right."))
     chart(figs["patterns"], "pos_fig_patterns")
-    st.caption("Left: the model's own pattern. Right: the same q and k, softmax of masked q·k/√d with the rotation "
-               "switched off. Without the rotation the score sees only what q and k contain, not how far apart "
-               "they are: heads that rely on distance (previous-token, local) change the most. Grey: future keys "
-               "(causal mask)" + ("; with the sink hidden also key 0 and rows 0-1." if hide_sink else "."))
+    st.caption(_("Left: the model's own pattern. Right: the same q and k, softmax of masked q·k/√d with the rotation "
+                 "switched off. Without the rotation the score sees only what q and k contain, not how far apart "
+                 "they are: heads that rely on distance (previous-token, local) change the most. Grey: future keys "
+                 "(causal mask); with the sink hidden also key 0 and rows 0-1.") if hide_sink else
+               _("Left: the model's own pattern. Right: the same q and k, softmax of masked q·k/√d with the rotation "
+                 "switched off. Without the rotation the score sees only what q and k contain, not how far apart "
+                 "they are: heads that rely on distance (previous-token, local) change the most. Grey: future keys "
+                 "(causal mask)."))
     token_legend(trace.tokens)
 
 
@@ -340,9 +356,10 @@ def alibi_view(cfg) -> None:
 
 
 def render() -> None:
-    shell.header("Positional encodings", "Attention by itself is order-blind: shuffle the tokens and each gets the "
-                                         "same output. Two fixes: **add** sine waves to the input (2017), or "
-                                         "**rotate** queries and keys inside attention (RoPE, 2021; this model).")
+    shell.header(_("Positional encodings"), _("Attention by itself is order-blind: shuffle the tokens and each gets "
+                                              "the same output. Two fixes: **add** sine waves to the input (2017), or "
+                                              "**rotate** queries and keys inside attention (RoPE, 2021; this "
+                                              "model)."))
     cfg = caches.get_model().config
     view, tab = controls.view_tabs(VIEW, S.POSITIONAL_VIEWS)
     with tab:

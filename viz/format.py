@@ -41,6 +41,22 @@ def format_si(value: float, unit: str = "", digits: int = 3, prefixes=COUNT) -> 
     return f"{sign}{text}{gap}{name}{unit}"
 
 
+CHINESE_UNITS = (("万亿", 1e12), ("亿", 1e8), ("万", 1e4))   # largest first: 10^12, 10^8, 10^4
+
+
+def format_count_zh(value: float, digits: int = 3) -> str:
+    """A count as Chinese readers say it, `digits` significant digits: 134515008 -> '1.35 亿', 12_345 -> '1.23 万',
+    8_030_261_248 -> '80.3 亿'; below 10,000 the plain number ('9,999')."""
+    sign, x = ("-" if value < 0 else ""), abs(float(value))
+    for i, (name, size) in enumerate(CHINESE_UNITS):
+        if x >= size:
+            mantissa = float(f"{x / size:.{digits}g}")
+            if mantissa >= 1e4 and i > 0:                       # rounded up into the next unit: 9999.6 万 -> 1 亿
+                name, mantissa = CHINESE_UNITS[i - 1][0], float(f"{x / CHINESE_UNITS[i - 1][1]:.{digits}g}")
+            return f"{sign}{mantissa:,.{digits}g} {name}"
+    return f"{sign}{round(x):,}"
+
+
 def format_bytes(n: float) -> str:
     """Decimal bytes as model cards quote them: 269030016 -> '269 MB', 1.1e15 -> '1.1 PB'."""
     return format_si(n, "B", prefixes=SI)
