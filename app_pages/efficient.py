@@ -165,7 +165,8 @@ def masks_view(lm, trace) -> None:
     full = data.full_pass(trace.text)
     with st.spinner(_("Running the model with this mask in every layer…")):
         masked = data.masked_pass(trace.text, key)
-    start = min(sparse_masks.first_cut_row(mask), T - 1)
+    start = sparse_masks.first_cut_row(mask)
+    cuts = start < T - 1                                      # some prediction sees fewer tokens than the model's
     names = mask_names()
     left, right = st.columns([2, 3], gap="medium")
     with left:
@@ -177,13 +178,13 @@ def masks_view(lm, trace) -> None:
                      "(query, key) pairs.").format(L=lm.config.n_layers, H=lm.config.n_heads,
                                                    share=sparse_masks.kept_share(mask)))
     with right:
-        perplexities(full, masked, start, T)
-        if kind in ("window", "sink"):
+        perplexities(full, masked, start if cuts else 0, T)
+        if kind in ("window", "sink") and cuts:
             sink_finding(trace.text, key, masked, full)
     series = {_("full causal"): token_losses(full.logprobs), names[kind]: token_losses(masked.logprobs)}
     show_figure(V.position_lines(series, trace.tokens[1:], title=_("Loss of each actual next token"),
                                  x_title=_("predicted token"), y_title=_("cross-entropy (nats)"),
-                                 marker=start if start < T - 1 else None,
+                                 marker=start if cuts else None,
                                  marker_text=_("the mask starts to cut")),
                 key="eff_loss", filename=f"loss_{kind}")
     st.caption(_("Point t is −log p(token t+1 | tokens ≤ t): lower is better. Before the dotted line the mask "
@@ -199,9 +200,11 @@ def perplexities(full: data.PassResult, masked: data.PassResult, start: int, T: 
     a.metric(_("Perplexity, full attention"), f"{ppl_full:.1f}")
     b.metric(_("Perplexity with this mask"), f"{ppl_masked:.1f}", delta=f"{ppl_masked - ppl_full:+.1f}",
              delta_color="inverse")
-    st.caption(_("Over the {n} predictions from token {start} on, where the mask cuts something. Perplexity = "
-                 "exp(mean loss): the number of equally likely tokens the model is, on average, choosing "
-                 "between.").format(n=max(0, T - 1 - start), start=start))
+    where = (_("Over the {n} predictions from token {start} on, where the mask cuts something.").format(
+        n=T - 1 - start, start=start) if start else _("Over all {n} predictions: this mask cuts nothing here.").format(
+        n=T - 1))
+    st.caption(where + " " + _("Perplexity = exp(mean loss): the number of equally likely tokens the model is, on "
+                               "average, choosing between."))
 
 
 def sink_finding(text: str, key: tuple, masked: data.PassResult, full: data.PassResult) -> None:

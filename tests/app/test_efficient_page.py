@@ -69,6 +69,15 @@ def test_masks_view_shows_the_attention_sink_finding(lm):
     assert [len(array(line["y"])) for line in losses] == [T - 1, T - 1]
 
 
+def test_a_mask_that_cuts_nothing_changes_nothing(lm):
+    at = open_page("efficient", view="masks", text=TEXT, mask="window")          # default window >= this text
+    m = metrics(at)
+    assert m["Perplexity with this mask"] == m["Perplexity, full attention"] > 1
+    assert any("this mask cuts nothing here" in c.value for c in at.caption)
+    assert not [b for b in at.button if b.key == "eff_compare"]
+    assert any("load the long story" in i.value for i in at.info)
+
+
 def test_kv_view_duplicates_exactly_and_pools_with_a_loss(lm):
     at = open_page("efficient", view="kv", text=TEXT)
     m = metrics(at)
