@@ -19,7 +19,7 @@ from app_pages._i18n import _
 from app_pages._widgets import show_figure, token_label, token_legend
 from model.lessons import kv_heads, linear_attention, sparse_masks
 from model.lessons.flash_attention import block_history, block_ranges, memory_traffic, visit_order
-from model.lessons.perplexity import perplexity, token_losses
+from model.lessons.perplexity import moving_average, perplexity, token_losses
 from viz import efficient as V
 from viz.format import format_bytes, format_si
 
@@ -29,6 +29,7 @@ TILE_PICK = "eff_tile_pick"       # the tile slider's own key: it copies into th
 TOP_NEXT = 8                      # next-token candidates compared
 LONG_TEXT = 128                   # below this many tokens the masks view suggests the long story
 COST_POSITIONS = 4096             # the cost-per-token figure runs to this many tokens
+SMOOTH = 16                       # per-token losses are also drawn as the mean of the last SMOOTH
 ss = st.session_state
 
 
@@ -71,7 +72,7 @@ def flash_view(lm, trace) -> None:
     history = block_history(run, t)
     rows = [token_label(trace.tokens, i, 10) for i in step.q_rows]
     final = run.out[step.q_rows.start:step.q_rows.stop]
-    left, right = st.columns([2, 3], gap="medium")
+    left, right = st.columns([1, 1], gap="medium")
     with left:
         order = visit_order(run, trace.n_tokens, t)
         show_figure(V.tile_order_figure(order, (step.q_block, step.k_block), ranges, title=_("Tiles in visit order"),
@@ -105,19 +106,16 @@ def flash_view(lm, trace) -> None:
 def memory_panel(T: int, cfg, block: int) -> None:
     m = memory_traffic(T, cfg.head_dim, block)
     st.markdown("#### " + _("Memory: what never has to exist"))
-    a, b = st.columns(2, gap="medium")
-    with a:
-        names = [_("full score matrix, one head ({T} × {T})").format(T=T),
-                 _("full score matrices, every head and layer"), _("one tile ({B} × {B})").format(B=block)]
-        values = [m.score_bytes, m.score_bytes * cfg.n_heads * cfg.n_layers, m.tile_bytes]
-        show_figure(V.bytes_bars(names, values, [format_bytes(v) for v in values], title=_("Scores held (float32)"),
-                                 x_title=_("bytes (log scale)")), key="eff_bytes", filename="flash_bytes")
-    with b:
-        names = [_("standard attention"), _("FlashAttention")]
-        values = [m.standard, m.flash]
-        show_figure(V.bytes_bars(names, values, [format_si(v) for v in values],
-                                 title=_("Slow-memory reads and writes, one head"), x_title=_("values (log scale)")),
-                    key="eff_hbm", filename="flash_hbm")
+    names = [_("score matrix, one head ({T} × {T})").format(T=T), _("score matrices, all heads and layers"),
+             _("one tile ({B} × {B})").format(B=block)]
+    values = [m.score_bytes, m.score_bytes * cfg.n_heads * cfg.n_layers, m.tile_bytes]
+    show_figure(V.bytes_bars(names, values, [format_bytes(v) for v in values], title=_("Scores held (float32)"),
+                             x_title=_("bytes (log scale)")), key="eff_bytes", filename="flash_bytes")
+    names = [_("standard attention"), _("FlashAttention")]
+    values = [m.standard, m.flash]
+    show_figure(V.bytes_bars(names, values, [format_si(v) for v in values],
+                             title=_("Slow-memory reads and writes, one head"), x_title=_("values (log scale)"),
+                             height=180), key="eff_hbm", filename="flash_hbm")
     st.caption(_("Dao et al. 2022, Theorem 2: standard attention reads and writes Θ(N d + N²) values of slow memory "
                  "(HBM), FlashAttention Θ(N² d² / M) for fast memory of M values. Here N = {T}, d = {d}, and tiles of "
                  "B = {B} need M = 4 B d = {M} values: N d + N² = {std}, N² d² / M = {fl}. Counted access by access "
@@ -129,8 +127,9 @@ def memory_panel(T: int, cfg, block: int) -> None:
                      "the scores in the backward pass) but moves far less data, and moving data is what takes the "
                      "time.").format(ratio=m.standard / m.flash))
     else:
-        st.caption(_("For a text this short the tiles' bookkeeping (reading and writing O, m and l for every tile) "
-                     "costs more than the score matrix it avoids. The saving grows with N²: load a longer text."))
+        st.caption(_("Here FlashAttention moves more: each of the N / B passes over the key blocks reads and writes "
+                     "the query blocks' O, m and l again. Its saving grows with the text (N²) and with the fast "
+                     "memory (a larger B): try B = 64 or a longer text."))
 
 
 # ------------------------------------------------------------------------------------------------------- masks
@@ -170,10 +169,10 @@ def masks_view(lm, trace) -> None:
     names = mask_names()
     left, right = st.columns([2, 3], gap="medium")
     with left:
-        show_figure(V.sparse_mask_figure(mask, trace.tokens, title=names[kind], x_title=_("key j"),
-                                         y_title=_("query i"), names=(_("kept"), _("dropped by this mask"),
-                                                                      _("future (causal)"))),
-                    key="eff_mask_fig", filename=f"mask_{kind}")
+        show_figure(V.sparse_mask_figure(mask, title=names[kind], x_title=_("key position j"),
+                                         y_title=_("query position i")), key="eff_mask_fig", filename=f"mask_{kind}")
+        st.caption(":blue-background[{kept}] · :orange-background[{dropped}] · :gray-background[{future}]".format(
+            kept=_("kept"), dropped=_("dropped by this mask"), future=_("future (causal)")))
         st.caption(_("The same mask in all {L} layers and {H} heads: it keeps {share:.0%} of the causal "
                      "(query, key) pairs.").format(L=lm.config.n_layers, H=lm.config.n_heads,
                                                    share=sparse_masks.kept_share(mask)))
@@ -184,11 +183,11 @@ def masks_view(lm, trace) -> None:
     series = {_("full causal"): token_losses(full.logprobs), names[kind]: token_losses(masked.logprobs)}
     show_figure(V.position_lines(series, trace.tokens[1:], title=_("Loss of each actual next token"),
                                  x_title=_("predicted token"), y_title=_("cross-entropy (nats)"),
-                                 marker=start if cuts else None,
-                                 marker_text=_("the mask starts to cut")),
+                                 marker=start if cuts else None, marker_text=_("the mask starts to cut"),
+                                 trend={name: moving_average(v, SMOOTH) for name, v in series.items()}),
                 key="eff_loss", filename=f"loss_{kind}")
-    st.caption(_("Point t is −log p(token t+1 | tokens ≤ t): lower is better. Before the dotted line the mask "
-                 "cuts nothing and the two lines coincide."))
+    st.caption(_("Point t is −log p(token t+1 | tokens ≤ t): lower is better. Faint: each token; bold: the mean of "
+                 "the last {n}. Before the dotted line the mask cuts nothing and the lines coincide.").format(n=SMOOTH))
     show_figure(next_token_figure(lm, {_("full causal"): full, names[kind]: masked},
                                   _("Next token after the text")), key="eff_next", filename=f"next_{kind}")
     token_legend(trace.tokens)
@@ -246,8 +245,10 @@ def kv_view(lm, trace) -> None:
                  "all of them into one gives multi-query attention (the GQA paper's conversion, without the "
                  "retraining it then needs).").format(H=cfg.n_heads, KV=cfg.n_kv_heads, g=cfg.group_size))
     a, b, c = st.columns(3)
-    a.metric(_("MHA vs the model: largest change of a log-probability"),
-             f"{float(np.abs(mha.logprobs - gqa.logprobs).max()):.1e}")
+    change = float(np.abs(mha.logprobs - gqa.logprobs).max())
+    a.metric(_("MHA: largest change of a log p"), "0" if change == 0 else f"{change:.1e}",
+             help=_("The largest difference, over every token of the text, between the log-probability the model "
+                    "gives the actual next token and the one the MHA copy gives it."))
     b.metric(_("Perplexity, the model (GQA)"), f"{perplexity(gqa.logprobs):.2f}")
     ppl_mqa = perplexity(mqa.logprobs)
     c.metric(_("Perplexity, pooled into MQA"), f"{ppl_mqa:.2f}", delta=f"{ppl_mqa - perplexity(gqa.logprobs):+.2f}",
@@ -270,9 +271,10 @@ def kv_view(lm, trace) -> None:
     with right:
         show_figure(next_token_figure(lm, {names["gqa"]: gqa, names["mha"]: mha, names["mqa"]: mqa},
                                       _("Next token after the text")), key="eff_kv_next", filename="kv_next_token")
-    show_figure(V.position_lines({names["gqa"]: token_losses(gqa.logprobs), names["mqa"]: token_losses(mqa.logprobs)},
-                                 trace.tokens[1:], title=_("Loss of each actual next token"),
-                                 x_title=_("predicted token"), y_title=_("cross-entropy (nats)")),
+    series = {names["gqa"]: token_losses(gqa.logprobs), names["mqa"]: token_losses(mqa.logprobs)}
+    show_figure(V.position_lines(series, trace.tokens[1:], title=_("Loss of each actual next token"),
+                                 x_title=_("predicted token"), y_title=_("cross-entropy (nats)"),
+                                 trend={name: moving_average(v, SMOOTH) for name, v in series.items()}),
                 key="eff_kv_loss", filename="kv_loss")
     token_legend(trace.tokens)
 

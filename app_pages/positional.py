@@ -58,7 +58,7 @@ def sinusoidal_figures(d_model: int, n_positions: int, base: float, dims: list[i
 def rope_base_labels(model_base: float) -> dict[float, str]:
     """The bases to compare, the model's own included and marked: {base: legend label}."""
     bases = sorted({*ROPE_BASES, float(model_base)})
-    return {b: f"{b:,.0f} ({_('this model') if b == model_base else _(ROPE_BASES[b])})" for b in bases}
+    return {b: f"{b:,.0f} (" + (_("this model") if b == model_base else _(ROPE_BASES[b])) + ")" for b in bases}
 
 
 def rope_theory_figures(head_dim: int, model_base: float, base: float, pairs: tuple[int, int],
@@ -182,8 +182,8 @@ def rope_view(cfg) -> None:
     ss[ROT_BASE.key] = float(ss.get(ROT_BASE.key) or cfg.rope_theta)
     with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):   # one row at 1024 px
         st.selectbox(_("base"), bases, key=ROT_BASE.key, width=180, **controls.PERSIST,
-                     format_func=lambda b: _("{base} (model)").format(base=f"{b:,.0f}") if b == cfg.rope_theta
-                     else f"{b:,.0f}")
+                     format_func={b: _("{base} (model)").format(base=f"{b:,.0f}") if b == cfg.rope_theta
+                                  else f"{b:,.0f}" for b in bases}.get)
         st.slider(_("positions 0 … n−1"), 2, 512, key=ROT_N.key, width=170, **controls.PERSIST)
         st.slider(_("left: pair i"), 0, half - 1, key=PAIR_A.key, width=140, **controls.PERSIST)
         st.slider(_("right: pair i"), 0, half - 1, key=PAIR_B.key, width=140, **controls.PERSIST)
@@ -243,7 +243,7 @@ def model_view(cfg) -> None:
                      format_func=lambda i: token_label(trace.tokens, i, 24),
                      help=_("Default: the key this head attends to most from m, apart from token 0 (the sink)."))
         st.selectbox(_("Distances up to"), S.DISTANCE_OPTIONS, key=DISTANCE.key, width=150, **controls.PERSIST,
-                     format_func=lambda d: _("{n} tokens").format(n=f"{d:,}"))
+                     format_func={d: _("{n} tokens").format(n=f"{d:,}") for d in S.DISTANCE_OPTIONS}.get)
     figs = model_figures(detail, trace.tokens, head, cfg.group_size, cfg.head_dim, cfg.rope_theta, m, n,
                          int(ss[DISTANCE.key]), hide_sink, max_shift=cfg.max_positions - 1 - m,
                          words=translated(V.WORDS))
@@ -309,7 +309,7 @@ def alibi_figures(n_heads: int, head: int, n_positions: int, max_distance: int, 
         "slopes": VE.slopes_figure(slopes, selected=head, title=_("Slope m of each head"), x_title=_("head"),
                                    y_title=_("slope m (log scale)")),
         "bias": VE.bias_heatmap(A.alibi_bias(slopes, n_positions)[head],
-                                title=_("Head {h}: bias −m (i − j) added to the scores").format(h=head),
+                                title=_("Head {h}: bias −m·(i − j)").format(h=head),
                                 x_title=_("key position j"), y_title=_("query position i"), value_word=_("bias")),
         "distance": VE.alibi_rope_figure(
             distances, A.alibi_weight_by_distance(slopes, distances),
@@ -345,9 +345,9 @@ def alibi_view(cfg) -> None:
     with b:
         chart(figs["bias"], "pos_fig_alibi_bias")
     st.caption(_("Head {h} subtracts {m:.4g} per token of distance: a key {d} tokens back loses {p:.2f} from its "
-                 "score, so it gets e^−{p:.2f} = {w:.1%} of the weight the same key would get right next to the "
+                 "score, so it gets e^−{p:.2f} = {w} of the weight the same key would get right next to the "
                  "query.").format(h=head, m=figs["slope"], d=16, p=16 * figs["slope"],
-                                  w=float(np.exp(-16 * figs["slope"]))))
+                                  w=f"{100 * np.exp(-16 * figs['slope']):.2g}%"))
     chart(figs["distance"], "pos_fig_alibi_distance")
     st.caption(_("ALiBi's penalty grows without end: far keys fade out, smoothly and the same at every position, "
                  "which is why it extrapolates to texts longer than those it was trained on. RoPE has no penalty "

@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz.labels import plotly_escape, position_axis, row_axis, token_axis, token_categories
+from viz.labels import plotly_escape, position_axis, row_axis, token_categories
 from viz.theme import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, MASKED_COLOR, PALETTE, apply_theme
 
 KEPT_COLOR = "#cfe2f3"       # a key the mask keeps (as viz.mask's allowed cells)
@@ -19,33 +19,47 @@ DROPPED_COLOR = "#f4a582"    # a past key the mask drops: not the causal mask's 
 VISITED_SCALE = [[0, "#c6dbef"], [1, "#08519c"]]   # tiles by visit order: pale first, dark last
 
 
+LEGEND_ROW_PX = 34          # room above the plot for a one-row legend under the figure's title
+
+
+def _legend_on_top(fig: go.Figure, titled: bool) -> go.Figure:
+    """A one-row legend between the title and the plot (a legend under rotated tick labels collides with them)."""
+    fig.update_layout(legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0),
+                      margin=dict(t=(60 if titled else 20) + LEGEND_ROW_PX))
+    return fig
+
+
 # ---------------------------------------------------------------------------------------------- FlashAttention
 def tile_order_figure(order: np.ndarray, current: tuple[int, int], ranges: list[str], *, title: str, x_title: str,
-                      y_title: str, step_word: str, skipped_word: str, height: int = 430) -> go.Figure:
-    """The grid of [B, B] score tiles: each visited tile numbered in the algorithm's order, the current one
-    outlined, tiles not visited yet blank, tiles the causal mask skips grey.
+                      y_title: str, step_word: str, skipped_word: str, height: int = 430,
+                      max_labels: int = 8) -> go.Figure:
+    """The grid of [B, B] score tiles: each visited tile coloured (and, when they fit, numbered) by the algorithm's
+    order, the current one outlined, tiles not visited yet blank, tiles the causal mask skips grey.
 
     order: [n, n] float, the step at which tile (query block i, key block j) is visited (NaN: not yet, -1: skipped);
-    ranges: the n blocks' token ranges ('0-15'), the labels of both axes."""
+    ranges: the n blocks' token ranges ('0-15'), the labels of both axes (every k-th when there are many)."""
     n = len(ranges)
     cats = [plotly_escape(r) for r in ranges]
+    ticks = cats[:: -(-n // max_labels)]
     visited = np.where(order >= 0, order, np.nan)
     skipped = np.where(order < 0, 0.0, np.nan)
-    text = np.where(order >= 0, np.nan_to_num(order, nan=0).astype(int).astype(str), "")
-    text = np.where(np.isnan(order), "", text)
+    numbered = n <= 12
+    text = np.where(order >= 0, np.nan_to_num(order, nan=0).astype(int).astype(str), "") if numbered else None
     fig = go.Figure([
-        go.Heatmap(z=visited, x=cats, y=cats, colorscale=VISITED_SCALE, showscale=False, xgap=2, ygap=2,
-                   text=text, texttemplate="%{text}", hoverongaps=False, name=step_word,
+        go.Heatmap(z=visited, x=cats, y=cats, colorscale=VISITED_SCALE, showscale=False, xgap=1, ygap=1,
+                   text=text, texttemplate="%{text}" if numbered else None, hoverongaps=False, name=step_word,
                    hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>{step_word} %{{z}}<extra></extra>"),
         go.Heatmap(z=skipped, x=cats, y=cats, colorscale=[[0, MASKED_COLOR], [1, MASKED_COLOR]], showscale=False,
-                   xgap=2, ygap=2, hoverongaps=False, name=skipped_word,
+                   xgap=1, ygap=1, hoverongaps=False, name=skipped_word,
                    hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>{skipped_word}<extra></extra>")])
     i, j = current
-    fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5, line=dict(color=ACCENT, width=4))
-    fig.update_xaxes(title_text=x_title, type="category", categoryorder="array", categoryarray=cats, side="top",
-                     tickangle=-45 if n > 6 else 0, showgrid=False)
+    fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5, line=dict(color=ACCENT, width=3))
+    fig.update_xaxes(title_text=x_title, type="category", categoryorder="array", categoryarray=cats,
+                     tickmode="array", tickvals=ticks, ticktext=ticks, tickangle=-45, showgrid=False,
+                     constrain="domain")
     fig.update_yaxes(title_text=y_title, type="category", categoryorder="array", categoryarray=cats,
-                     autorange="reversed", scaleanchor="x", showgrid=False)
+                     tickmode="array", tickvals=ticks, ticktext=ticks, autorange="reversed", scaleanchor="x",
+                     showgrid=False, constrain="domain")
     return apply_theme(fig, title, height)
 
 
@@ -105,54 +119,54 @@ def bytes_bars(names: list[str], values: list[float], texts: list[str], *, title
 
 
 # ------------------------------------------------------------------------------------------------------- masks
-def sparse_mask_figure(mask: np.ndarray, tokens: list[str], *, title: str, x_title: str, y_title: str,
-                       names: tuple[str, str, str], height: int = 460, max_labels: int = 24) -> go.Figure:
-    """A [T, T] mask in three colours: keys it keeps, past keys it drops (the cut), future keys (causal). One
-    uint8 heatmap (a 512-token mask is 0.26 MB, not 2 MB of floats), the colours named in the legend."""
+def sparse_mask_figure(mask: np.ndarray, *, title: str, x_title: str, y_title: str, height: int = 380) -> go.Figure:
+    """A [T, T] mask in three colours: keys it keeps (KEPT_COLOR), past keys it drops (DROPPED_COLOR: the cut),
+    future keys (MASKED_COLOR: causal), over token positions (a mask's shape needs no token labels, and they would
+    leave the square no room). One uint8 heatmap (a 512-token mask is 0.26 MB, not 2 MB of floats); the page names
+    the colours beside it."""
     m = np.asarray(mask, dtype=bool)
-    T = len(tokens)
+    T = len(m)
     if m.shape != (T, T):
-        raise ValueError(f"mask must be [T, T] = [{T}, {T}], got {m.shape}")
-    past = np.tri(T, dtype=bool)
-    state = np.where(m, 0, np.where(past, 1, 2)).astype(np.uint8)           # 0 kept, 1 dropped, 2 future
+        raise ValueError(f"mask must be a square [T, T] array, got {m.shape}")
+    state = np.where(m, 0, np.where(np.tri(T, dtype=bool), 1, 2)).astype(np.uint8)   # 0 kept, 1 dropped, 2 future
     colours = (KEPT_COLOR, DROPPED_COLOR, MASKED_COLOR)
     scale = [[edge, colour] for k, colour in enumerate(colours) for edge in (k / 3, (k + 1) / 3)]
-    cats = token_categories(tokens)
     gap = 1 if T <= 64 else 0
-    fig = go.Figure(go.Heatmap(z=state, x=cats, y=cats, zmin=-0.5, zmax=2.5, colorscale=scale, showscale=False,
-                               xgap=gap, ygap=gap, name=title,
+    fig = go.Figure(go.Heatmap(z=state, x=np.arange(T), y=np.arange(T), zmin=-0.5, zmax=2.5, colorscale=scale,
+                               showscale=False, xgap=gap, ygap=gap, name=title,
                                hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<extra></extra>"))
-    for name, colour in zip(names, colours, strict=True):                    # the legend says what colours mean
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
-                                 marker=dict(symbol="square", size=14, color=colour)))
-    fig.update_xaxes(title_text=x_title, **token_axis(tokens, max_labels), showgrid=False, zeroline=False,
+    fig.update_xaxes(title_text=x_title, showgrid=False, zeroline=False, constrain="domain")
+    fig.update_yaxes(title_text=y_title, autorange="reversed", showgrid=False, zeroline=False, scaleanchor="x",
                      constrain="domain")
-    fig.update_yaxes(title_text=y_title, **token_axis(tokens, max_labels), autorange="reversed", showgrid=False,
-                     zeroline=False, scaleanchor="x", constrain="domain")
-    fig.update_layout(legend=dict(orientation="h", y=-0.25, x=0))
     return apply_theme(fig, title, height)
 
 
 def position_lines(series: dict[str, np.ndarray], tokens: list[str], *, title: str, x_title: str, y_title: str,
-                   marker: int | None = None, marker_text: str = "", height: int = 340,
-                   max_labels: int = 30) -> go.Figure:
+                   marker: int | None = None, marker_text: str = "", trend: dict[str, np.ndarray] | None = None,
+                   height: int = 360, max_labels: int = 30) -> go.Figure:
     """One value per position of the text for each named series (e.g. each predicted token's loss with and
-    without a mask), over the tokens as a position axis; a dotted line at `marker` (e.g. the first cut query)."""
+    without a mask), over the tokens as a position axis; a dotted line at `marker` (e.g. the first cut query).
+    trend: a smoothed copy of each series (same names), drawn bold over the raw values, which then turn faint."""
     fig = go.Figure()
     cats = token_categories(tokens)
     for k, (name, values) in enumerate(series.items()):
         y = np.asarray(values, dtype=np.float64)
+        colour = PALETTE[k % len(PALETTE)] if k else "#555555"
         fig.add_trace(go.Scatter(x=np.arange(len(y)), y=y, mode="lines", name=name, customdata=cats[:len(y)],
-                                 line=dict(color=PALETTE[k % len(PALETTE)] if k else "#555555",
-                                           width=2 if k else 1.5),
+                                 line=dict(color=colour, width=1 if trend else 2), opacity=0.35 if trend else 1.0,
+                                 showlegend=not trend,
                                  hovertemplate=f"{plotly_escape(name)}<br>%{{customdata}}: %{{y:.3f}}<extra></extra>"))
+        if trend:
+            smooth = np.asarray(trend[name], dtype=np.float64)
+            fig.add_trace(go.Scatter(x=np.arange(len(smooth)), y=smooth, mode="lines", name=name,
+                                     line=dict(color=colour, width=3), hoverinfo="skip"))
     if marker is not None and 0 <= marker < len(tokens):
         fig.add_vline(x=marker - 0.5, line=dict(color=ACCENT, width=1.5, dash="dot"),
                       annotation_text=marker_text, annotation_position="top right")
     fig.update_xaxes(title_text=x_title, **position_axis(tokens, max_labels, max_chars=8), tickangle=-60)
     fig.update_yaxes(title_text=y_title)
-    fig.update_layout(legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
-    return apply_theme(fig, title, height)
+    apply_theme(fig, title, height)
+    return _legend_on_top(fig, bool(title))
 
 
 def next_token_compare(labels: list[str], probs: dict[str, np.ndarray], *, title: str, x_title: str,
@@ -166,8 +180,9 @@ def next_token_compare(labels: list[str], probs: dict[str, np.ndarray], *, title
                              hovertemplate=f"{plotly_escape(name)}<br>%{{customdata}}: %{{x:.2%}}<extra></extra>"))
     fig.update_yaxes(**row_axis(labels, max_chars=16), showgrid=False)
     fig.update_xaxes(title_text=x_title, tickformat=".0%", rangemode="tozero")
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.2, x=0))
-    return apply_theme(fig, title, height)
+    fig.update_layout(barmode="group")
+    apply_theme(fig, title, height)
+    return _legend_on_top(fig, bool(title))
 
 
 # ------------------------------------------------------------------------------------------- linear attention
@@ -208,8 +223,8 @@ def cost_figure(positions: np.ndarray, costs: dict[str, np.ndarray], *, current:
                   annotation_position="top left")
     fig.update_xaxes(title_text=x_title)
     fig.update_yaxes(title_text=y_title, rangemode="tozero")
-    fig.update_layout(legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
-    return apply_theme(fig, title, height)
+    apply_theme(fig, title, height)
+    return _legend_on_top(fig, bool(title))
 
 
 # ------------------------------------------------------------------------------------------------------- ALiBi
@@ -222,7 +237,7 @@ def slopes_figure(slopes: np.ndarray, *, selected: int, title: str, x_title: str
                            textposition="outside", cliponaxis=False,
                            hovertemplate=f"{x_title} %{{x}}<br>{y_title} %{{y:.5g}}<extra></extra>"))
     fig.update_xaxes(title_text=x_title, tickmode="array", tickvals=list(range(s.size)), type="linear")
-    fig.update_yaxes(title_text=y_title, type="log", range=[np.log10(s.min()) - 0.3, np.log10(s.max()) + 0.5])
+    fig.update_yaxes(title_text=y_title, type="log", dtick=1, range=[np.log10(s.min()) - 0.3, np.log10(s.max()) + 0.5])
     return apply_theme(fig, title, height)
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from model.lessons import sparse_masks as M
-from model.lessons.perplexity import perplexity, token_losses
+from model.lessons.perplexity import moving_average, perplexity, token_losses
 
 
 def rows(mask) -> list[list[int]]:
@@ -61,3 +61,8 @@ def test_perplexity_by_hand():
     np.testing.assert_allclose(token_losses(lp), [np.log(2), np.log(4), np.log(8)])
     assert perplexity(lp) == pytest.approx(4.0)                 # exp(mean(ln 2, ln 4, ln 8)) = exp(ln 4)
     assert perplexity(lp, start=1) == pytest.approx(np.sqrt(32))
+
+
+def test_moving_average_by_hand():
+    np.testing.assert_allclose(moving_average(np.array([1.0, 3.0, 5.0, 7.0]), 2), [1, 2, 4, 6])
+    np.testing.assert_allclose(moving_average(np.array([2.0, 4.0]), 5), [2, 3])

@@ -10,13 +10,12 @@ from viz import efficient as V
 TOKENS = ["The", " cat", " sat", " on", " the", " mat", ".", " It", " was", " 8"]
 
 
-def test_sparse_mask_figure_has_three_states_and_token_axes():
-    fig = V.sparse_mask_figure(sink_window(10, 3, 1), TOKENS, title="Sink", x_title="key", y_title="query",
-                               names=("kept", "dropped", "future"))
+def test_sparse_mask_figure_has_three_states():
+    fig = V.sparse_mask_figure(sink_window(10, 3, 1), title="Sink", x_title="key", y_title="query")
     z = np.array(fig.data[0].z)
     assert z[9, 0] == 0 and z[9, 9] == 0 and z[9, 2] == 1 and z[0, 1] == 2     # sink and diagonal kept, cut, future
-    assert fig.layout.xaxis.type == "category" and fig.layout.yaxis.type == "category"
-    assert [t.name for t in fig.data[1:]] == ["kept", "dropped", "future"]
+    assert list(fig.data[0].x) == list(range(10)) and fig.layout.yaxis.autorange == "reversed"
+    assert len(fig.data) == 1 and fig.data[0].z.dtype == np.uint8
 
 
 def test_tile_order_marks_the_current_tile_and_skipped_tiles():
