@@ -24,7 +24,7 @@ REDRAW_EVERY = 4                 # steps between live redraws of the figure
 def _figure(timings: list) -> object:
     timed = [t for t in timings if t.full_s is not None]
     return kv_cache_figure(np.array([t.length for t in timings]), np.array([t.cache_bytes for t in timings]),
-                           np.array([t.length for t in timed]), np.array([t.cached_s * 1e3 for t in timed]),
+                           np.array([t.cached_s * 1e3 for t in timings]), np.array([t.length for t in timed]),
                            np.array([t.full_s * 1e3 for t in timed]),
                            titles=(_("KV cache size after each step"), _("Time of one step")),
                            x_title=_("tokens in the text"), y_titles=(_("MiB (float32)"), _("milliseconds")),

@@ -114,7 +114,7 @@ def memory_panel(T: int, cfg, block: int) -> None:
     names = [_("standard attention"), _("FlashAttention")]
     values = [m.standard, m.flash]
     show_figure(V.bytes_bars(names, values, [format_si(v) for v in values],
-                             title=_("Slow-memory reads and writes, one head"), x_title=_("values (log scale)"),
+                             title=_("Slow-memory reads and writes, one head"), x_title=_("values"), log=False,
                              height=180), key="eff_hbm", filename="flash_hbm")
     st.caption(_("Dao et al. 2022, Theorem 2: standard attention reads and writes Θ(N d + N²) values of slow memory "
                  "(HBM), FlashAttention Θ(N² d² / M) for fast memory of M values. Here N = {T}, d = {d}, and tiles of "

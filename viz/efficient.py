@@ -105,8 +105,9 @@ def output_pair_figure(partial: np.ndarray, final: np.ndarray, row_labels: list[
 
 
 def bytes_bars(names: list[str], values: list[float], texts: list[str], *, title: str, x_title: str,
-               height: int = 220) -> go.Figure:
-    """Horizontal bars on a log axis (sizes that differ by orders of magnitude), each with its value written."""
+               log: bool = True, height: int = 220) -> go.Figure:
+    """Horizontal bars, each with its value written; on a log axis (decades only) for sizes that differ by orders
+    of magnitude."""
     v = np.asarray(values, dtype=np.float64)
     fig = go.Figure(go.Bar(x=v, y=np.arange(len(names)), orientation="h", text=texts, textposition="outside",
                            cliponaxis=False, marker_color=[PALETTE[i % len(PALETTE)] for i in range(len(names))],
@@ -114,7 +115,11 @@ def bytes_bars(names: list[str], values: list[float], texts: list[str], *, title
                            hovertemplate="%{customdata}: %{text}<extra></extra>"))
     fig.update_yaxes(**row_axis(names, max_chars=40), showgrid=False)
     top = float(v.max()) if v.size else 1.0
-    fig.update_xaxes(type="log", title_text=x_title, range=[np.log10(max(v.min(), 1.0)) - 0.3, np.log10(top) + 0.8])
+    if log:
+        fig.update_xaxes(type="log", dtick=1, range=[np.log10(max(v.min(), 1.0)) - 0.3, np.log10(top) + 0.8])
+    else:
+        fig.update_xaxes(range=[0, top * 1.25])
+    fig.update_xaxes(title_text=x_title)
     return apply_theme(fig, title, height)
 
 
@@ -285,22 +290,22 @@ def alibi_rope_figure(distances: np.ndarray, alibi: np.ndarray, head_names: list
 
 
 # ------------------------------------------------------------------------------------------------------ KV cache
-def kv_cache_figure(lengths: np.ndarray, cache_bytes: np.ndarray, timed_lengths: np.ndarray, cached_ms: np.ndarray,
+def kv_cache_figure(lengths: np.ndarray, cache_bytes: np.ndarray, cached_ms: np.ndarray, full_lengths: np.ndarray,
                     full_ms: np.ndarray, *, titles: tuple[str, str], x_title: str, y_titles: tuple[str, str],
                     names: tuple[str, str], height: int = 360) -> go.Figure:
     """Left: the KV cache's size after each step (it grows by the same bytes per token). Right: the measured time
-    of one step with the cache against recomputing the whole prefix, as the text grows."""
+    of each step with the cache, and of recomputing the whole prefix at the lengths where that was timed."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.12)
     fig.add_trace(go.Scatter(x=lengths, y=np.asarray(cache_bytes) / 2**20, mode="lines+markers", showlegend=False,
                              line=dict(color=PALETTE[0]), hovertemplate="%{x}: %{y:.2f} MiB<extra></extra>"),
                   row=1, col=1)
-    for k, (name, ms) in enumerate(zip(names, (cached_ms, full_ms), strict=True)):
-        fig.add_trace(go.Scatter(x=timed_lengths, y=ms, mode="lines+markers", name=name,
+    for k, (name, x, ms) in enumerate(zip(names, (lengths, full_lengths), (cached_ms, full_ms), strict=True)):
+        fig.add_trace(go.Scatter(x=x, y=ms, mode="lines+markers", name=name,
                                  line=dict(color=PALETTE[2] if k == 0 else ACCENT, width=2.5),
                                  hovertemplate=f"{plotly_escape(name)}<br>%{{x}}: %{{y:.1f}} ms<extra></extra>"),
                       row=1, col=2)
     fig.update_xaxes(title_text=x_title)
     fig.update_yaxes(title_text=y_titles[0], rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text=y_titles[1], rangemode="tozero", row=1, col=2)
-    fig.update_layout(legend=dict(orientation="h", y=-0.3, x=0.55))
-    return apply_theme(fig, None, height)
+    apply_theme(fig, None, height)
+    return _legend_on_top(fig, True)

@@ -43,3 +43,12 @@ def test_alibi_figures():
     heat = V.bias_heatmap(alibi_bias(slopes, 4)[0], title="t", x_title="k", y_title="q", value_word="bias")
     z = np.array(heat.data[0].z, dtype=float)
     assert z[3, 0] == -1.5 and np.isnan(z[0, 3])
+
+
+def test_kv_cache_figure_puts_every_step_and_the_timed_recomputes():
+    fig = V.kv_cache_figure(np.arange(10, 14), np.arange(10, 14) * 2**20, np.ones(4), np.array([10, 13]),
+                            np.array([5.0, 8.0]), titles=("size", "time"), x_title="tokens", y_titles=("MiB", "ms"),
+                            names=("cached", "recomputed"))
+    assert list(fig.data[0].y) == [10, 11, 12, 13]
+    assert list(fig.data[1].x) == [10, 11, 12, 13] and list(fig.data[2].x) == [10, 13]
+    assert [t.name for t in fig.data[1:]] == ["cached", "recomputed"]
