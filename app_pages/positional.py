@@ -298,11 +298,12 @@ def _open_prev_token_head(text: str) -> None:
 
 
 def alibi_figures(n_heads: int, head: int, n_positions: int, max_distance: int, head_dim: int,
-                  model_base: float) -> dict:
+                  model_base: float | None) -> dict:
+    """model_base: the model's RoPE base, None for a model without RoPE (then RoPE is drawn at 10,000 only)."""
     slopes = A.alibi_slopes(n_heads)
     distances = np.arange(max_distance + 1)
-    rope = {_("RoPE, base {base} (this model)").format(base=f"{model_base:,.0f}"):
-            A.rope_decay(head_dim, model_base, distances)}
+    rope = {} if model_base is None else {_("RoPE, base {base} (this model)").format(base=f"{model_base:,.0f}"):
+                                          A.rope_decay(head_dim, model_base, distances)}
     if model_base != 10_000.0:
         rope[_("RoPE, base 10,000")] = A.rope_decay(head_dim, 10_000.0, distances)
     return {
