@@ -16,7 +16,7 @@ from model.analysis.attribution import LogitAttribution, logit_attribution
 from model.analysis.block_walk import BlockWalk, block_walk
 from model.analysis.lens import LensTop, logit_lens, logit_lens_top
 from model.analysis.stream import ResidualNorms, residual_norms
-from model.decoder import generation
+from model.decoder import batching, generation
 from model.decoder.core import Decoder
 from model.decoder.generation import Generation, GenerationStep
 from model.decoder.trace import ForwardTrace
@@ -63,14 +63,15 @@ class LanguageModel(Decoder):
 
     def generate(self, prompt: str | list[int], max_new_tokens: int = 32, temperature: float = 1.0, top_k: int = 0,
                  top_p: float = 1.0, seed: int = 0, on_step=None) -> Generation:
-        """Continue prompt (text, or token ids) with a KV cache, recording each step (model/generation.py).
+        """Continue prompt (text, or token ids) with a KV cache, recording each step (model/decoder/generation.py);
+        concurrent calls share each decoding step (model/decoder/batching.py).
         temperature 0 is greedy. on_step(step) is called after each step; returning True from it stops there."""
         settings = generation.GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed)
-        return generation.generate(self, prompt, settings, on_step)
+        return batching.generate(self, prompt, settings, on_step)
 
     def generate_steps(self, prompt: str | list[int], max_new_tokens: int = 32, temperature: float = 1.0,
                        top_k: int = 0, top_p: float = 1.0, seed: int = 0) -> Iterator[GenerationStep]:
         """generate as an iterator: yields each GenerationStep as it is chosen (stop iterating to cancel)."""
         settings = generation.GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed)
         _, ids, _ = generation.prepare_prompt(self, prompt, max_new_tokens)
-        return generation.generate_steps(self, ids, settings)
+        return batching.generate_steps(self, ids, settings)

@@ -22,7 +22,9 @@ numpy Generator made once per call from the seed (temperature 0: greedy argmax).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+import threading
+import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +38,7 @@ MAX_NEW_TOKENS = 256
 N_CANDIDATES = 10          # top candidates recorded per step
 PREFILL_CHUNK = 256        # prompt tokens per forward chunk: scores stay [H, 256, T]
 HEAD_CHUNK_ROWS = 1024     # LM-head rows converted to float32 at a time (2.4 MB)
+ROW_BLOCK = 8              # rows per weight product in a one-token step (see _row_blocks)
 
 
 @dataclass(frozen=True)
@@ -180,12 +183,11 @@ class NormWeights:
         return cls(norm.kind, norm.weight.numpy(), _numpy(norm.bias), norm.eps)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """The norm of one vector x [D] in numpy float32 (the same formula as the decoder's)."""
+        """The norm of each row of x [..., D] in numpy float32 (the same formula as the decoder's)."""
         if self.kind == "rmsnorm":
-            return _rms_norm(x, self.weight, self.eps)
-        centred = x - np.float32(x.mean())
-        out = centred * np.float32(1.0 / math.sqrt(float(np.dot(centred, centred)) / x.shape[0] + self.eps))
-        return out * self.weight + self.bias
+            return _rms_rows(x, self.weight, self.eps)
+        centred = x - x.mean(-1, keepdims=True)
+        return _rms_rows(centred, self.weight, self.eps) + self.bias
 
 
 @dataclass(frozen=True)
@@ -216,11 +218,62 @@ class BlockWeights:
                    mlp.w_down.numpy(), None if gated else _numpy(mlp.b_down), gated)
 
 
+class StepWeights:
+    """What a one-token step reads, as numpy views of the model's weights, made once per model and shared by every
+    generation (see steps_for): the blocks, the final norm, GPT-2's position table and, for a Q8_0 LM head, its
+    blocks laid out block-major (28 MB for SmolLM2): each chunk of rows is then nb contiguous [chunk, 32] int8 slabs,
+    converted and multiplied without a strided pass."""
+
+    def __init__(self, lm):
+        self.blocks = [BlockWeights.of(block) for block in lm.blocks]
+        self.out_norm = NormWeights.of(lm.out_norm)
+        self.positions = _numpy(lm.position_embedding)                                # [P, D] (GPT-2) or None
+        self.dense_head = None if isinstance(lm.lm_head, Q8Embedding) else lm.lm_head.weight.numpy()  # [V, D]
+        if self.dense_head is None:
+            values, scales = lm.lm_head.values.numpy(), lm.lm_head.scale.numpy()[..., 0]  # [V, nb, 32], [V, nb]
+            self.head_blocks = np.ascontiguousarray(values.transpose(1, 0, 2))        # [nb, V, 32] int8
+            self.head_scales = np.ascontiguousarray(scales.T)                         # [nb, V] float32
+
+    def logits(self, xn: np.ndarray) -> np.ndarray:
+        """Next-token logits [B, V] float32 of final-normed rows xn [B, D]."""
+        if self.dense_head is not None:
+            return _affine(self.dense_head, xn, None)
+        # Q8_0: logit = sum over 32-value blocks b of scale_b * (int8 values_b . x_b): the scales are applied
+        # after the block dot products, so the int8 -> float32 copy is the only pass over the table.
+        n_blocks, vocab, block = self.head_blocks.shape
+        x_blocks = [np.ascontiguousarray(x.reshape(ROW_BLOCK, n_blocks, block).transpose(1, 2, 0))
+                    for x in _row_blocks(xn)]                                       # [nb, 32, 8] each
+        out = np.empty((vocab, len(x_blocks) * ROW_BLOCK), np.float32)              # [V, B padded]
+        buffer = np.empty((n_blocks, HEAD_CHUNK_ROWS, block), np.float32)
+        for first in range(0, vocab, HEAD_CHUNK_ROWS):
+            rows = slice(first, first + HEAD_CHUNK_ROWS)
+            buf = buffer[:, : len(out[rows])]
+            buf[...] = self.head_blocks[:, rows]                                    # [nb, c, 32] float32
+            for i, x in enumerate(x_blocks):
+                dots = np.matmul(buf, x)                                            # [nb, c, 8]
+                out[rows, i * ROW_BLOCK:(i + 1) * ROW_BLOCK] = np.einsum("bvn,bv->vn", dots, self.head_scales[:, rows])
+        return out.T[:xn.shape[0]]
+
+
+_STEP_WEIGHTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_STEP_WEIGHTS_LOCK = threading.Lock()
+
+
+def steps_for(lm) -> StepWeights:
+    """The model's StepWeights, made on first use and kept as long as the model."""
+    with _STEP_WEIGHTS_LOCK:
+        weights = _STEP_WEIGHTS.get(lm)
+        if weights is None:
+            weights = _STEP_WEIGHTS[lm] = StepWeights(lm)
+        return weights
+
+
 class IncrementalDecoder:
     """The model run one sequence at a time with a KV cache: feed(prompt_ids), then feed([token]) per step.
 
     Holds one sequence's state (the rotated keys and values of every layer for up to `capacity` positions, RoPE
-    tables, a scratch buffer): make one per generation and drop it with it; never store it on the model.
+    tables): make one per generation and drop it with it; never store it on the model. step_rows advances several
+    of them by one token each in one pass over the weights (batched generation).
     """
 
     def __init__(self, lm, capacity: int):
@@ -231,18 +284,9 @@ class IncrementalDecoder:
         self.v = np.empty(shape, np.float32)                                          # [L, KV, C, hd]
         self.cos, self.sin = lm.rope_tables(range(capacity))                          # [C, hd/2] each, or None
         self.cos_np, self.sin_np = _numpy(self.cos), _numpy(self.sin)                # [C, hd/2] each, or None
-        self.weights = [BlockWeights.of(block) for block in lm.blocks]
-        self.out_norm = NormWeights.of(lm.out_norm)
-        self.positions = _numpy(lm.position_embedding)                                # [P, D] (GPT-2) or None
+        self.weights = steps_for(lm)
         self.capacity = capacity
         self.length = 0                                                               # positions cached so far
-        self.head_blocks = None
-        if isinstance(lm.lm_head, Q8Embedding):
-            # The Q8_0 LM head, block-major for this call (28 MB for SmolLM2, copied once): each chunk of rows is
-            # then nb contiguous [chunk, 32] int8 slabs, converted and multiplied without a strided pass.
-            values, scales = lm.lm_head.values.numpy(), lm.lm_head.scale.numpy()[..., 0]  # [V, nb, 32], [V, nb]
-            self.head_blocks = np.ascontiguousarray(values.transpose(1, 0, 2))        # [nb, V, 32] int8
-            self.head_scales = np.ascontiguousarray(scales.T)                         # [nb, V] float32
 
     def feed(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Run ids (continuing the cached tokens) through the model. Returns the logits after the last one
@@ -256,10 +300,10 @@ class IncrementalDecoder:
                 last = start + PREFILL_CHUNK >= len(ids)
                 row = np.empty((cfg.n_layers, cfg.n_heads, self.length + len(chunk)), np.float16) if last else None
                 if len(chunk) == 1:
-                    x = self._step(chunk[0], row)                                    # [D]
+                    x = step_rows([self], [chunk[0]], [row])[0]                      # [D]
                 else:
                     x = self._forward(torch.tensor(list(chunk)), row)[-1].numpy()    # [D]
-        return self._logits(self.out_norm(x)), row
+        return self.weights.logits(self.weights.out_norm(x[None]))[0], row
 
     def _forward(self, ids: torch.Tensor, row: np.ndarray | None) -> torch.Tensor:
         """ids [n > 1] at positions length..length+n-1 through every block; caches their keys and values."""
@@ -286,57 +330,50 @@ class IncrementalDecoder:
                                       torch.from_numpy(self.v[layer, :, :end]))    # [H, n, T], [H, n, hd]
         return attn.output(mixed), pattern                                         # [n, D], [H, n, T]
 
-    def _step(self, token_id: int, row: np.ndarray) -> np.ndarray:
-        """One token at position `length` through every block, in numpy (see the module docstring); caches its key
-        and value. Returns the last block's output [D]."""
-        cfg = self.lm.config
-        pos, hd, n_q, n_kv = self.length, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
-        n_qk = (n_q + n_kv) * hd
-        x = self.lm.embedding.rows(torch.tensor([token_id]))[0].numpy()             # [D]
-        if self.positions is not None:
-            x = x + self.positions[pos]                                              # [D]
-        for layer, w in enumerate(self.weights):
-            qkv = w.qkv @ w.attn_norm(x)                                            # [(H + 2 KV) hd]
-            if w.qkv_bias is not None:
-                qkv = qkv + w.qkv_bias
-            q, k = qkv[:n_q * hd].reshape(n_q, hd), qkv[n_q * hd:n_qk].reshape(n_kv, hd)  # [H, hd], [KV, hd]
-            if w.q_norm is not None:
-                q, k = _rms_rows(q, w.q_norm, cfg.norm_eps), _rms_rows(k, w.k_norm, cfg.norm_eps)
-            if self.cos_np is not None:
-                q, k = _rotate(q, self.cos_np[pos], self.sin_np[pos]), _rotate(k, self.cos_np[pos], self.sin_np[pos])
-            self.k[layer, :, pos] = k
-            self.v[layer, :, pos] = qkv[n_qk:].reshape(n_kv, hd)
-            pattern, mixed = _mix_one_query(q, self.k[layer, :, :pos + 1], self.v[layer, :, :pos + 1])  # [H, T]
-            row[layer] = pattern
-            x = x + _affine(w.o, mixed.reshape(-1), w.o_bias)                        # [D]
-            up = _affine(w.up, w.mlp_norm(x), w.up_bias)                             # [2 F] or [F]
-            if w.gated:
-                gate, up = up[:cfg.d_ff], up[cfg.d_ff:]                              # [F] each
-                with np.errstate(over="ignore"):                                    # exp(-gate) = inf: silu = -0
-                    act = gate / (1 + np.exp(-gate)) * up                            # [F]
-            else:
-                act = _gelu_tanh(up)                                                 # [F]
-            x = x + _affine(w.down, act, w.down_bias)                                # [D]
-        self.length = pos + 1
-        return x
 
-    def _logits(self, xn: np.ndarray) -> np.ndarray:
-        """Next-token logits [V] float32 of the final-normed vector xn [D]."""
-        if self.head_blocks is None:
-            return self.lm.lm_head.weight.numpy() @ xn
-        # Q8_0: logit = sum over 32-value blocks b of scale_b * (int8 values_b . x_b): the scales are applied
-        # after the block dot products, so the int8 -> float32 copy is the only pass over the table.
-        n_blocks, vocab, block = self.head_blocks.shape
-        x_blocks = xn.reshape(n_blocks, block, 1)                                   # [nb, 32, 1]
-        out = np.empty(vocab, np.float32)                                           # [V]
-        buffer = np.empty((n_blocks, HEAD_CHUNK_ROWS, block), np.float32)
-        for first in range(0, vocab, HEAD_CHUNK_ROWS):
-            rows = slice(first, first + HEAD_CHUNK_ROWS)
-            buf = buffer[:, : len(out[rows])]
-            buf[...] = self.head_blocks[:, rows]                                    # [nb, c, 32] float32
-            dots = np.matmul(buf, x_blocks)[..., 0]                                 # [nb, c]
-            out[rows] = np.einsum("bv,bv->v", dots, self.head_scales[:, rows])
-        return out
+def step_rows(decoders: Sequence[IncrementalDecoder], token_ids: Sequence[int],
+              rows: Sequence[np.ndarray]) -> np.ndarray:
+    """One new token per sequence through every block, in numpy (see the module docstring), each at its own
+    position with its own KV cache; the weight products of all sequences are one matrix product, so the weights
+    are read once per step whatever the number of sequences. Writes each sequence's attention row into rows[b]
+    ([n_layers, n_heads, length + 1]) and returns the last block's outputs [B, D]."""
+    first = decoders[0]
+    cfg, w_all = first.lm.config, first.weights
+    B, hd, n_q, n_kv = len(decoders), cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
+    n_qk = (n_q + n_kv) * hd
+    at = np.array([d.length for d in decoders])                                     # [B] positions
+    x = first.lm.embedding.rows(torch.tensor(list(token_ids))).numpy()             # [B, D]
+    if w_all.positions is not None:
+        x = x + w_all.positions[at]                                                  # [B, D]
+    rope = first.cos_np is not None
+    if rope:
+        cos = np.stack([d.cos_np[p] for d, p in zip(decoders, at, strict=True)])[:, None]  # [B, 1, hd/2]
+        sin = np.stack([d.sin_np[p] for d, p in zip(decoders, at, strict=True)])[:, None]  # [B, 1, hd/2]
+    mixed = np.empty((B, n_q, hd), np.float32)                                      # [B, H, hd]
+    for layer, w in enumerate(w_all.blocks):
+        qkv = _affine(w.qkv, w.attn_norm(x), w.qkv_bias)                            # [B, (H + 2 KV) hd]
+        q, k = qkv[:, :n_q * hd].reshape(B, n_q, hd), qkv[:, n_q * hd:n_qk].reshape(B, n_kv, hd)
+        if w.q_norm is not None:
+            q, k = _rms_rows(q, w.q_norm, cfg.norm_eps), _rms_rows(k, w.k_norm, cfg.norm_eps)
+        if rope:
+            q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)                       # [B, H, hd], [B, KV, hd]
+        v = qkv[:, n_qk:].reshape(B, n_kv, hd)                                      # [B, KV, hd]
+        for b, (d, p) in enumerate(zip(decoders, at, strict=True)):
+            d.k[layer, :, p] = k[b]
+            d.v[layer, :, p] = v[b]
+            rows[b][layer], mixed[b] = _mix_one_query(q[b], d.k[layer, :, :p + 1], d.v[layer, :, :p + 1])
+        x = x + _affine(w.o, mixed.reshape(B, -1), w.o_bias)                         # [B, D]
+        up = _affine(w.up, w.mlp_norm(x), w.up_bias)                                 # [B, 2 F] or [B, F]
+        if w.gated:
+            gate, up = up[:, :cfg.d_ff], up[:, cfg.d_ff:]                            # [B, F] each
+            with np.errstate(over="ignore"):                                        # exp(-gate) = inf: silu = -0
+                act = gate / (1 + np.exp(-gate)) * up                                # [B, F]
+        else:
+            act = _gelu_tanh(up)                                                     # [B, F]
+        x = x + _affine(w.down, act, w.down_bias)                                    # [B, D]
+    for d in decoders:
+        d.length += 1
+    return x
 
 
 def _mix_queries(q_rot: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -371,25 +408,32 @@ def _mix_one_query(q_rot: np.ndarray, keys: np.ndarray, values: np.ndarray) -> t
     return pattern.reshape(H, T), mixed.reshape(H, hd)
 
 
-def _rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
-    """decoder.rms_norm for one vector x [D] in numpy float32."""
-    return x * np.float32(1.0 / math.sqrt(float(np.dot(x, x)) / x.shape[0] + eps)) * weight
-
-
 def _rms_rows(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
-    """rms_norm of each row of x [n, hd] (Qwen3's per-head q/k norm) in numpy float32."""
-    return x / np.sqrt((x * x).mean(-1, keepdims=True) + np.float32(eps)) * weight
+    """decoder.rms_norm of each row of x [..., D] in numpy float32 (also Qwen3's per-head q/k norm)."""
+    return x * (np.float32(1.0) / np.sqrt((x * x).mean(-1, keepdims=True) + np.float32(eps))) * weight
 
 
 def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """Half-split RoPE of rows x [n, hd] at one position (cos, sin [hd/2])."""
+    """Half-split RoPE of x [..., hd] with cos, sin [..., hd/2] broadcast against it."""
     half = x.shape[-1] // 2
-    x1, x2 = x[:, :half], x[:, half:]                                              # [n, hd/2] each
-    return np.concatenate((x1 * cos - x2 * sin, x1 * sin + x2 * cos), axis=-1)    # [n, hd]
+    x1, x2 = x[..., :half], x[..., half:]                                          # [..., hd/2] each
+    return np.concatenate((x1 * cos - x2 * sin, x1 * sin + x2 * cos), axis=-1)    # [..., hd]
 
 
 def _affine(w: np.ndarray, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    return w @ x if bias is None else w @ x + bias
+    """Rows x [B, in] through the matrix w [out, in] (and bias): [B, out], as products of exactly ROW_BLOCK rows."""
+    out = np.concatenate([block @ w.T for block in _row_blocks(x)])[:x.shape[0]]   # [B, out]
+    return out if bias is None else out + bias
+
+
+def _row_blocks(x: np.ndarray) -> list[np.ndarray]:
+    """x [B, ...] as blocks of exactly ROW_BLOCK rows, the last padded with zeros. BLAS rounds a row's product the
+    same way whatever the other rows of an 8-row block are, but differently for 1 to 7 rows or past 16 (measured
+    with OpenBLAS): equal blocks make a generation's numbers the same alone and in any batch."""
+    pad = -x.shape[0] % ROW_BLOCK
+    if pad:
+        x = np.concatenate((x, np.zeros((pad, *x.shape[1:]), x.dtype)))
+    return [x[i:i + ROW_BLOCK] for i in range(0, x.shape[0], ROW_BLOCK)]
 
 
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:
@@ -431,43 +475,6 @@ def prepare_prompt(lm, prompt: str | Sequence[int], max_new_tokens: int) -> tupl
     return text, ids, len(all_ids)
 
 
-def generate_steps(lm, prompt_ids: Sequence[int], settings: GenerationSettings) -> Iterator[GenerationStep]:
-    """Yield each step as soon as it is chosen; stops after max_new_tokens or after the end-of-sequence token.
-    prompt_ids must already fit (prepare_prompt). Close the iterator (or stop iterating) to cancel."""
-    decoder = IncrementalDecoder(lm, len(prompt_ids) + settings.max_new_tokens - 1)
-    rng = np.random.default_rng(settings.seed)
-    fed = list(prompt_ids)
-    for t in range(settings.max_new_tokens):
-        logits, attention = decoder.feed(fed)
-        dist = next_token_distribution(logits, settings)
-        token_id = choose_token(dist, rng)
-        yield _record(lm, t, token_id, dist, attention)
-        if token_id == lm.eos_token_id:
-            return
-        fed = [token_id]
-
-
-def generate(lm, prompt: str | Sequence[int], settings: GenerationSettings,
-             on_step: Callable[[GenerationStep], bool | None] | None = None) -> Generation:
-    """Run generate_steps to the end. on_step(step) is called after each step (progress); if it returns True,
-    generation stops there (stop_reason "cancelled")."""
-    text, ids, n_total = prepare_prompt(lm, prompt, settings.max_new_tokens)
-    steps: list[GenerationStep] = []
-    for step in generate_steps(lm, ids, settings):
-        steps.append(step)
-        if on_step is not None and on_step(step) is True:
-            break
-    if steps[-1].token_id == lm.eos_token_id:
-        stop_reason = "eos"
-    else:
-        stop_reason = "length" if len(steps) == settings.max_new_tokens else "cancelled"
-    new_ids = [s.token_id for s in steps]
-    return Generation(prompt=text, prompt_ids=ids, prompt_tokens=lm.token_strings(ids),
-                      truncated=n_total > len(ids), n_prompt_tokens_total=n_total, settings=settings,
-                      steps=tuple(steps), new_text=lm.decode(new_ids), stop_reason=stop_reason,
-                      eos_token_id=lm.eos_token_id)
-
-
 def first_token_samples(lm, prompt: str | Sequence[int], settings: GenerationSettings,
                         seeds: Sequence[int]) -> np.ndarray:
     """The first new token that generate would pick with each seed (same settings otherwise), from one prompt
@@ -479,7 +486,8 @@ def first_token_samples(lm, prompt: str | Sequence[int], settings: GenerationSet
                     dtype=np.int64)
 
 
-def _record(lm, t: int, token_id: int, dist: TokenDistribution, attention: np.ndarray) -> GenerationStep:
+def record_step(lm, t: int, token_id: int, dist: TokenDistribution, attention: np.ndarray) -> GenerationStep:
+    """Step t's record: the token, its top candidates and probabilities, and the attention row that chose it."""
     n = min(N_CANDIDATES, len(dist.probs))
     top = np.argpartition(-dist.probs, n - 1)[:n]
     top = top[np.lexsort((top, -dist.probs[top]))]                                  # by probability, then id

@@ -1,0 +1,157 @@
+"""Concurrent generations share each decoding step: continuous batching for a whole class pressing Generate.
+
+One GenerationBatcher per model runs a thread that keeps every active generation's KV cache (an
+IncrementalDecoder each) and advances all of them by one token per step with generation.step_rows, which reads the
+weights once for the whole batch: a one-token step is memory-bound, so B sequences cost little more than one.
+Requests join at the next step (their prompt is run first, alone) and leave when they reach max_new_tokens, the
+end-of-sequence token, or are cancelled (the caller stopped iterating). Each request keeps its own random generator
+and its own cache, so its tokens are the ones it would get alone. When no request is left the thread ends.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from model.decoder import generation as G
+
+_DONE = object()
+
+
+@dataclass(eq=False)
+class Request:
+    """One generation in the batch: its cache, its random generator, and the queue its steps go to."""
+
+    prompt_ids: list[int]
+    settings: G.GenerationSettings
+    steps: queue.Queue = field(default_factory=queue.Queue)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    decoder: G.IncrementalDecoder | None = None
+    rng: np.random.Generator | None = None
+    made: int = 0                 # tokens chosen so far
+    next_token: int = -1          # the token to feed at the next step
+
+
+class GenerationBatcher:
+    """The model's decoding loop shared by every concurrent generation (see the module docstring)."""
+
+    def __init__(self, lm):
+        self.lm = lm
+        self._joining: list[Request] = []
+        self._lock = threading.Condition()
+        self._running = False
+
+    def run(self, prompt_ids: Sequence[int], settings: G.GenerationSettings) -> Iterator[G.GenerationStep]:
+        """Each step of one generation as soon as the batch has made it. Stop iterating to cancel."""
+        request = Request(list(prompt_ids), settings)
+        with self._lock:
+            self._joining.append(request)
+            if not self._running:
+                self._running = True
+                threading.Thread(target=self._loop, daemon=True, name="generation-batch").start()
+            self._lock.notify()
+        try:
+            while (item := request.steps.get()) is not _DONE:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            request.cancelled.set()
+
+    def _loop(self) -> None:
+        active: list[Request] = []
+        while True:
+            with self._lock:
+                joining, self._joining = self._joining, []
+                if not joining and not active:
+                    self._running = False
+                    return
+            try:
+                with torch.inference_mode():
+                    active = [r for r in active if not r.cancelled.is_set()] + \
+                        [r for r in joining if self._start(r)]
+                    if active:
+                        self._step(active)
+                active = [r for r in active if not self._finished(r)]
+            except Exception as exc:   # every waiting caller gets the error instead of waiting forever
+                for r in active + joining:
+                    r.steps.put(exc)
+                active = []
+
+    def _start(self, r: Request) -> bool:
+        """Run r's prompt (alone) and choose its first token; False when r is already done."""
+        r.decoder = G.IncrementalDecoder(self.lm, len(r.prompt_ids) + r.settings.max_new_tokens - 1)
+        r.rng = np.random.default_rng(r.settings.seed)
+        logits, row = r.decoder.feed(r.prompt_ids)
+        self._choose(r, logits, row)
+        return not self._finished(r)
+
+    def _step(self, batch: list[Request]) -> None:
+        rows = [np.empty((self.lm.config.n_layers, self.lm.config.n_heads, r.decoder.length + 1), np.float16)
+                for r in batch]
+        x = G.step_rows([r.decoder for r in batch], [r.next_token for r in batch], rows)   # [B, D]
+        weights = batch[0].decoder.weights
+        logits = weights.logits(weights.out_norm(x))                                      # [B, V]
+        for r, row_logits, row in zip(batch, logits, rows, strict=True):
+            self._choose(r, row_logits, row)
+
+    def _choose(self, r: Request, logits: np.ndarray, row: np.ndarray) -> None:
+        dist = G.next_token_distribution(logits, r.settings)
+        token_id = G.choose_token(dist, r.rng)
+        r.steps.put(G.record_step(self.lm, r.made, token_id, dist, row))
+        r.made += 1
+        r.next_token = token_id
+
+    def _finished(self, r: Request) -> bool:
+        done = r.cancelled.is_set() or r.made >= r.settings.max_new_tokens or r.next_token == self.lm.eos_token_id
+        if done and not r.cancelled.is_set():
+            r.steps.put(_DONE)
+            r.cancelled.set()            # finished: leaves the batch once
+        return done
+
+
+_BATCHERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_BATCHERS_LOCK = threading.Lock()
+
+
+def batcher_for(lm) -> GenerationBatcher:
+    """The model's batcher, made on first use and kept as long as the model."""
+    with _BATCHERS_LOCK:
+        batcher = _BATCHERS.get(lm)
+        if batcher is None:
+            batcher = _BATCHERS[lm] = GenerationBatcher(lm)
+        return batcher
+
+
+def generate_steps(lm, prompt_ids: Sequence[int], settings: G.GenerationSettings) -> Iterator[G.GenerationStep]:
+    """Yield each step as soon as it is chosen (in the model's shared batch); stops after max_new_tokens or after the
+    end-of-sequence token. prompt_ids must already fit (generation.prepare_prompt). Stop iterating to cancel."""
+    return batcher_for(lm).run(prompt_ids, settings)
+
+
+def generate(lm, prompt: str | Sequence[int], settings: G.GenerationSettings,
+             on_step: Callable[[G.GenerationStep], bool | None] | None = None) -> G.Generation:
+    """Run generate_steps to the end. on_step(step) is called after each step (progress); if it returns True,
+    generation stops there (stop_reason "cancelled")."""
+    text, ids, n_total = G.prepare_prompt(lm, prompt, settings.max_new_tokens)
+    steps: list[G.GenerationStep] = []
+    stream = generate_steps(lm, ids, settings)
+    for step in stream:
+        steps.append(step)
+        if on_step is not None and on_step(step) is True:
+            stream.close()
+            break
+    if steps[-1].token_id == lm.eos_token_id:
+        stop_reason = "eos"
+    else:
+        stop_reason = "length" if len(steps) == settings.max_new_tokens else "cancelled"
+    new_ids = [s.token_id for s in steps]
+    return G.Generation(prompt=text, prompt_ids=ids, prompt_tokens=lm.token_strings(ids),
+                        truncated=n_total > len(ids), n_prompt_tokens_total=n_total, settings=settings,
+                        steps=tuple(steps), new_text=lm.decode(new_ids), stop_reason=stop_reason,
+                        eos_token_id=lm.eos_token_id)

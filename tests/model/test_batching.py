@@ -1,0 +1,106 @@
+"""Concurrent generations share decoding steps (model/decoder/batching.py) and get exactly what they get alone.
+
+"Alone" is a generation run when nothing else runs (a batch of one); "batched" runs the same generations from
+several threads at once, so their steps go through the model in one matrix product. Tokens must be identical
+(greedy, and sampled with the same seed), attention rows within 1e-5; a cancelled stream leaves the others
+untouched; a stream that reaches end-of-sequence leaves the batch while the others go on.
+"""
+import threading
+
+import numpy as np
+import pytest
+
+from model import load_model
+from tests.tiny_gguf import Tiny, write_tiny
+
+PROMPTS = ["The cat sat on the mat because", "Count with me: 1, 2, 3,", "<b>bold</b> and", "Hi",
+           "def fibonacci(n):\n    return", "Le chat que ma voisine a adopté", "Once upon a time", "2 + 2 ="]
+SETTINGS = [dict(temperature=0), dict(temperature=1.0, seed=3), dict(temperature=0.7, top_k=20, seed=11),
+            dict(temperature=1.3, top_p=0.9, seed=5)]
+
+
+def concurrently(fns) -> list:
+    """Run every function in its own thread, all released at once; their results in order."""
+    results = [None] * len(fns)
+    start = threading.Barrier(len(fns))
+
+    def run(i, fn):
+        start.wait()
+        results[i] = fn()
+
+    threads = [threading.Thread(target=run, args=(i, fn)) for i, fn in enumerate(fns)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    return results
+
+
+def assert_same(alone, batched):
+    assert batched.new_token_ids == alone.new_token_ids
+    assert batched.stop_reason == alone.stop_reason
+    for a, b in zip(alone.steps, batched.steps, strict=True):
+        np.testing.assert_allclose(b.attention.astype(np.float32), a.attention.astype(np.float32), atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("batching")
+    out = {}
+    for arch in ("llama", "gpt2"):
+        write_tiny(folder / f"{arch}.gguf", Tiny(arch=arch))
+        out[arch] = folder / f"{arch}.gguf"
+    return out
+
+
+def test_ten_threads_on_the_default_model_equal_their_runs_alone(lm):
+    jobs = [(PROMPTS[i % len(PROMPTS)], SETTINGS[i % len(SETTINGS)]) for i in range(10)]
+    alone = [lm.generate(p, max_new_tokens=8, **s) for p, s in jobs]
+    batched = concurrently([lambda p=p, s=s: lm.generate(p, max_new_tokens=8, **s) for p, s in jobs])
+    for a, b in zip(alone, batched, strict=True):
+        assert_same(a, b)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_batched_equals_alone_for_each_architecture(tiny_models, arch):
+    lm = load_model(path=tiny_models[arch])
+    jobs = [(PROMPTS[i], SETTINGS[i % len(SETTINGS)]) for i in range(6)]
+    alone = [lm.generate(p, max_new_tokens=12, **s) for p, s in jobs]
+    batched = concurrently([lambda p=p, s=s: lm.generate(p, max_new_tokens=12, **s) for p, s in jobs])
+    for a, b in zip(alone, batched, strict=True):
+        assert_same(a, b)
+
+
+def test_cancelling_one_stream_leaves_the_others_untouched(tiny_models):
+    lm = load_model(path=tiny_models["llama"])
+    alone = [lm.generate(p, max_new_tokens=16, temperature=1.0, seed=i) for i, p in enumerate(PROMPTS[:4])]
+
+    def cancelled_after_three():
+        return lm.generate(PROMPTS[0], max_new_tokens=16, temperature=1.0, seed=0, on_step=lambda s: s.index == 2)
+
+    fns = [cancelled_after_three] + [lambda i=i, p=p: lm.generate(p, max_new_tokens=16, temperature=1.0, seed=i)
+                                     for i, p in enumerate(PROMPTS[1:4], start=1)]
+    cut, *others = concurrently(fns)
+    assert cut.stop_reason == "cancelled" and cut.new_token_ids == alone[0].new_token_ids[:3]
+    for a, b in zip(alone[1:], others, strict=True):
+        assert_same(a, b)
+
+
+def test_a_stream_reaching_end_of_sequence_leaves_the_batch(tiny_models):
+    lm = load_model(path=tiny_models["gpt2"])
+    probe = lm.generate(PROMPTS[2], max_new_tokens=12, temperature=0)
+    lm.eos_token_id = probe.new_token_ids[3]                 # this stream now ends at its 4th token (or earlier)
+    stop = probe.new_token_ids.index(lm.eos_token_id) + 1
+    alone = lm.generate(PROMPTS[4], max_new_tokens=12, temperature=1.0, seed=2)
+    short, long = concurrently([lambda: lm.generate(PROMPTS[2], max_new_tokens=12, temperature=0),
+                                lambda: lm.generate(PROMPTS[4], max_new_tokens=12, temperature=1.0, seed=2)])
+    assert short.stop_reason == "eos" and len(short.steps) == stop
+    assert_same(alone, long)
+
+
+def test_streaming_steps_can_stop_early(tiny_models):
+    lm = load_model(path=tiny_models["llama"])
+    stream = lm.generate_steps(PROMPTS[0], max_new_tokens=20, temperature=0)
+    first = [next(stream).token_id for _ in range(3)]
+    stream.close()
+    assert first == lm.generate(PROMPTS[0], max_new_tokens=3, temperature=0).new_token_ids
