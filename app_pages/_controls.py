@@ -61,9 +61,9 @@ def head_slider(where, cfg: ModelConfig, width="stretch") -> None:
 
 def sink_toggle(where, label: str | None = None) -> None:
     where.toggle(label or _("Hide attention sink (token 0)"), key=S.SINK.key,
-                 help=_("From layer 12 on, most heads put 50-84% of their attention on the first token. This hides "
-                        "that column and rescales every row to sum to 1, so the rest becomes visible. Rows with "
-                        "nothing left to show turn grey."), **PERSIST)
+                 help=_("From layer 12 on, most heads put most of their attention (50-84%) on the first token. "
+                        "This hides that column and rescales every row to sum to 1, so the rest becomes visible. "
+                        "Rows with nothing left to show turn grey."), **PERSIST)
 
 
 def copy_choice(widget_key: str, setting_key: str) -> None:
@@ -108,8 +108,8 @@ def head_picker(cfg: ModelConfig, where=None, label: str | None = None) -> None:
     """A row of head buttons bound to the head setting."""
     where = st if where is None else where
     st.session_state["w_head_pick"] = st.session_state.get(S.HEAD.key, 0)
-    where.segmented_control(label or _("Open a head"), options=list(range(cfg.n_heads)),
-                            format_func=lambda h: _("head {head}").format(head=h),
+    names = [_("head {head}").format(head=h) for h in range(cfg.n_heads)]    # translated here, in the script run
+    where.segmented_control(label or _("Open a head"), options=list(range(cfg.n_heads)), format_func=names.__getitem__,
                             required=True, key="w_head_pick",
                             on_change=lambda: st.session_state.update({S.HEAD.key: st.session_state["w_head_pick"]}))
 

@@ -170,6 +170,13 @@ def _token_count(where, page: str) -> None:
         where.caption(_("{n} / {limit} tokens").format(n=n, limit=limit))
 
 
+def model_shape(cfg) -> str:
+    """The model's shape in one line (ModelConfig.describe in the reader's language)."""
+    return _("{architecture} · {layers} layers · {heads} heads ({kv} KV) · d_model {d_model} · d_ff {d_ff} · vocab "
+             "{vocab}").format(architecture=cfg.architecture, layers=cfg.n_layers, heads=cfg.n_heads,
+                               kv=cfg.n_kv_heads, d_model=cfg.d_model, d_ff=cfg.d_ff, vocab=f"{cfg.vocab_size:,}")
+
+
 def has_han(text: str) -> bool:
     """Whether text has Chinese characters (CJK unified ideographs)."""
     return any("\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf" for ch in text)
@@ -230,7 +237,7 @@ def _shared_controls(schema: Schema) -> None:
             if note:
                 st.caption(f":material/lightbulb: {note}")
             st.caption(_("Model: **{name}** · {shape}").format(name=escape_markdown(lm.name),
-                                                                shape=lm.config.describe()))
+                                                                shape=model_shape(lm.config)))
     if has[S.LAYER.key] or has[S.HEAD.key]:
         _keyboard_shortcuts(cfg)
 

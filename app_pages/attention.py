@@ -160,8 +160,8 @@ with tab:
 
     elif view == "model":
         kind = st.segmented_control(_("Colour each head by"), options=list(OVERVIEW_LABELS),
-                                    format_func=lambda k: _(OVERVIEW_LABELS[k]), key=OVERVIEW.key, required=True,
-                                    **controls.PERSIST)
+                                    format_func={k: _(v) for k, v in OVERVIEW_LABELS.items()}.get, key=OVERVIEW.key,
+                                    required=True, **controls.PERSIST)
         if kind == "thumbs":
             tiles = caches.get_thumbnail_tiles(text, hide_sink)
             fig = va.thumbnail_overview(tiles, selected=(layer, head), words=words,

@@ -128,7 +128,7 @@ def scrubber(lm, g) -> None:
                                      "from, and where the model looked to predict it."))
                 st.toggle(_("Play"), key=PLAY, width="content",
                           help=_("Step through the generation, one token at a time."))
-            with st.container(height=150, border=False):
+            with st.container(height=150, border=False, key="gen_text"):      # the model's words: not translated
                 st.markdown(written_markdown(lm, g.prompt_ids, g.new_token_ids, step_index))
             kept = int(step.n_kept)
             st.caption(" ".join([ngettext(
@@ -199,7 +199,7 @@ def compare_view(lm, text: str) -> None:
         g = job.result
         with col:
             st.markdown(f"**{name}**")
-            with st.container(height=130, border=True):
+            with st.container(height=130, border=True, key=f"gen_text_{name}"):
                 st.markdown(written_markdown(lm, g.prompt_ids, g.new_token_ids, None))
             probs = np.array([s.prob for s in g.steps])
             show_figure(vg.chosen_probability_figure(probs, g.new_tokens, color=color, words=words,

@@ -457,10 +457,10 @@ def heads_view(lm, trace) -> None:
     names = dict(zip(options[1:], lm.token_strings(options[1:]), strict=True))
     ss[TARGET_PICK] = AUTO if chosen is None else target
     last = plotly_escape(shorten(f"#{trace.n_tokens - 1} {trace.tokens[-1]}", 20))
+    top_label = _("the top prediction: {token}").format(token=names[top_ids[0]])
     st.selectbox(_("Explain the logit of"), options, key=TARGET_PICK, width=330, on_change=controls.follow_pick,
                  args=(TARGET_PICK, TARGET.key, AUTO),
-                 format_func=lambda i: (_("the top prediction: {token}").format(token=names[top_ids[0]]) if i == AUTO
-                                        else f"{names[i]} (id {i}, p = {before[i]:.1%})"),
+                 format_func=lambda i: (top_label if i == AUTO else f"{names[i]} (id {i}, p = {before[i]:.1%})"),
                  help=_("The next token whose logit (after the last token) is split into every head's share."))
     attr = caches.get_logit_attribution(text, target)
     off = tuple(int(i) for i in ss.get(OFF.key) or ())

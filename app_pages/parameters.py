@@ -109,8 +109,9 @@ def shape_form() -> dict:
     """The shape inputs, each with a slot right under it for its message; returns the raw field values."""
     slots: dict = {}
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
+        custom_label = _("custom")
         st.selectbox(_("Preset"), [*PRESETS, S.CUSTOM], key=K + "preset", width=220, **controls.PERSIST,
-                     format_func=lambda p: _("custom") if p == S.CUSTOM else p,
+                     format_func=lambda p: custom_label if p == S.CUSTOM else p,
                      help=_("Pick a real model's shape, then change any field (the box then says 'custom')."))
         name = ss[K + "preset"]
         st.caption(_("Shape from the published config of {source}.").format(source=f"`{PRESET_SOURCES[name]}`")
@@ -248,11 +249,11 @@ def breakdown_section(b: Breakdown) -> None:
         n=f"{b.layer.total:,}", layers=b.n_layers))
     st.dataframe(layer_table(b), hide_index=True, width="stretch", key=K + "layer_table",
                  column_config={"parameters": st.column_config.NumberColumn(_("parameters"), format="localized"),
-                                "% of layer": st.column_config.NumberColumn(_("% of layer"), format="%.2f%%")})
+                                "% of layer": st.column_config.NumberColumn(_("share of the layer"), format="%.2f%%")})
     st.markdown(_("**Whole model**: {n} parameters.").format(n=f"{b.total:,}"))
     st.dataframe(model_table(b), hide_index=True, width="stretch", key=K + "model_table",
                  column_config={"parameters": st.column_config.NumberColumn(_("parameters"), format="localized"),
-                                "% of model": st.column_config.NumberColumn(_("% of model"), format="%.2f%%")})
+                                "% of model": st.column_config.NumberColumn(_("share of the model"), format="%.2f%%")})
 
 
 def memory_section(b: Breakdown) -> None:
@@ -323,7 +324,7 @@ def compare_table(counts: list[tuple[str, Breakdown]]) -> pd.DataFrame:
             _("layers × width"): f"{s.n_layers} × {s.d_model}",
             _("heads (KV heads) × head size"): f"{s.n_heads} ({s.n_kv_heads}, {kind}) × {s.head_dim}",
             _("MLP width · MLP · norm"): f"{s.d_ff} · {s.mlp} · {s.norm}",
-            _("positions · embeddings"): f"{s.positional} · {_('tied') if s.tied_embeddings else _('untied')}",
+            _("positions · embeddings"): f"{s.positional} · " + (_("tied") if s.tied_embeddings else _("untied")),
             _("weights in bf16"): format_bytes(weight_memory(b.total)["bf16"]),
             _("KV cache per token (bf16)"): format_bytes(kv_cache_bytes_per_token(s, "bf16")),
         }
@@ -334,7 +335,8 @@ def compare_table(counts: list[tuple[str, Breakdown]]) -> pd.DataFrame:
 def comparison_section(current: Shape | None) -> None:
     st.markdown("#### " + _("Compare two shapes"))
     cols = st.columns(2)
-    shown = dict(format_func=lambda o: _("shape above") if o == "shape above" else o)
+    above = _("shape above")
+    shown = dict(format_func=lambda o: above if o == "shape above" else o)
     cols[0].selectbox(_("Left"), S.COMPARE_OPTIONS, key=K + "cmp_a", **shown, **controls.PERSIST)
     cols[1].selectbox(_("Right"), S.COMPARE_OPTIONS, key=K + "cmp_b", **shown, **controls.PERSIST)
     picked = []
@@ -384,7 +386,7 @@ def check_section() -> None:
                                 "sum of tensors": st.column_config.NumberColumn(_("sum of tensors"),
                                                                                 format="localized")})
     st.caption(_("Shape read from the file: {shape}. Tied embeddings mean no separate output tensor, so the output "
-                 "head counts 0.").format(shape=lm.config.describe()))
+                 "head counts 0.").format(shape=shell.model_shape(lm.config)))
 
 
 # --------------------------------------------------------------------------------------------------------- page

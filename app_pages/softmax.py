@@ -51,8 +51,9 @@ lm = caches.get_model()
 words = translated(vs.WORDS)
 
 with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
-    st.segmented_control(_("Distribution"), list(S.SOFTMAX_SOURCES), format_func=lambda s: _(S.SOFTMAX_SOURCES[s]),
-                         key=SOURCE.key, required=True, **controls.PERSIST,
+    st.segmented_control(_("Distribution"), list(S.SOFTMAX_SOURCES),
+                         format_func={s: _(v) for s, v in S.SOFTMAX_SOURCES.items()}.get, key=SOURCE.key,
+                         required=True, **controls.PERSIST,
                          help=_("Next-token logits: the model's scores for every token of its vocabulary after your "
                                 "text. Attention scores: one head's q·k/√d for the query token (keys j ≤ i)."))
     value = float(ss[TEMP.key])

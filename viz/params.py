@@ -37,7 +37,7 @@ class Words:
     norms: str = GROUP_LABELS["norms"]
     head: str = GROUP_LABELS["head"]
     treemap_hover: str = N_("<b>%{label}</b><br>%{value:,} parameters<br>%{percentRoot:.2%} of the model")
-    layer_hover: str = N_("%{y}: {group} %{x:.2f}% of a layer (%{customdata:,})")
+    layer_hover: str = N_("%{y}: {group}, %{x:.2f}%<br>(%{customdata:,} parameters of one layer)")
     layer_share: str = N_("share of one layer's parameters")
     weights: str = N_("Weights")
     kv_title: str = N_("KV cache · {n} tokens")

@@ -30,6 +30,8 @@ class Words:
     waves_title: str = N_("Waves: each dimension is a sine or cosine of the position")
     offset_k: str = N_("offset k")
     dot: str = N_("dot")
+    offset_title: str = N_("PE(p)·PE(p+k) for three p")
+    similarity_title: str = N_("PE(p)·PE(q), all pairs")
     theta_hover: str = N_("pair %{x}<br>θ = %{y:.3g} rad/token")
     lambda_hover: str = N_("pair %{x}<br>λ = %{y:,.0f} tokens")
     context: str = N_("context {n}")
@@ -144,7 +146,7 @@ def pe_offset_dot_figure(offsets: np.ndarray, dots: np.ndarray, starts, height: 
     fig.update_xaxes(title=words.offset_k)
     fig.update_yaxes(title="PE(p) · PE(p+k)")
     fig.update_layout(legend=dict(x=1, xanchor="right", y=1, yanchor="top", bgcolor="rgba(255,255,255,0.8)"))
-    return apply_theme(fig, "PE(p)·PE(p+k) for three p", height)
+    return apply_theme(fig, words.offset_title, height)
 
 
 SIMILARITY_MARGIN = dict(l=80, r=90, t=60, b=70)   # room for the axis titles, tick labels and the colour bar
@@ -164,7 +166,7 @@ def pe_similarity_figure(sim: np.ndarray, positions: np.ndarray, size: int = 480
         hovertemplate="p = %{y}<br>q = %{x}<br>PE(p)·PE(q) = %{z:.2f}<extra></extra>"))
     fig.update_yaxes(title=words.position_p, autorange="reversed", scaleanchor="x", constrain="domain")
     fig.update_xaxes(title=words.position_q, constrain="domain")
-    apply_theme(fig, "PE(p)·PE(q), all pairs", side + m["t"] + m["b"])
+    apply_theme(fig, words.similarity_title, side + m["t"] + m["b"])
     fig.update_layout(width=size, margin=m)
     return fig
 
