@@ -1,0 +1,51 @@
+"""Server time of a mask switch on the Efficient attention page (issue target: within 1 s for a 256-token text).
+
+Runs the page in Streamlit's AppTest (the page script, its caches and figures, no browser) on a 256-token text,
+the model on ATLAS_TORCH_THREADS threads (the server's default: all cores but one). Each "cold" switch picks a mask
+not computed yet (one masked forward pass and its per-token log-probabilities); "warm" switches go back to masks
+already computed (cache hits: figures only). Prints wall and CPU seconds of each rerun and their medians.
+Run (from the repository root): python -m bench.bench_efficient
+"""
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+import warnings
+
+warnings.filterwarnings("ignore")
+logging.getLogger("streamlit").setLevel(logging.ERROR)
+
+from app_pages import _caches as caches  # noqa: E402
+from tests.app.apptest import example, open_page, rerun  # noqa: E402
+
+TOKENS = 256
+COLD = [("sink", 64), ("strided", 64), ("dilated", 64), ("window", 32), ("sink", 32)]
+WARM = [("window", 64), ("sink", 64), ("window", 32)]
+
+
+def switch(at, kind: str, window: int) -> tuple[float, float]:
+    """Pick a mask (and window) as a user would, rerun: (wall s, CPU s)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    at.selectbox(key="eff_mask").set_value(kind)
+    if kind != "strided":
+        at.session_state["eff_window"] = window
+    rerun(at)
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main() -> None:
+    lm = caches.load_shared_model()
+    text = lm.decode(lm.encode(" ".join([example("long story")] * 2))[:TOKENS])
+    at = open_page("efficient", view="masks", text=text)       # the full pass and the 64-token window, computed
+    print(f"{len(lm.encode(text))} tokens, torch threads: {caches.compute_threads()}")
+    for name, cases in (("cold", COLD), ("warm", WARM)):
+        times = [switch(at, kind, window) for kind, window in cases]
+        for (kind, window), (wall, cpu) in zip(cases, times, strict=True):
+            print(f"  {name} {kind:8s} w={window:3d}: {wall:.2f} s wall, {cpu:.2f} s CPU")
+        print(f"{name}: median {statistics.median(t[0] for t in times):.2f} s wall, "
+              f"{statistics.median(t[1] for t in times):.2f} s CPU")
+
+
+if __name__ == "__main__":
+    main()
