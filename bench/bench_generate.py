@@ -10,7 +10,12 @@ the machine's load hits them alike; the load average is printed before and after
 - where the time goes: the prompt forward, the KV-cached forward of one token (IncrementalDecoder.feed), and the
   rest of a step (softmax, filtering, sampling, top-10 candidates) as total minus forward;
 - the choice of BLAS: one step's 120 weight matrix-vector products through numpy (OpenBLAS, what generation uses)
-  and through torch's F.linear (MKL).
+  and through torch's F.linear (MKL);
+- llama.cpp (llama-cpp-python, when installed; a bench-only reference, never a dependency) on the same file and
+  thread count: new tokens per second for the same prompt, and its prompt evaluation of 64 and 256 tokens against
+  our prompt pass with the full attention trace (lm.run_ids);
+- many streams: 10 concurrent 32-token generations (threads, distinct prompts and seeds; they share each decoding
+  step) against one alone.
 Usage (from the repository root): python -m bench.bench_generate [--runs 5] [--no-reference]
 """
 from __future__ import annotations
@@ -112,7 +117,7 @@ def main() -> None:
 
     def numpy_products():
         for w in weights:
-            w.qkv @ x_np, w.o @ x_np, w.gate_up @ x_np, w.down @ x_ff_np
+            w.qkv @ x_np, w.o @ x_np, w.up @ x_np, w.down @ x_ff_np
 
     def torch_products():
         for block in lm.blocks:
@@ -133,7 +138,77 @@ def main() -> None:
               f"(choose and record the token)")
     print(f"one step's 120 weight matrix-vector products: numpy (OpenBLAS) {parts['numpy'] * 1e3:.1f} ms, "
           f"torch F.linear (MKL) {parts['torch F.linear'] * 1e3:.1f} ms")
+    llama_cpp_reference(lm, ids, greedy_ids, totals, args.runs)
+    many_streams(lm, args.runs)
     print(f"\nend: {load_average()}")
+
+
+def llama_cpp_reference(lm, ids: list[int], greedy_ids: list[int], totals: dict[str, float], runs: int) -> None:
+    """llama.cpp on the same file and threads: generation tokens/s and prompt evaluation against ours."""
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        print("\nllama.cpp: not installed (pip install llama-cpp-python, bench only): no reference")
+        return
+    import torch
+
+    threads = torch.get_num_threads()
+    llm = Llama(model_path=lm.source, n_ctx=1024, n_threads=threads, n_threads_batch=threads, n_batch=512,
+                verbose=False)
+
+    def llama_generate():
+        llm.reset()
+        out = []
+        for token in llm.generate(ids, temp=0.0, reset=True):
+            out.append(token)
+            if len(out) == NEW_TOKENS:
+                break
+        return out
+
+    long_ids = (lm.encode(PROMPT) * 8)[:256]
+
+    def llama_prompt(n):
+        def run():
+            llm.reset()
+            llm.eval(long_ids[:n])
+        return run
+
+    measured = interleaved_medians({
+        "llama.cpp generate": llama_generate, "llama.cpp prompt 64": llama_prompt(64),
+        "llama.cpp prompt 256": llama_prompt(256), "ours prompt 64": lambda: lm.run_ids(long_ids[:64]),
+        "ours prompt 256": lambda: lm.run_ids(long_ids[:256])}, runs)
+    same = llama_generate() == greedy_ids
+    ref = NEW_TOKENS / measured["llama.cpp generate"]
+    print(f"\nllama.cpp ({threads} threads): {ref:.1f} new tokens/s (same {NEW_TOKENS} greedy tokens as ours: {same})")
+    for name in ("ours greedy", "ours sampled T=1 k=50 p=0.9"):
+        print(f"ratio {name} / llama.cpp: {NEW_TOKENS / totals[name] / ref:.2f}x tokens/s (target >= 1, >= 0.7)")
+    for n in (64, 256):
+        print(f"prompt {n} tokens: ours with the full trace {measured[f'ours prompt {n}'] * 1e3:.0f} ms, llama.cpp "
+              f"{measured[f'llama.cpp prompt {n}'] * 1e3:.0f} ms: "
+              f"{measured[f'ours prompt {n}'] / measured[f'llama.cpp prompt {n}']:.2f}x its time (target <= 0.8)")
+
+
+def many_streams(lm, runs: int, streams: int = 10, new_tokens: int = 32) -> None:
+    """Wall time of `streams` concurrent generations (threads) against one alone."""
+    import threading
+
+    prompts = [f"{PROMPT[:60 + 7 * i]}" for i in range(streams)]
+
+    def one():
+        lm.generate(prompts[0], max_new_tokens=new_tokens, temperature=1.0, seed=0)
+
+    def many():
+        threads = [threading.Thread(target=lm.generate, args=(p,),
+                                    kwargs=dict(max_new_tokens=new_tokens, temperature=1.0, seed=i))
+                   for i, p in enumerate(prompts)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    measured = interleaved_medians({"one": one, "many": many}, runs)
+    print(f"\n{streams} concurrent {new_tokens}-token generations: {measured['many']:.2f} s, one alone "
+          f"{measured['one']:.2f} s: {measured['many'] / measured['one']:.2f}x its time (target <= 3)")
 
 
 if __name__ == "__main__":
