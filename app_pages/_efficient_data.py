@@ -127,6 +127,11 @@ def flash_differences(text: str, layer: int, head: int, block: int) -> tuple[flo
     return caches.cached("eff_flash_diff", (lm.source, text, caches.DEFAULT_MAX_TOKENS, layer, head, block), compute)
 
 
+def largest_change(a: PassResult, b: PassResult) -> float:
+    """The largest difference between two passes' log-probabilities of the same text's tokens."""
+    return float(np.abs(a.logprobs.astype(np.float64) - b.logprobs).max())
+
+
 def next_token_table(results: dict[str, PassResult], k: int) -> tuple[list[int], dict[str, np.ndarray]]:
     """The k most probable next tokens of the first result, and their probabilities under every result."""
     probs = {name: softmax(r.next_logits) for name, r in results.items()}

@@ -245,7 +245,7 @@ def kv_view(lm, trace) -> None:
                  "all of them into one gives multi-query attention (the GQA paper's conversion, without the "
                  "retraining it then needs).").format(H=cfg.n_heads, KV=cfg.n_kv_heads, g=cfg.group_size))
     a, b, c = st.columns(3)
-    change = float(np.abs(mha.logprobs - gqa.logprobs).max())
+    change = data.largest_change(mha, gqa)
     a.metric(_("MHA: largest change of a log p"), "0" if change == 0 else f"{change:.1e}",
              help=_("The largest difference, over every token of the text, between the log-probability the model "
                     "gives the actual next token and the one the MHA copy gives it."))
@@ -296,8 +296,8 @@ def linear_view(lm, trace) -> None:
     st.caption(_("The same q and k (after RoPE). Softmax weighs key j by exp(q·k/√d): sharp, it can put almost "
                  "everything on one key. The kernel φ(q)·φ(k) is positive and grows slowly, so its rows come out "
                  "much flatter. Mean distance between the rows: {tv:.2f} (0 = the same, 1 = nothing in common); "
-                 "mean relative error of the outputs: {out:.0%}.").format(tv=float(err.row_distance.mean()),
-                                                                          out=float(err.output_error.mean())))
+                 "relative error of the outputs: {out:.0%}.").format(tv=float(err.row_distance.mean()),
+                                                                     out=err.total_output_error))
     left, right = st.columns(2, gap="medium")
     with left:
         show_figure(V.position_lines({_("distance between the rows"): err.row_distance,
@@ -328,6 +328,10 @@ def render() -> None:
     lm = caches.get_model()
     view, tab = controls.view_tabs(VIEW, S.EFFICIENT_VIEWS)
     with tab:
+        if view in ("masks", "kv") and trace.n_tokens < 2:
+            st.info(_("This view measures how well the model predicts each next token: type a text of at least "
+                      "two tokens."), icon=":material/edit_note:")
+            return
         {"flash": flash_view, "masks": masks_view, "kv": kv_view, "linear": linear_view}[view](lm, trace)
 
 

@@ -49,6 +49,7 @@ class PatternError:
 
     row_distance: np.ndarray     # [T] total variation 0.5 sum_j |linear - softmax|: 0 equal, 1 disjoint
     output_error: np.ndarray     # [T] |out_linear - out_softmax| / |out_softmax|
+    total_output_error: float    # over every row at once: |out_linear - out_softmax|_F / |out_softmax|_F
 
 
 def pattern_error(softmax_p: np.ndarray, linear_p: np.ndarray, v: np.ndarray) -> PatternError:
@@ -56,7 +57,8 @@ def pattern_error(softmax_p: np.ndarray, linear_p: np.ndarray, v: np.ndarray) ->
     v = np.asarray(v, dtype=np.float64)
     out_s, out_l = softmax_p @ v, linear_p @ v                               # [T, d_v]
     return PatternError(row_distance=0.5 * np.abs(linear_p - softmax_p).sum(axis=1),
-                        output_error=np.linalg.norm(out_l - out_s, axis=1) / np.linalg.norm(out_s, axis=1))
+                        output_error=np.linalg.norm(out_l - out_s, axis=1) / np.linalg.norm(out_s, axis=1),
+                        total_output_error=float(np.linalg.norm(out_l - out_s) / np.linalg.norm(out_s)))
 
 
 def cost_per_token(positions: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:

@@ -143,3 +143,20 @@ def test_kv_cache_panel_on_the_generate_page(lm):
     assert cached.size == 6 and 2 <= full.size <= 6 and (cached > 0).all() and (full > 0).all()
     rerun(at)                                                                   # the result stays shown
     assert [el for el in at.get("plotly_chart") if el.proto.id.endswith("gen_kv_cache")]
+
+
+HOSTILE = {"one token": "Hello", "markup": "<b>bold</b> and <br> break <a href=x>link</a> &amp; 8 2",
+           "chinese": "数字和猫：小猫在桌子上睡觉。"}
+
+
+def test_every_view_takes_hostile_and_overlong_texts(lm):
+    long_text = example("long story") + " " + example("long story") + " " + example("long story")
+    for name, text in {**HOSTILE, "over 512 tokens": long_text}.items():
+        for view in ("flash", "masks", "kv", "linear"):
+            at = open_page("efficient", view=view, text=text)
+            if name == "one token" and view in ("masks", "kv"):
+                assert any("at least two tokens" in i.value for i in at.info)
+                continue
+            assert charts(at), (name, view)
+            for fig in figures(at):                                  # no token turned into plotly markup
+                assert "<b>bold" not in json.dumps(fig), (name, view)

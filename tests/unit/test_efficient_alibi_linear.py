@@ -68,6 +68,7 @@ def test_feature_map_and_error_by_hand():
     err = pattern_error(p, np.array([[1.0, 0.0], [1.0, 0.0]]), np.array([[1.0], [3.0]]))
     np.testing.assert_allclose(err.row_distance, [0, 0.5])
     np.testing.assert_allclose(err.output_error, [0, 0.5])               # |1 - 2| / 2
+    assert err.total_output_error == pytest.approx(1 / np.sqrt(5))       # |(0, -1)| / |(1, 2)|
 
 
 def test_cost_per_token_crosses_where_t_reaches_d():
