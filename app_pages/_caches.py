@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 import os
 import threading
-import time
 
 import numpy as np
 import streamlit as st
@@ -173,7 +172,7 @@ def get_thumbnail_tiles(text: str, hide_sink: bool, max_tokens: int = DEFAULT_MA
 @st.cache_resource(show_spinner=False)
 def _generation_jobs() -> JobRunner:
     return JobRunner(int(cache_budget_mb() * 2**20 * SHARES["generations"]), size_of=lambda g: g.nbytes,
-                     on_evict=gc.collect)
+                     on_evict=gc.collect, one_at_a_time=False)
 
 
 def generation_job(text: str, n: int, temperature: float, top_k: int, top_p: float, seed: int) -> Job:
@@ -185,15 +184,13 @@ def generation_job(text: str, n: int, temperature: float, top_k: int, top_p: flo
     key = (lm.source, text, n, temperature, top_k, top_p, seed)
 
     def work(job: Job):
-        def on_step(step) -> bool:                  # between steps, a page's pass may take the cores
+        def on_step(step) -> bool:
             job.partial.append(step)
-            COMPUTE.release()
-            time.sleep(0.001)                       # a waiting page's thread gets its turn
-            COMPUTE.acquire()
             return job.abandoned()
-        with COMPUTE:
-            g = lm.generate(text, max_new_tokens=n, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                            on_step=on_step)
+        # Concurrent generations (every session pressing Generate) share each decoding step in the model's batch
+        # (model.decoder.batching), so these jobs run at once rather than one after another.
+        g = lm.generate(text, max_new_tokens=n, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                        on_step=on_step)
         return None if g.stop_reason == "cancelled" else g
 
     return _generation_jobs().job(key, n, work)

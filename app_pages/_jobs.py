@@ -7,6 +7,7 @@ job nobody asked about for a while is cancelled at its next step.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -43,13 +44,15 @@ class Job:
 
 
 class JobRunner:
-    """Starts jobs in daemon threads, one computing at a time; keeps finished results within a byte budget."""
+    """Starts jobs in daemon threads, one computing at a time (unless the work batches itself: one_at_a_time=False);
+    keeps finished results within a byte budget."""
 
-    def __init__(self, budget_bytes: int, size_of: Callable[[Any], int], on_evict: Callable[[], None] | None = None):
+    def __init__(self, budget_bytes: int, size_of: Callable[[Any], int], on_evict: Callable[[], None] | None = None,
+                 one_at_a_time: bool = True):
         self._results = ByteBudgetCache("jobs", budget_bytes, size_of, on_evict)
         self._running: dict[Hashable, Job] = {}
         self._lock = threading.Lock()
-        self._turn = threading.Lock()              # one job computes at a time
+        self._turn = threading.Lock() if one_at_a_time else contextlib.nullcontext()
 
     def job(self, key: Hashable, total: int, work: Callable[[Job], Any]) -> Job:
         """The job for key: finished (from the cache), running, or started now. work(job) appends to job.partial
