@@ -315,6 +315,8 @@ def linear_view(lm, trace) -> None:
                  "grows with the text. Linear attention keeps a running d × d state: the same {c} multiply-adds "
                  "for every token, cheaper once the text is longer than d = {d} tokens.").format(
         c=f"{int(lin_cost[0]):,}", d=cfg.head_dim))
+    st.caption(_("Run token by token with that state, linear attention gives exactly the outputs of its pattern "
+                 "above: largest difference {gap:.1e}.").format(gap=linear_attention.recurrence_gap(q, k, v)))
     token_legend(trace.tokens)
 
 

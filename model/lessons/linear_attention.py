@@ -34,6 +34,12 @@ def linear_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.einsum("td,tde->te", fq, state) / (fq * norm).sum(axis=1, keepdims=True)
 
 
+def recurrence_gap(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> float:
+    """Largest difference between the recurrent form (a running state, one token at a time) and the pattern form
+    (the [T, T] weights times v): the same outputs, up to float64 rounding."""
+    return float(np.abs(linear_attention(q, k, v) - linear_pattern(q, k) @ np.asarray(v, dtype=np.float64)).max())
+
+
 def softmax_pattern(q: np.ndarray, k: np.ndarray) -> np.ndarray:
     """One head's causal softmax attention, softmax(q k^T / sqrt(d)) with the causal mask: [T, T] float64."""
     q = np.asarray(q, dtype=np.float64)

@@ -12,6 +12,7 @@ from model.lessons.linear_attention import (
     linear_attention,
     linear_pattern,
     pattern_error,
+    recurrence_gap,
     softmax_pattern,
 )
 
@@ -59,6 +60,7 @@ def test_linear_attention_equals_the_direct_formula():
     np.testing.assert_allclose(linear_attention(q, k, v), ref, atol=1e-12)
     np.testing.assert_allclose(linear_pattern(q, k) @ v, ref, atol=1e-12)
     np.testing.assert_allclose(linear_pattern(q, k).sum(axis=1), 1.0)
+    assert recurrence_gap(q, k, v) < 1e-12
 
 
 def test_feature_map_and_error_by_hand():
