@@ -256,21 +256,18 @@ def kv_view(lm, trace) -> None:
     st.caption(_("Duplicated KV heads compute exactly what the shared ones did (the difference is float32 "
                  "rounding at most); one mean-pooled KV head changes every layer's keys and values, and the loss "
                  "shows it."))
-    left, right = st.columns(2, gap="medium")
     per_token = kv_heads.cache_bytes_per_token(cfg.n_layers, cfg.head_dim, counts)
-    with left:
-        labels = list(names.values())
-        values = list(per_token.values())
-        show_figure(V.bytes_bars(labels, values, [format_bytes(v) for v in values],
-                                 title=_("KV cache per token (16-bit)"), x_title=_("bytes (log scale)")),
-                    key="eff_kv_bytes", filename="kv_cache_per_token")
-        st.caption(_("Each token stores a key and a value of {d} numbers per KV head in each of {L} layers. For "
-                     "this text's {T} tokens: MHA {mha}, GQA {gqa}, MQA {mqa}.").format(
-            d=cfg.head_dim, L=cfg.n_layers, T=T, mha=format_bytes(per_token["mha"] * T),
-            gqa=format_bytes(per_token["gqa"] * T), mqa=format_bytes(per_token["mqa"] * T)))
-    with right:
-        show_figure(next_token_figure(lm, {names["gqa"]: gqa, names["mha"]: mha, names["mqa"]: mqa},
-                                      _("Next token after the text")), key="eff_kv_next", filename="kv_next_token")
+    labels = list(names.values())
+    values = list(per_token.values())
+    show_figure(V.bytes_bars(labels, values, [format_bytes(v) for v in values],
+                             title=_("KV cache per token (16-bit)"), x_title=_("bytes (log scale)")),
+                key="eff_kv_bytes", filename="kv_cache_per_token")
+    st.caption(_("Each token stores a key and a value of {d} numbers per KV head in each of {L} layers. For "
+                 "this text's {T} tokens: MHA {mha}, GQA {gqa}, MQA {mqa}.").format(
+        d=cfg.head_dim, L=cfg.n_layers, T=T, mha=format_bytes(per_token["mha"] * T),
+        gqa=format_bytes(per_token["gqa"] * T), mqa=format_bytes(per_token["mqa"] * T)))
+    show_figure(next_token_figure(lm, {names["gqa"]: gqa, names["mha"]: mha, names["mqa"]: mqa},
+                                  _("Next token after the text")), key="eff_kv_next", filename="kv_next_token")
     series = {names["gqa"]: token_losses(gqa.logprobs), names["mqa"]: token_losses(mqa.logprobs)}
     show_figure(V.position_lines(series, trace.tokens[1:], title=_("Loss of each actual next token"),
                                  x_title=_("predicted token"), y_title=_("cross-entropy (nats)"),
