@@ -81,7 +81,7 @@ def _problems(s: TrainSettings) -> list[str]:
         _between("n_heads", s.n_heads, 1, MAX_HEADS), _between("seq_len", s.seq_len, MIN_SEQ_LEN, MAX_SEQ_LEN),
         _between("vocab_size", s.vocab_size, MIN_VOCAB, MAX_VOCAB), _between("steps", s.steps, 1, MAX_STEPS),
         _between("batch_size", s.batch_size, 1, MAX_BATCH), _between("lr", s.lr, 1e-6, 1.0),
-        _between("warmup", s.warmup, 0, s.steps), _between("grad_clip", s.grad_clip, 0.0, 100.0),
+        _between("warmup", s.warmup, 0, MAX_STEPS), _between("grad_clip", s.grad_clip, 0.0, 100.0),
         _between("weight_decay", s.weight_decay, 0.0, 10.0), _between("init_scale", s.init_scale, 0.01, 10.0),
         _between("seed", s.seed, 0, 2**31 - 1),
     ]

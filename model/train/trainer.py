@@ -18,6 +18,7 @@ from model.train.metrics import (
     predictable_loss,
     previous_token_score,
 )
+from model.train.optim import AdamW
 from model.train.phase import phase_change_step
 from model.train.run import SNAPSHOT_LEVELS, Completion, LogRecord, TrainRun
 from model.train.settings import TrainSettings
@@ -45,7 +46,7 @@ def lr_at(step: int, s: TrainSettings) -> float:
     cosine from s.lr down to s.lr * MIN_LR_RATIO at the last update."""
     if step <= s.warmup:
         return s.lr * step / s.warmup
-    if not s.cosine or s.steps == s.warmup:
+    if not s.cosine:
         return s.lr
     progress = (step - s.warmup) / (s.steps - s.warmup)
     low = s.lr * MIN_LR_RATIO
@@ -60,23 +61,21 @@ def build(s: TrainSettings) -> tuple[Task, TinyTransformer, torch.Generator]:
     return task, TinyTransformer(s, task.vocab_size, task.seq_len, gen), gen
 
 
-def make_optimizer(model: nn.Module, s: TrainSettings) -> torch.optim.AdamW:
+def make_optimizer(model: nn.Module, s: TrainSettings) -> AdamW:
     """AdamW; weight decay on the matrices and embeddings only (not on norm gains and biases)."""
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": s.weight_decay},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=s.lr, betas=BETAS, foreach=True)
+    return AdamW(groups, betas=BETAS)
 
 
-def train_step(model: TinyTransformer, opt: torch.optim.Optimizer, batch: Batch, step: int, s: TrainSettings,
+def train_step(model: TinyTransformer, opt: AdamW, batch: Batch, step: int, s: TrainSettings,
                measure: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """One update on one batch (loss on its predictable targets). Returns the loss before the update and, if
     measure, the gradient norm of all parameters and of each block [n_layers], both before clipping."""
-    for group in opt.param_groups:
-        group["lr"] = lr_at(step, s)
     logits, _ = model(batch.tokens)                                                   # [B, T, V]
     loss = predictable_loss(logits, batch.tokens, batch.predictable)
-    opt.zero_grad(set_to_none=True)
+    opt.zero_grad()
     loss.backward()
     layers = layer_grad_norms(model.blocks) if measure else None
     total = None
@@ -84,7 +83,7 @@ def train_step(model: TinyTransformer, opt: torch.optim.Optimizer, batch: Batch,
         total = nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
     elif measure:
         total = nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
-    opt.step()
+    opt.step(lr_at(step, s))
     return loss.detach(), total, layers
 
 
