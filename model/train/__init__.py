@@ -6,9 +6,9 @@ loss, gradient norms and per-head attention measurements, and the classic compar
     run = train(TrainSettings(task="induction", n_layers=2, seed=0))
     run.eval_loss, run.induction, run.steps_logged
 """
-from model.train.presets import PRESETS, Preset
+from model.train.presets import PRESETS, Preset, Verdict, verdict
 from model.train.run import Completion, LogRecord, TrainRun
 from model.train.settings import TrainSettings
 from model.train.trainer import train
 
-__all__ = ["PRESETS", "Completion", "LogRecord", "Preset", "TrainRun", "TrainSettings", "train"]
+__all__ = ["PRESETS", "Completion", "LogRecord", "Preset", "TrainRun", "TrainSettings", "Verdict", "train", "verdict"]
