@@ -66,9 +66,9 @@ def sink_toggle(where, label: str | None = None) -> None:
                         "Rows with nothing left to show turn grey."), **PERSIST)
 
 
-def copy_choice(widget_key: str, setting_key: str) -> None:
-    """on_change: the widget's pick becomes the setting (a widget that stands in for it, like the language)."""
-    st.session_state[setting_key] = st.session_state.get(widget_key)
+def set_setting(key: str, value) -> None:
+    """on_click: a setting takes this value (the language button)."""
+    st.session_state[key] = value
 
 
 def step(key: str, delta: int, lo: int, hi: int) -> None:

@@ -262,11 +262,11 @@ def _share_popover(where) -> None:
 
 
 def _language_switch(where) -> None:
-    """中文 / English: the interface language, kept in the state (and so in the link once chosen)."""
-    st.session_state["w_lang"] = language()
-    where.segmented_control(_("Language"), options=list(LANGUAGES), format_func=LANGUAGES.get, key="w_lang",
-                            required=True, label_visibility="collapsed", width="content",
-                            on_change=controls.copy_choice, args=("w_lang", LANG_KEY))
+    """中文 / English: one button naming the other language; the choice is kept in the state (and so in the link)."""
+    other = "en" if language() == "zh" else "zh"
+    where.button(LANGUAGES[other], key="w_lang", icon=":material/translate:", on_click=controls.set_setting,
+                 args=(LANG_KEY, other), help=_("Show the interface in English") if other == "en"
+                 else _("Show the interface in Chinese"))
 
 
 def header(title: str, caption: str = "") -> None:

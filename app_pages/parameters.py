@@ -75,6 +75,13 @@ HELP = {
     "qk_norm": N_("A norm over each head's q and k vectors (one head_dim weight each, as in Qwen3)."),
 }
 FLOP_PREFIXES = SI[:5]            # up to T: '1.8e5 TFLOPs', never a wall of digits
+TENSOR_KINDS = {                  # the treemap's leaves (Breakdown.parts()), shown translated
+    "token embedding": N_("token embedding"), "position embedding": N_("position embedding"),
+    "q proj": N_("q proj"), "k proj": N_("k proj"), "v proj": N_("v proj"), "o proj": N_("o proj"),
+    "gate proj": N_("gate proj"), "up proj": N_("up proj"), "down proj": N_("down proj"),
+    "attention norms": N_("attention norms"), "MLP norms": N_("MLP norms"), "q/k norms": N_("q/k norms"),
+    "final norm": N_("final norm"), "lm head": N_("lm head"),
+}
 ss = st.session_state
 
 
@@ -190,7 +197,7 @@ def summary(b: Breakdown) -> None:
     cols = st.columns(4)                             # short values (format_si): four fit a 1024 px row
     cols[0].metric(_("Total parameters"), count(b.total, digits=4),
                    help=_("Exactly {n}: every tensor element once.").format(n=f"{b.total:,}"))
-    cols[1].metric(_("MLP share of a layer"), f"{pct['mlp']:.1f}%",
+    cols[1].metric(_("MLP share per layer"), f"{pct['mlp']:.1f}%",
                    help=_("MLP parameters / all parameters of one transformer block (attention {attention}, norms "
                           "{norms}).").format(attention=f"{pct['attention']:.1f}%", norms=f"{pct['norms']:.2f}%"))
     cols[2].metric(_("Weights in bf16"), format_bytes(weight_memory(b.total)["bf16"]),
@@ -236,7 +243,9 @@ def model_table(b: Breakdown) -> pd.DataFrame:
 
 def breakdown_section(b: Breakdown) -> None:
     words = translated(vp.WORDS)
-    show_figure(breakdown_treemap(b.parts(), title=_("Where the parameters are"), height=400, words=words),
+    parts = {group: {_(TENSOR_KINDS.get(leaf, leaf)): n for leaf, n in leaves.items()}
+             for group, leaves in b.parts().items()}
+    show_figure(breakdown_treemap(parts, title=_("Where the parameters are"), height=400, words=words),
                 key=K + "treemap", filename="parameters_treemap")
     show_figure(layer_split_figure([(_("one of {n} layers").format(n=b.n_layers), b.layer.groups())],
                                    title=_("Inside one transformer layer"), words=words),

@@ -95,6 +95,8 @@ def figure_strings(fig: dict) -> list[str]:
     for trace in fig.get("data", []):
         out.append(trace.get("hovertemplate", "") or "")
         title(trace.get("colorbar"))
+        if trace.get("type") == "treemap":                            # its boxes' names
+            out += [t for t in trace.get("labels", []) if isinstance(t, str)]
         if isinstance(trace.get("hovertext"), list):
             out += [t for t in trace["hovertext"] if isinstance(t, str)]
         if legend and trace in listed:
