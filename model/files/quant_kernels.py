@@ -1,29 +1,33 @@
-"""Torch dequantization kernels, one per GGUF block format: uint8 blocks [nb, block bytes] -> float32 [nb, block
-values], written into `out`.
+"""GGUF blocks taken apart, one function per block format: uint8 blocks [nb, block bytes] -> Fields, an integer
+code per value (uint8, in the tensor's value order) and the scales of each block.
 
-Each does the float32 arithmetic of the gguf package's numpy code (gguf/quants.py, the reference) in the same
-order, so results are bit-identical: a K-quant's sub-block scale is d * sc (float32) first, then times q, minus
-dmin * m. Bit fiddling runs on uint8 (4x less memory than float32; signed offsets such as q - 32 wrap in uint8 and
-are read back as int8), and only the last two or three passes touch float32.
+model.files.quants turns Fields into float32 with the gguf package's arithmetic (gguf/quants.py, the reference) in
+its order; codes and scales are its integers exactly, so results are bit-identical. Bit fiddling runs on int16
+words of whole blocks where it can: uint8 ops on 16- or 32-byte slices of a block are not vectorised by torch.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
 QK = 32           # values per block of the simple formats
 QK_K = 256        # values per K-quant super-block
+_NIBBLES = 0x0F0F                                                                                # per byte of a word
+_CRUMBS = 0x0303
+_BITS = 0x0101
 
 
-def _bit_table(set_value: int, clear_value: int) -> torch.Tensor:
-    """[256, 8] uint8: for byte b, entry i is set_value where bit i of b is 1, clear_value where it is 0 (mod 256)."""
-    bits = (torch.arange(256)[:, None] >> torch.arange(8)) & 1                                   # [256, 8]
-    return torch.where(bits == 1, set_value, clear_value).remainder(256).to(torch.uint8)
+@dataclass
+class Fields:
+    """A chunk of blocks taken apart. A value's integer is its code (codes read as int8 after adding the format's
+    offset, for signed formats); value = integer * d (or * (d * sc) per group), then + dmin, or - dmin * mn."""
 
-
-_HIGH_BIT_16 = _bit_table(16, 0)              # Q5_1, Q5_K: fifth bit worth 16
-_HIGH_BIT_16_MINUS_16 = _bit_table(0, -16)    # Q5_0: fifth bit worth 16, then - 16
-_Q3_HIGH_MINUS_4 = _bit_table(0, -4)          # Q3_K: - 4 where the high-mask bit is clear
-_CRUMB_SHIFTS = torch.tensor([0, 2, 4, 6], dtype=torch.uint8)[:, None]                          # [4, 1]
+    codes: torch.Tensor                  # [nb, V] uint8
+    d: torch.Tensor                      # [nb, 1] float32
+    sc: torch.Tensor | None = None       # [nb, groups] uint8 or int8: group scales (K-quants)
+    dmin: torch.Tensor | None = None     # [nb, 1] float32: the minimum (Q4_1, Q5_1) or the K-quant min scale
+    mn: torch.Tensor | None = None       # [nb, groups] uint8: group minimums (K-quants)
 
 
 def _fp16(blocks: torch.Tensor, start: int) -> torch.Tensor:
@@ -31,139 +35,124 @@ def _fp16(blocks: torch.Tensor, start: int) -> torch.Tensor:
     return blocks[:, start:start + 2].view(torch.float16).float()                               # [nb, 1]
 
 
-def _nibbles(packed: torch.Tensor) -> torch.Tensor:
-    """packed [nb, g, n] uint8 -> [nb, g, 2, n]: low nibbles, then high nibbles (gguf's order)."""
-    q = torch.empty(*packed.shape[:-1], 2, packed.shape[-1], dtype=torch.uint8)                  # [nb, g, 2, n]
-    torch.bitwise_and(packed, 0x0F, out=q[..., 0, :])
-    torch.bitwise_right_shift(packed, 4, out=q[..., 1, :])
-    return q
+def _words(blocks: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+    """Bytes start:stop of every block as int16 words [nb, (stop - start) / 2]."""
+    return blocks[:, start:stop].view(torch.int16)
 
 
-def _crumbs(packed: torch.Tensor) -> torch.Tensor:
-    """packed [nb, g, 32] uint8 -> [nb, g, 4, 32] 2-bit fields, bits 0-1 first (gguf's order)."""
-    q = torch.bitwise_right_shift(packed[:, :, None, :], _CRUMB_SHIFTS)                          # [nb, g, 4, 32]
-    return q.bitwise_and_(0x03)
+def _split_words(words: torch.Tensor, shifts: torch.Tensor, mask: int) -> torch.Tensor:
+    """words [nb, g, n] int16 -> [nb, g, len(shifts), n]: (words >> shift) & mask for each shift; read as bytes, the
+    fields of every byte (an arithmetic shift's sign bits never reach the mask)."""
+    fields = torch.bitwise_right_shift(words[:, :, None, :], shifts[:, None])                   # [nb, g, s, n]
+    return fields.bitwise_and_(mask)
 
 
-def _bits_by_plane(packed: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """packed [nb, 32] uint8 -> [nb, 8, 32] (a strided view): entry (k, i) is table's value for bit k of byte i."""
-    return table[packed.long()].transpose(1, 2)                                                  # [nb, 8, 32]
+_BY_4 = torch.tensor([0, 4], dtype=torch.int16)
+_BY_2 = torch.tensor([0, 2, 4, 6], dtype=torch.int16)
+_BY_1 = torch.arange(8, dtype=torch.int16)
 
 
-def _bits_in_order(packed: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """packed [nb, 4] uint8 (a little-endian uint32) -> [nb, 32]: table's value for bit j, j = 0..31."""
-    return table[packed.long()].view(packed.shape[0], QK)                                       # [nb, 32]
+def _nibbles(blocks: torch.Tensor, start: int, groups: int) -> torch.Tensor:
+    """The 4-bit codes in bytes start.. (to the block's end) split in `groups` runs: [nb, groups * 2 * run] uint8,
+    each run's low nibbles, then its high nibbles (gguf's order)."""
+    words = _words(blocks, start, blocks.shape[1]).view(len(blocks), groups, -1)                 # [nb, g, n]
+    return _split_words(words, _BY_4, _NIBBLES).view(torch.uint8).view(len(blocks), -1)
+
+
+def _high_bits_in_order(packed: torch.Tensor, value: int) -> torch.Tensor:
+    """packed [nb, 4] uint8 (a little-endian uint32 per block) -> [nb, 32] uint8: `value` where bit j is set, else 0.
+    Eight bits at a time: b * 0x0101..01 copies byte b into all eight bytes of an int64, & 0x8040..01 keeps bit k in
+    byte k, + 0x7f per byte carries a set bit into bit 7 (never across bytes), which then moves to `value`'s bit."""
+    spread = packed.to(torch.int64).mul_(0x0101010101010101).bitwise_and_(-0x7FBFDFEFF7FBFDFF)  # & 0x8040201008040201
+    spread.add_(0x7F7F7F7F7F7F7F7F).bitwise_right_shift_(7 - value.bit_length() + 1)
+    return spread.bitwise_and_(0x0101010101010101 * value).view(torch.uint8).view(len(packed), QK)  # [nb, 32]
+
+
+def _bit_planes(blocks: torch.Tensor, start: int) -> torch.Tensor:
+    """The 32 bytes of high bits at `start` -> [nb, 8, 32] uint8 0/1: entry (k, i) is bit k of byte i."""
+    words = _words(blocks, start, start + 32)[:, None, :]                                        # [nb, 1, 16]
+    return _split_words(words, _BY_1, _BITS).view(torch.uint8).view(len(blocks), 8, QK)
 
 
 def _k_scales(scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The 12 bytes of 6-bit scales and minimums of Q4_K / Q5_K: [nb, 12] -> sc, m, each [nb, 8] uint8."""
+    """The 12 bytes of 6-bit scales and minimums of Q4_K / Q5_K: [nb, 12] -> sc, mn, each [nb, 8] uint8."""
     d, m, m_d = scales[:, 0:4], scales[:, 4:8], scales[:, 8:12]                                  # [nb, 4] each
-    sc = torch.empty(len(scales), 8, dtype=torch.uint8)
-    mn = torch.empty(len(scales), 8, dtype=torch.uint8)
-    torch.bitwise_and(d, 0x3F, out=sc[:, :4])
-    torch.bitwise_and(m, 0x3F, out=mn[:, :4])
-    torch.bitwise_or(m_d & 0x0F, (d >> 2) & 0x30, out=sc[:, 4:])
-    torch.bitwise_or(m_d >> 4, (m >> 2) & 0x30, out=mn[:, 4:])
+    sc = torch.cat((d & 0x3F, (m_d & 0x0F) | ((d >> 2) & 0x30)), dim=1)                          # [nb, 8]
+    mn = torch.cat((m & 0x3F, (m_d >> 4) | ((m >> 2) & 0x30)), dim=1)                            # [nb, 8]
     return sc, mn
 
 
-def f32(blocks: torch.Tensor, out: torch.Tensor) -> None:
-    out.copy_(blocks.view(torch.float32))
-
-
-def f16(blocks: torch.Tensor, out: torch.Tensor) -> None:
-    out.copy_(blocks.view(torch.float16))
-
-
-def bf16(blocks: torch.Tensor, out: torch.Tensor) -> None:
-    """bfloat16 -> float32 is the bits shifted left by 16, as gguf does."""
-    out.copy_(blocks.view(torch.bfloat16))
-
-
-def q8_0(blocks: torch.Tensor, out: torch.Tensor) -> None:
+def q8_0(blocks: torch.Tensor) -> Fields:
     """[nb, 34]: fp16 d, 32 int8 q. value = q * d."""
-    out.copy_(blocks[:, 2:].view(torch.int8)).mul_(_fp16(blocks, 0))                            # [nb, 32]
+    return Fields(blocks[:, 2:].contiguous(), _fp16(blocks, 0))
 
 
-def q4_0(blocks: torch.Tensor, out: torch.Tensor) -> None:
+def q4_0(blocks: torch.Tensor) -> Fields:
     """[nb, 18]: fp16 d, 16 bytes of nibbles. value = d * (q - 8)."""
-    q = _nibbles(blocks[:, None, 2:]).sub_(8)                                                    # [nb, 1, 2, 16]
-    out.copy_(q.view(torch.int8).view(-1, QK)).mul_(_fp16(blocks, 0))                           # [nb, 32]
+    return Fields(_nibbles(blocks, 2, 1), _fp16(blocks, 0))
 
 
-def q4_1(blocks: torch.Tensor, out: torch.Tensor) -> None:
+def q4_1(blocks: torch.Tensor) -> Fields:
     """[nb, 20]: fp16 d, fp16 m, 16 bytes of nibbles. value = d * q + m."""
-    q = _nibbles(blocks[:, None, 4:])                                                            # [nb, 1, 2, 16]
-    out.copy_(q.view(-1, QK)).mul_(_fp16(blocks, 0)).add_(_fp16(blocks, 2))                     # [nb, 32]
+    return Fields(_nibbles(blocks, 4, 1), _fp16(blocks, 0), dmin=_fp16(blocks, 2))
 
 
-def q5_0(blocks: torch.Tensor, out: torch.Tensor) -> None:
+def q5_0(blocks: torch.Tensor) -> Fields:
     """[nb, 22]: fp16 d, 32 high bits, 16 bytes of low nibbles. value = d * (q - 16)."""
-    q = _nibbles(blocks[:, None, 6:]).view(-1, QK)                                               # [nb, 32]
-    q += _bits_in_order(blocks[:, 2:6], _HIGH_BIT_16_MINUS_16)                                   # q - 16, wrapped
-    out.copy_(q.view(torch.int8)).mul_(_fp16(blocks, 0))                                         # [nb, 32]
+    codes = _nibbles(blocks, 6, 1)                                                               # [nb, 32]
+    codes += _high_bits_in_order(blocks[:, 2:6], 16)
+    return Fields(codes, _fp16(blocks, 0))
 
 
-def q5_1(blocks: torch.Tensor, out: torch.Tensor) -> None:
+def q5_1(blocks: torch.Tensor) -> Fields:
     """[nb, 24]: fp16 d, fp16 m, 32 high bits, 16 bytes of low nibbles. value = d * q + m."""
-    q = _nibbles(blocks[:, None, 8:]).view(-1, QK)                                               # [nb, 32]
-    q += _bits_in_order(blocks[:, 4:8], _HIGH_BIT_16)
-    out.copy_(q).mul_(_fp16(blocks, 0)).add_(_fp16(blocks, 2))                                   # [nb, 32]
+    codes = _nibbles(blocks, 8, 1)                                                               # [nb, 32]
+    codes += _high_bits_in_order(blocks[:, 4:8], 16)
+    return Fields(codes, _fp16(blocks, 0), dmin=_fp16(blocks, 2))
 
 
-def q2_k(blocks: torch.Tensor, out: torch.Tensor) -> None:
+def q2_k(blocks: torch.Tensor) -> Fields:
     """[nb, 84]: 16 scale bytes (low nibble scale, high nibble min), 64 bytes of 2-bit q, fp16 d, fp16 dmin.
     value = (d * sc) * q - dmin * m, per 16 values."""
     scales = blocks[:, :16]                                                                      # [nb, 16]
-    dl = (_fp16(blocks, 80) * (scales & 0x0F))[..., None]                                        # [nb, 16, 1]
-    ml = (_fp16(blocks, 82) * (scales >> 4))[..., None]                                          # [nb, 16, 1]
-    q = _crumbs(blocks[:, 16:80].view(-1, 2, QK))                                                # [nb, 2, 4, 32]
-    values = out.view(-1, 16, 16)                                                                # [nb, 16, 16]
-    values.copy_(q.view(-1, 16, 16)).mul_(dl).sub_(ml)
+    codes = _split_words(_words(blocks, 16, 80).view(len(blocks), 2, 16), _BY_2, _CRUMBS)        # [nb, 2, 4, 16]
+    return Fields(codes.view(torch.uint8).view(len(blocks), QK_K), _fp16(blocks, 80), scales & 0x0F,
+                  _fp16(blocks, 82), scales >> 4)
 
 
-def q3_k(blocks: torch.Tensor, out: torch.Tensor) -> None:
-    """[nb, 110]: 32 bytes high mask, 64 bytes of 2-bit q, 12 bytes of 6-bit scales, fp16 d.
-    value = (d * (sc - 32)) * (q - 4 * (1 - high bit)), per 16 values."""
+def q3_k(blocks: torch.Tensor) -> Fields:
+    """[nb, 110]: 32 bytes of high bits, 64 bytes of 2-bit q, 12 bytes of 6-bit scales, fp16 d.
+    value = (d * (sc - 32)) * (q + 4 * high bit - 4), per 16 values."""
     low, high = blocks[:, 96:104], blocks[:, 104:108]                                            # [nb, 8], [nb, 4]
-    sc = torch.empty(len(blocks), 16, dtype=torch.uint8)
-    torch.bitwise_and(low, 0x0F, out=sc[:, :8])
-    torch.bitwise_right_shift(low, 4, out=sc[:, 8:])
-    sc.view(-1, 4, 4).bitwise_or_(((high[:, None, :] >> _CRUMB_SHIFTS) & 0x03) << 4).sub_(32)   # [nb, 4, 4]
-    dl = (_fp16(blocks, 108) * sc.view(torch.int8))[..., None]                                   # [nb, 16, 1]
-    q = _crumbs(blocks[:, 32:96].view(-1, 2, QK)).view(-1, 8, QK)                               # [nb, 8, 32]
-    q += _bits_by_plane(blocks[:, :32], _Q3_HIGH_MINUS_4)                                        # q - 4 + 4 h
-    out.view(-1, 16, 16).copy_(q.view(torch.int8).view(-1, 16, 16)).mul_(dl)                    # [nb, 16, 16]
+    sc = torch.cat((low & 0x0F, low >> 4), dim=1)                                                # [nb, 16]
+    sc.view(-1, 4, 4).bitwise_or_(((high[:, None, :] >> _BY_2[:, None].byte()) & 0x03) << 4)   # [nb, 4, 4]
+    codes = _split_words(_words(blocks, 32, 96).view(len(blocks), 2, 16), _BY_2, _CRUMBS)       # [nb, 2, 4, 16]
+    codes = codes.view(torch.uint8).view(len(blocks), 8, QK)                                     # [nb, 8, 32]
+    codes.add_(_bit_planes(blocks, 0), alpha=4)
+    return Fields(codes.view(len(blocks), QK_K), _fp16(blocks, 108), sc.sub_(32).view(torch.int8))
 
 
-def q4_k(blocks: torch.Tensor, out: torch.Tensor) -> None:
+def q4_k(blocks: torch.Tensor) -> Fields:
     """[nb, 144]: fp16 d, fp16 dmin, 12 bytes of 6-bit scales / mins, 128 bytes of nibbles.
     value = (d * sc) * q - dmin * m, per 32 values."""
     sc, mn = _k_scales(blocks[:, 4:16])                                                          # [nb, 8] each
-    ds = (_fp16(blocks, 0) * sc)[..., None]                                                      # [nb, 8, 1]
-    dm = (_fp16(blocks, 2) * mn)[..., None]                                                      # [nb, 8, 1]
-    q = _nibbles(blocks[:, 16:].view(-1, 4, QK))                                                 # [nb, 4, 2, 32]
-    values = out.view(-1, 8, QK)                                                                 # [nb, 8, 32]
-    values.copy_(q.view(-1, 8, QK)).mul_(ds).sub_(dm)
+    return Fields(_nibbles(blocks, 16, 4), _fp16(blocks, 0), sc, _fp16(blocks, 2), mn)
 
 
-def q5_k(blocks: torch.Tensor, out: torch.Tensor) -> None:
+def q5_k(blocks: torch.Tensor) -> Fields:
     """[nb, 176]: fp16 d, fp16 dmin, 12 bytes of 6-bit scales / mins, 32 bytes of high bits, 128 bytes of nibbles.
     value = (d * sc) * q - dmin * m, per 32 values."""
     sc, mn = _k_scales(blocks[:, 4:16])                                                          # [nb, 8] each
-    ds = (_fp16(blocks, 0) * sc)[..., None]                                                      # [nb, 8, 1]
-    dm = (_fp16(blocks, 2) * mn)[..., None]                                                      # [nb, 8, 1]
-    q = _nibbles(blocks[:, 48:].view(-1, 4, QK)).view(-1, 8, QK)                                # [nb, 8, 32]
-    q += _bits_by_plane(blocks[:, 16:48], _HIGH_BIT_16)
-    values = out.view(-1, 8, QK)                                                                 # [nb, 8, 32]
-    values.copy_(q).mul_(ds).sub_(dm)
+    codes = _nibbles(blocks, 48, 4).view(len(blocks), 8, QK)                                     # [nb, 8, 32]
+    codes.add_(_bit_planes(blocks, 16), alpha=16)
+    return Fields(codes.view(len(blocks), QK_K), _fp16(blocks, 0), sc, _fp16(blocks, 2), mn)
 
 
-def q6_k(blocks: torch.Tensor, out: torch.Tensor) -> None:
+def q6_k(blocks: torch.Tensor) -> Fields:
     """[nb, 210]: 128 bytes of low nibbles, 64 bytes of 2-bit high parts, 16 int8 scales, fp16 d.
     value = (d * sc) * (q - 32), per 16 values."""
-    ds = (_fp16(blocks, 208) * blocks[:, 192:208].view(torch.int8))[..., None]                   # [nb, 16, 1]
-    q = _nibbles(blocks[:, :128].view(-1, 2, 64)).view(-1, 2, 4, QK)                             # [nb, 2, 4, 32]
-    high = _crumbs(blocks[:, 128:192].view(-1, 2, QK)).bitwise_left_shift_(4).sub_(32)          # [nb, 2, 4, 32]
-    q += high                                                                                    # q - 32, wrapped
-    out.view(-1, 16, 16).copy_(q.view(torch.int8).view(-1, 16, 16)).mul_(ds)                    # [nb, 16, 16]
+    low = _split_words(_words(blocks, 0, 128).view(len(blocks), 2, 32), _BY_4, _NIBBLES)        # [nb, 2, 2, 32]
+    high = _split_words(_words(blocks, 128, 192).view(len(blocks), 2, 16), _BY_2, _CRUMBS)      # [nb, 2, 4, 16]
+    codes = low.view(len(blocks), 2, 4, 16).add_(high.bitwise_left_shift_(4))                    # words of bytes
+    return Fields(codes.view(torch.uint8).view(len(blocks), QK_K), _fp16(blocks, 208),
+                  blocks[:, 192:208].view(torch.int8))

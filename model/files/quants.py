@@ -1,7 +1,9 @@
-"""GGUF tensor types this app reads, their block layouts, and whole-tensor dequantization to float32.
+"""GGUF tensor types this app reads, their block layouts, and dequantization to float32 bit-identical to the `gguf`
+package's numpy code.
 
-Every type has a torch kernel (model.files.quant_kernels) bit-identical to the `gguf` package's numpy code; a tensor
-is dequantized CHUNK_VALUES values at a time, so the kernels' temporaries stay in the CPU's cache.
+A block format is taken apart into integer codes and scales (model.files.quant_kernels); `scale_codes` then does the
+reference's float32 arithmetic in its order: d * q, or (d * sc) * q per group, then + m or - dmin * mn. A tensor is
+dequantized CHUNK_VALUES values at a time, so the temporaries stay in the CPU's cache.
 """
 from __future__ import annotations
 
@@ -12,34 +14,45 @@ import numpy as np
 import torch
 
 from model.files import quant_kernels as kernels
+from model.files.quant_kernels import Fields
 
-CHUNK_VALUES = 1 << 18       # values dequantized per kernel call (1 MB of float32)
+CHUNK_VALUES = 1 << 18       # values dequantized per step (1 MB of float32)
 
 
 @dataclass(frozen=True)
 class QuantFormat:
-    """One GGUF tensor type: block_values values are stored in block_bytes bytes."""
+    """One GGUF tensor type: block_values values stored in block_bytes bytes. Quantized formats have `split` (blocks
+    -> Fields) and codes of `bits` bits whose integer is code + offset (read as int8 when `signed`), scaled per
+    `group` values; float formats have `dtype` instead."""
 
     name: str
     block_values: int
     block_bytes: int
-    kernel: Callable[[torch.Tensor, torch.Tensor], None]   # (uint8 [nb, block_bytes], float32 [nb, block_values])
+    split: Callable[[torch.Tensor], Fields] | None = None
+    bits: int = 0
+    offset: int = 0
+    group: int = 0
+    dtype: torch.dtype | None = None
+
+    @property
+    def signed(self) -> bool:
+        return self.offset != 0 or self.bits == 8
 
 
 FORMATS = {f.name: f for f in (
-    QuantFormat("F32", 1, 4, kernels.f32),
-    QuantFormat("F16", 1, 2, kernels.f16),
-    QuantFormat("BF16", 1, 2, kernels.bf16),
-    QuantFormat("Q8_0", 32, 34, kernels.q8_0),
-    QuantFormat("Q4_0", 32, 18, kernels.q4_0),
-    QuantFormat("Q4_1", 32, 20, kernels.q4_1),
-    QuantFormat("Q5_0", 32, 22, kernels.q5_0),
-    QuantFormat("Q5_1", 32, 24, kernels.q5_1),
-    QuantFormat("Q2_K", 256, 84, kernels.q2_k),
-    QuantFormat("Q3_K", 256, 110, kernels.q3_k),
-    QuantFormat("Q4_K", 256, 144, kernels.q4_k),
-    QuantFormat("Q5_K", 256, 176, kernels.q5_k),
-    QuantFormat("Q6_K", 256, 210, kernels.q6_k),
+    QuantFormat("F32", 1, 4, dtype=torch.float32),
+    QuantFormat("F16", 1, 2, dtype=torch.float16),
+    QuantFormat("BF16", 1, 2, dtype=torch.bfloat16),
+    QuantFormat("Q8_0", 32, 34, kernels.q8_0, bits=8, group=32),
+    QuantFormat("Q4_0", 32, 18, kernels.q4_0, bits=4, offset=-8, group=32),
+    QuantFormat("Q4_1", 32, 20, kernels.q4_1, bits=4, group=32),
+    QuantFormat("Q5_0", 32, 22, kernels.q5_0, bits=5, offset=-16, group=32),
+    QuantFormat("Q5_1", 32, 24, kernels.q5_1, bits=5, group=32),
+    QuantFormat("Q2_K", 256, 84, kernels.q2_k, bits=2, group=16),
+    QuantFormat("Q3_K", 256, 110, kernels.q3_k, bits=3, offset=-4, group=16),
+    QuantFormat("Q4_K", 256, 144, kernels.q4_k, bits=4, group=32),
+    QuantFormat("Q5_K", 256, 176, kernels.q5_k, bits=5, group=32),
+    QuantFormat("Q6_K", 256, 210, kernels.q6_k, bits=6, offset=-32, group=16),
 )}
 SUPPORTED_TYPES = tuple(FORMATS)
 Q8_0_BLOCK = FORMATS["Q8_0"].block_values
@@ -61,6 +74,38 @@ def row_bytes(type_name: str, n_values: int) -> int:
     if n_values % fmt.block_values:
         raise ValueError(f"A {type_name} row holds a multiple of {fmt.block_values} values, not {n_values}")
     return n_values // fmt.block_values * fmt.block_bytes
+
+
+def codes_to_float(fmt: QuantFormat, codes: torch.Tensor, out: torch.Tensor) -> None:
+    """out (float32) = each code's integer; codes (uint8, out's shape) are changed in place for signed formats."""
+    if fmt.offset:
+        codes.sub_(-fmt.offset)                                    # wraps: read as int8 it is code + offset
+    out.copy_(codes.view(torch.int8) if fmt.signed else codes)
+
+
+def scale_codes(fmt: QuantFormat, values: torch.Tensor, d: torch.Tensor, sc: torch.Tensor | None,
+                dmin: torch.Tensor | None, mn: torch.Tensor | None) -> None:
+    """values [nb, block_values] float32 holding the integers -> the dequantized values, in place: the reference's
+    float32 operations in its order (a K-quant's d * sc first, then times q, then minus dmin * mn)."""
+    groups = values.view(len(values), -1, fmt.group)                                             # [nb, g, group]
+    if sc is None:
+        groups.mul_(d[..., None])
+    else:
+        groups.mul_((d * sc)[..., None])
+    if mn is not None:
+        groups.sub_((dmin * mn)[..., None])
+    elif dmin is not None:
+        groups.add_(dmin[..., None])
+
+
+def dequantize_blocks(fmt: QuantFormat, blocks: torch.Tensor, out: torch.Tensor) -> None:
+    """uint8 blocks [nb, block_bytes] -> out, float32 [nb, block_values]."""
+    if fmt.dtype is not None:
+        out.copy_(blocks.view(fmt.dtype))
+        return
+    fields = fmt.split(blocks)
+    codes_to_float(fmt, fields.codes, out)
+    scale_codes(fmt, out, fields.d, fields.sc, fields.dmin, fields.mn)
 
 
 def dequantize(raw: np.ndarray, type_name: str, shape: tuple[int, ...], native_order: bool = True,
@@ -88,7 +133,7 @@ def dequantize(raw: np.ndarray, type_name: str, shape: tuple[int, ...], native_o
         for start in range(0, n_blocks, step):
             n = min(step, n_blocks - start)
             staging.numpy()[:n] = blocks[start:start + n]
-            fmt.kernel(staging[:n], values[start:start + n])
+            dequantize_blocks(fmt, staging[:n], values[start:start + n])
     return out
 
 

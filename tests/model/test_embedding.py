@@ -1,14 +1,22 @@
 """LM head and embedding rows: Q8Embedding (raw Q8_0 blocks) equals the gguf-dequantized float32 table."""
 import gguf
 import numpy as np
+import pytest
 import torch
 from gguf.quants import dequantize as gguf_dequantize
 
-from model.decoder.embedding import LOGIT_CHUNK_ROWS, Q8Embedding
+from model.decoder import matrices
+from model.decoder.embedding import Q8Embedding
 from model.files.quants import Q8_0_BYTES
 
-ROWS = 2 * LOGIT_CHUNK_ROWS + 37      # two whole chunks and a partial one
 COLS = 96                             # 3 blocks of 32 per row
+CHUNK_ROWS = 64
+ROWS = 2 * CHUNK_ROWS + 37            # two whole chunks of the product and a partial one
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(matrices, "CHUNK_VALUES", CHUNK_ROWS * COLS)
 
 
 def random_q8_table(rng: np.random.Generator) -> np.ndarray:
@@ -31,6 +39,6 @@ def test_logits_equal_the_dequantized_table_times_the_vector():
 
 def test_rows_equal_the_gguf_package_bit_for_bit():
     raw = random_q8_table(np.random.default_rng(12))
-    ids = torch.tensor([0, LOGIT_CHUNK_ROWS, ROWS - 1, 5])
+    ids = torch.tensor([0, CHUNK_ROWS, ROWS - 1, 5])
     ours = Q8Embedding(raw).rows(ids).numpy()
     np.testing.assert_array_equal(ours, gguf_dequantize(raw, gguf.GGMLQuantizationType.Q8_0)[ids.numpy()])

@@ -1,0 +1,180 @@
+"""The weight matrices the decoder multiplies by, [out, in]: DenseMatrix (float32) or QuantizedMatrix (GGUF quants
+kept in memory, 4-7x smaller, dequantized a chunk of rows at a time while multiplying). Both give x @ W^T, rows of
+W (an embedding lookup) and the whole float32 W.
+
+A QuantizedMatrix holds each block's codes repacked row by row into bit planes (model.decoder.bitplanes) and its
+scales unpacked (float32 d and dmin per block, group scales and minimums one byte each): the file's bits, laid out
+so that a chunk dequantizes in a few contiguous torch ops, exactly as gguf does (model.files.quants.scale_codes).
+A product dequantizes into this thread's reused buffers (a fresh multi-MB buffer per call or chunk costs a page
+fault per 4 kB); nothing on the object changes after construction, so any number of threads may share one matrix.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from model.decoder import bitplanes
+from model.files.quants import codes_to_float, dequantize, quant_format, row_bytes, scale_codes
+
+CHUNK_VALUES = 1 << 18      # weights dequantized per step of a product (1 MB of float32)
+_buffers = threading.local()
+
+
+class DenseMatrix:
+    """A float32 matrix [out, in]."""
+
+    def __init__(self, weight: torch.Tensor):
+        self.weight = weight                                                       # [out, in]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.weight.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.weight.nbytes
+
+    def linear(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """x [T, in] or [in] @ W^T (+ bias) -> [T, out] or [out]."""
+        return F.linear(x, self.weight, bias)
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.weight[ids]                                                    # [T, in]
+
+    def dequantized(self) -> torch.Tensor:
+        return self.weight
+
+
+class QuantizedMatrix:
+    """A matrix [out, in] kept quantized; raw is uint8 [out, bytes per row] of type_name's GGUF blocks (or the
+    values of a float type)."""
+
+    def __init__(self, raw: np.ndarray, type_name: str, shape: tuple[int, int]):
+        fmt = quant_format(type_name)
+        n_rows, n_cols = int(shape[0]), int(shape[1])
+        data = np.ascontiguousarray(raw).reshape(-1).view(np.uint8)
+        if len(data) != n_rows * row_bytes(type_name, n_cols):
+            raise ValueError(f"{len(data)} bytes of {type_name} do not hold a [{n_rows}, {n_cols}] matrix")
+        self.format, self._shape = fmt, (n_rows, n_cols)
+        if fmt.dtype is not None:
+            values = data.view(np.int16 if fmt.block_bytes == 2 else np.float32).reshape(n_rows, n_cols)
+            self.planes = [torch.from_numpy(values.copy()).view(fmt.dtype)]        # [out, in]
+            self.d = self.sc = self.dmin = self.mn = None
+            return
+        self.planes = [torch.empty(n_rows, n_cols * w // 8, dtype=torch.uint8) for w in bitplanes.WIDTHS[fmt.bits]]
+        self.d = self.sc = self.dmin = self.mn = None                              # [out, blocks or groups per row]
+        blocks = data.reshape(n_rows, -1)                                          # [out, bytes per row]
+        step = max(1, CHUNK_VALUES // n_cols)
+        for start in range(0, n_rows, step):
+            rows = slice(start, min(start + step, n_rows))
+            fields = fmt.split(torch.from_numpy(blocks[rows].copy()).view(-1, fmt.block_bytes))
+            packed = bitplanes.pack(fields.codes.view(-1, n_cols), fmt.bits)
+            for plane, part in zip(self.planes, packed, strict=True):
+                plane[rows] = part
+            for name in ("d", "sc", "dmin", "mn"):
+                self._store(name, rows, getattr(fields, name))
+
+    def _store(self, name: str, rows: slice, part: torch.Tensor | None) -> None:
+        """Rows `rows` of scale field `name` ([out, per row]) from a chunk's [blocks, per block] (allocated on the
+        first chunk)."""
+        if part is None:
+            return
+        part = part.reshape(rows.stop - rows.start, -1)                            # [r, per row]
+        if getattr(self, name) is None:
+            setattr(self, name, torch.empty(self._shape[0], part.shape[1], dtype=part.dtype))
+        getattr(self, name)[rows] = part
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self._shape
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in (*self.planes, self.d, self.sc, self.dmin, self.mn) if t is not None)
+
+    @property
+    def values(self) -> torch.Tensor:
+        """Q8_0: the int8 quants [out, in / 32, 32]; each 32 are scaled by `scale`."""
+        return self.planes[0].view(torch.int8).view(self._shape[0], -1, 32)
+
+    @property
+    def scale(self) -> torch.Tensor:
+        """Q8_0: the float32 scale of every 32 quants [out, in / 32, 1]."""
+        return self.d.view(self._shape[0], -1, 1)
+
+    def linear(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """x [T, in] or [in] @ W^T (+ bias) -> [T, out] or [out], dequantizing CHUNK_VALUES weights at a time into
+        this thread's buffer."""
+        n_rows, n_cols = self._shape
+        step = max(1, min(n_rows, CHUNK_VALUES // n_cols))
+        out = torch.empty(*x.shape[:-1], n_rows)                                   # [T, out] or [out]
+        weights, codes = _thread_buffers(step * n_cols)
+        for start in range(0, n_rows, step):
+            rows = slice(start, min(start + step, n_rows))
+            w = weights[:(rows.stop - start) * n_cols].view(-1, n_cols)            # [chunk, in]
+            self._dequantize(rows, w, codes)
+            if x.dim() == 1:
+                torch.mv(w, x, out=out[rows])
+            else:
+                torch.mm(x, w.T, out=out[:, rows])                                 # [T, chunk]
+        if bias is not None:
+            out += bias
+        return out
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """W[ids] as float32 [len(ids), in]."""
+        picked = QuantizedMatrix.__new__(QuantizedMatrix)
+        picked.format, picked._shape = self.format, (len(ids), self._shape[1])
+        picked.planes = [plane[ids] for plane in self.planes]
+        picked.d, picked.sc, picked.dmin, picked.mn = (None if t is None else t[ids]
+                                                       for t in (self.d, self.sc, self.dmin, self.mn))
+        return picked.dequantized()
+
+    def dequantized(self) -> torch.Tensor:
+        """The whole matrix as float32 [out, in] (allocates it)."""
+        n_rows, n_cols = self._shape
+        out = torch.empty(n_rows, n_cols)
+        step = max(1, CHUNK_VALUES // n_cols)
+        codes = torch.empty(min(step, n_rows) * n_cols, dtype=torch.uint8)
+        for start in range(0, n_rows, step):
+            rows = slice(start, min(start + step, n_rows))
+            self._dequantize(rows, out[rows], codes)
+        return out
+
+    def _dequantize(self, rows: slice, out: torch.Tensor, codes: torch.Tensor) -> None:
+        """Rows `rows` into out [r, in] float32; codes is a uint8 buffer of at least r * in."""
+        fmt = self.format
+        planes = [plane[rows] for plane in self.planes]
+        if fmt.dtype is not None:
+            out.copy_(planes[0])
+            return
+        if fmt.bits == 8:
+            chunk_codes = planes[0]                                                # [r, in], read only: no offset
+        else:
+            chunk_codes = codes[:out.numel()].view(out.shape)                      # [r, in]
+            bitplanes.unpack(planes, fmt.bits, chunk_codes)
+        codes_to_float(fmt, chunk_codes, out)
+        per_block = fmt.block_values // fmt.group
+        scale_codes(fmt, out.view(-1, fmt.block_values), *(None if t is None else t[rows].reshape(-1, width)
+                    for t, width in ((self.d, 1), (self.sc, per_block), (self.dmin, 1), (self.mn, per_block))))
+
+
+def matrix_from_gguf(raw: np.ndarray, type_name: str, shape: tuple[int, int], keep_quantized: bool):
+    """A QuantizedMatrix of a tensor's raw GGUF data when keep_quantized (F32 stays dense: nothing to save), else a
+    DenseMatrix of its float32 values."""
+    if keep_quantized and type_name != "F32":
+        return QuantizedMatrix(raw, type_name, shape)
+    return DenseMatrix(torch.from_numpy(dequantize(raw, type_name, (int(shape[0]), int(shape[1])))))
+
+
+def _thread_buffers(n_values: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """This thread's float32 weights buffer and uint8 codes buffer of at least n_values elements (grown as needed)."""
+    buffers = getattr(_buffers, "chunk", None)
+    if buffers is None or buffers[0].numel() < n_values:
+        buffers = (torch.empty(n_values), torch.empty(n_values, dtype=torch.uint8))
+        _buffers.chunk = buffers
+    return buffers
+
