@@ -1,0 +1,141 @@
+"""model.decoder.matrices: a QuantizedMatrix (GGUF blocks kept in memory) multiplies, looks rows up and dequantizes
+like the gguf package's float32 matrix, for every supported type, over products split into whole and partial
+chunks, and from many threads at once; DenseMatrix has the same interface."""
+import threading
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from model.decoder import bitplanes, matrices
+from model.decoder.matrices import DenseMatrix, QuantizedMatrix, matrix_from_gguf
+from model.files.quants import SUPPORTED_TYPES, row_bytes
+from tests.quant_blocks import random_tensor, reference
+
+ROWS, COLS = 37, 512             # 7 chunks of 5 rows and a partial one of 2
+CHUNK_ROWS = 5
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(matrices, "CHUNK_VALUES", CHUNK_ROWS * COLS)
+
+
+@pytest.fixture(scope="module", params=SUPPORTED_TYPES)
+def case(request):
+    """(type name, raw tensor, the gguf package's float32 matrix)."""
+    type_name = request.param
+    raw = random_tensor(type_name, ROWS, COLS, np.random.default_rng(len(type_name) + ord(type_name[-1])))
+    return type_name, raw, reference(raw, type_name, ROWS, COLS)
+
+
+def relative_error(ours: torch.Tensor, expected: torch.Tensor) -> float:
+    return float((ours.double() - expected.double()).abs().max() / expected.double().abs().max())
+
+
+def test_dequantized_is_the_gguf_matrix_bit_for_bit(case):
+    type_name, raw, expected = case
+    ours = QuantizedMatrix(raw, type_name, (ROWS, COLS)).dequantized()
+    assert ours.dtype == torch.float32 and ours.shape == (ROWS, COLS)
+    np.testing.assert_array_equal(ours.numpy().view(np.uint32), expected.view(np.uint32))
+
+
+def test_rows_are_the_gguf_rows_bit_for_bit(case):
+    type_name, raw, expected = case
+    ids = torch.tensor([0, CHUNK_ROWS, ROWS - 1, 3, 3])
+    ours = QuantizedMatrix(raw, type_name, (ROWS, COLS)).rows(ids)
+    np.testing.assert_array_equal(ours.numpy().view(np.uint32), expected[ids.numpy()].view(np.uint32))
+
+
+def test_linear_equals_f_linear_with_the_dequantized_matrix(case):
+    type_name, raw, expected = case
+    matrix = QuantizedMatrix(raw, type_name, (ROWS, COLS))
+    weight = torch.from_numpy(expected)
+    rng = torch.Generator().manual_seed(0)
+    x, bias = torch.randn(6, COLS, generator=rng), torch.randn(ROWS, generator=rng)
+    for args in ((x,), (x, bias), (x[2],), (x[2], bias)):
+        ours = matrix.linear(*args)
+        assert ours.shape == F.linear(*args[:1], weight).shape and ours.dtype == torch.float32
+        assert relative_error(ours, F.linear(args[0], weight, *args[1:])) < 1e-5
+
+
+def test_dense_matrix_has_the_same_interface():
+    weight = torch.randn(ROWS, COLS)
+    matrix = DenseMatrix(weight)
+    x = torch.randn(4, COLS)
+    assert matrix.shape == (ROWS, COLS) and matrix.nbytes == ROWS * COLS * 4
+    torch.testing.assert_close(matrix.linear(x), x @ weight.T)
+    assert torch.equal(matrix.rows(torch.tensor([2, 0])), weight[[2, 0]])
+    assert torch.equal(matrix.dequantized(), weight)
+
+
+def test_quantized_matrices_hold_about_their_file_size():
+    for type_name in SUPPORTED_TYPES:
+        raw = random_tensor(type_name, ROWS, COLS, np.random.default_rng(1))
+        matrix = QuantizedMatrix(raw, type_name, (ROWS, COLS))
+        assert matrix.shape == (ROWS, COLS)
+        assert row_bytes(type_name, COLS) * ROWS <= matrix.nbytes <= 1.25 * raw.nbytes, type_name
+
+
+def test_q8_0_keeps_the_int8_values_and_float32_scales_of_the_lm_head():
+    type_name, rows = "Q8_0", 3
+    raw = random_tensor(type_name, rows, COLS, np.random.default_rng(2))
+    matrix = QuantizedMatrix(raw, type_name, (rows, COLS))
+    blocks = raw.reshape(rows, COLS // 32, 34)
+    assert matrix.values.dtype == torch.int8 and matrix.values.shape == (rows, COLS // 32, 32)
+    np.testing.assert_array_equal(matrix.values.numpy(), blocks[..., 2:].view(np.int8))
+    np.testing.assert_array_equal(matrix.scale.numpy(), blocks[..., :2].copy().view(np.float16).astype(np.float32))
+
+
+def test_threads_sharing_one_matrix_get_what_each_gets_alone():
+    raw = random_tensor("Q4_K", ROWS, COLS, np.random.default_rng(3))
+    matrix = QuantizedMatrix(raw, "Q4_K", (ROWS, COLS))
+    inputs = [torch.randn(t % 3 + 1, COLS, generator=torch.Generator().manual_seed(t)) for t in range(6)]
+    alone = [matrix.linear(x) for x in inputs]
+    together: dict[int, list[torch.Tensor]] = {t: [] for t in range(len(inputs))}
+    start = threading.Barrier(len(inputs))
+
+    def work(t: int) -> None:
+        start.wait()
+        for _ in range(20):
+            together[t].append(matrix.linear(inputs[t]))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(len(inputs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for t, results in together.items():
+        assert len(results) == 20
+        for result in results:
+            torch.testing.assert_close(result, alone[t], rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("bits", sorted(bitplanes.WIDTHS))
+def test_bit_planes_unpack_what_they_packed(bits):
+    codes = torch.randint(0, 1 << bits, (5, COLS), dtype=torch.uint8)
+    planes = bitplanes.pack(codes, bits)
+    assert sum(p.numel() for p in planes) == codes.numel() * bits // 8
+    out = torch.empty_like(codes)
+    bitplanes.unpack([p[1:4] for p in planes], bits, out[1:4])
+    assert torch.equal(out[1:4], codes[1:4])
+
+
+def test_matrix_from_gguf_keeps_quantized_only_when_asked():
+    raw = random_tensor("Q5_0", ROWS, COLS, np.random.default_rng(4))
+    expected = reference(raw, "Q5_0", ROWS, COLS)
+    kept = matrix_from_gguf(raw, "Q5_0", (ROWS, COLS), keep_quantized=True)
+    dense = matrix_from_gguf(raw, "Q5_0", (ROWS, COLS), keep_quantized=False)
+    assert isinstance(kept, QuantizedMatrix) and isinstance(dense, DenseMatrix)
+    np.testing.assert_array_equal(dense.weight.numpy(), expected)
+    floats = random_tensor("F32", ROWS, COLS, np.random.default_rng(5))
+    assert isinstance(matrix_from_gguf(floats, "F32", (ROWS, COLS), keep_quantized=True), DenseMatrix)
+
+
+def test_unknown_types_and_wrong_sizes_are_refused():
+    with pytest.raises(ValueError, match=r"'IQ4_XS'.*Q8_0"):
+        QuantizedMatrix(np.zeros((ROWS, 136), np.uint8), "IQ4_XS", (ROWS, COLS))
+    raw = random_tensor("Q6_K", ROWS, COLS, np.random.default_rng(6))
+    with pytest.raises(ValueError, match="do not hold"):
+        QuantizedMatrix(raw, "Q6_K", (ROWS + 1, COLS))
