@@ -210,13 +210,13 @@ def _shared_controls(schema: Schema) -> None:
                 _token_count(st, schema.page)
                 _byte_note(st)
         if has[S.LAYER.key]:
-            controls.layer_slider(row, cfg, width=230)
+            controls.layer_slider(row, cfg, width=220)
         if has[S.HEAD.key]:
-            controls.head_slider(row, cfg, width=170)
+            controls.head_slider(row, cfg, width=160)
         if has[S.SINK.key]:
             controls.sink_toggle(row, label=_("Hide sink"))
         _share_popover(row)
-        _language_switch(row)
+        _language_switch(row, short=True)
         row.toggle(_("Presenter"), key=S.PRESENT.key, help=_("Presenter mode: switch off to get the sidebar back"),
                    **controls.PERSIST)
     else:
@@ -261,10 +261,12 @@ def _share_popover(where) -> None:
                    else _("Copy it with the icon at the right of the box."))
 
 
-def _language_switch(where) -> None:
-    """中文 / English: one button naming the other language; the choice is kept in the state (and so in the link)."""
+def _language_switch(where, short: bool = False) -> None:
+    """中文 / English: one button naming the other language (short: EN, for the presenter row); the choice is kept in
+    the state (and so in the link)."""
     other = "en" if language() == "zh" else "zh"
-    where.button(LANGUAGES[other], key="w_lang", icon=":material/translate:", on_click=controls.set_setting,
+    label = "EN" if short and other == "en" else LANGUAGES[other]
+    where.button(label, key="w_lang", icon=None if short else ":material/translate:", on_click=controls.set_setting,
                  args=(LANG_KEY, other), help=_("Show the interface in English") if other == "en"
                  else _("Show the interface in Chinese"))
 
