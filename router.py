@@ -22,6 +22,7 @@ PAGES = [
     ("app_pages/positional.py", N_("Positional encodings"), ":material/waves:", "positional"),
     ("app_pages/efficient.py", N_("Efficient attention"), ":material/speed:", "efficient"),
     ("app_pages/parameters.py", N_("Parameters"), ":material/calculate:", "parameters"),
+    ("app_pages/train.py", N_("Train"), ":material/model_training:", "train"),
 ]
 
 

@@ -24,6 +24,9 @@ from model.calculator.params import (
     PRESETS,
 )
 from model.lessons.sampling import T_MAX, T_MIN
+from model.train import PRESETS as TRAIN_PRESETS
+from model.train import TrainSettings
+from model.train import settings as TS
 
 MAX_TEXT_CHARS = 8_000          # longer texts (typed or from a link) are cut: 512 tokens need far fewer characters
 URL_TEXT_LIMIT = 16_000         # URL-encoded characters of text we still put into the share link
@@ -260,10 +263,52 @@ EFFICIENT = Schema("efficient", (
     Int("stride", "eff_stride", 8, lo=2, hi=MAX_STRIDE, when=_mask_reads("strided", "dilated")),
 ))
 
+# ------------------------------------------------------------------------------------------------------------ Train
+TRAIN_DEFAULTS = TrainSettings()
+TRAIN_HEADS = (1, 2, 3, 4, 6, 8)
+NO_COMPARE = "none"
+_T_TASK, _T_CMP = "train_task", "train_cmp"
+
+
+def _not_compared(field: str):
+    """The setting applies unless the comparison preset varies it (then each run has its own value)."""
+    return lambda state: getattr(TRAIN_PRESETS.get(state.get(_T_CMP)), "field", None) != field
+
+
+TRAIN = Schema("train", (
+    Choice("task", _T_TASK, TRAIN_DEFAULTS.task, options=TS.TASKS),
+    _with(TEXT, _view_is(_T_TASK, "text")),
+    Choice("cmp", _T_CMP, NO_COMPARE, options=(NO_COMPARE, *TRAIN_PRESETS)),
+    Int("layers", "train_layers", TRAIN_DEFAULTS.n_layers, lo=1, hi=TS.MAX_LAYERS, when=_not_compared("n_layers")),
+    Choice("d", "train_d", TRAIN_DEFAULTS.d_model, options=TS.WIDTHS),
+    Choice("heads", "train_heads", TRAIN_DEFAULTS.n_heads, options=TRAIN_HEADS),
+    Int("kv", "train_kv", None, lo=1, hi=TS.MAX_HEADS),                                     # None: as many as heads
+    Choice("mlp", "train_mlp", TRAIN_DEFAULTS.mlp, options=TS.MLP_KINDS, when=_not_compared("mlp")),
+    Choice("norm", "train_norm", TRAIN_DEFAULTS.norm, options=TS.NORM_KINDS, when=_not_compared("norm")),
+    Choice("place", "train_place", TRAIN_DEFAULTS.norm_place, options=TS.NORM_PLACES,
+           when=_not_compared("norm_place")),
+    Choice("pos", "train_pos", TRAIN_DEFAULTS.positions, options=TS.POSITION_KINDS, when=_not_compared("positions")),
+    Int("vocab", "train_vocab", TRAIN_DEFAULTS.vocab_size, lo=TS.MIN_VOCAB, hi=TS.MAX_VOCAB,
+        when=_view_is_not(_T_TASK, "text")),
+    Int("seq", "train_seq", TRAIN_DEFAULTS.seq_len, lo=TS.MIN_SEQ_LEN, hi=TS.MAX_SEQ_LEN,
+        when=_view_is_not(_T_TASK, "modadd")),
+    Int("steps", "train_steps", TRAIN_DEFAULTS.steps, lo=1, hi=TS.MAX_STEPS),
+    Int("batch", "train_batch", TRAIN_DEFAULTS.batch_size, lo=1, hi=TS.MAX_BATCH),
+    Float("lr", "train_lr", TRAIN_DEFAULTS.lr, lo=1e-5, hi=0.1),
+    Int("warmup", "train_warmup", TRAIN_DEFAULTS.warmup, lo=0, hi=TS.MAX_STEPS),
+    Flag("cosine", "train_cosine", TRAIN_DEFAULTS.cosine),
+    Float("clip", "train_clip", TRAIN_DEFAULTS.grad_clip, lo=0.0, hi=10.0),
+    Float("wd", "train_wd", TRAIN_DEFAULTS.weight_decay, lo=0.0, hi=1.0),
+    Float("init", "train_init", TRAIN_DEFAULTS.init_scale, lo=0.1, hi=10.0),
+    Int("seed", "train_seed", TRAIN_DEFAULTS.seed, lo=0, hi=2**31 - 1),
+    Choice("side", "train_side", "a", options=("a", "b"), when=_view_is_not(_T_CMP, NO_COMPARE)),
+    Int("at", "train_at", None, lo=0, hi=TS.MAX_STEPS),       # the step whose attention is shown (None: the last)
+))
+
 # ---------------------------------------------------------------------------------------------------------- all
 SCHEMAS: dict[str, Schema] = {
     s.page: Schema(s.page, (*s.params, PRESENT, LANG))
-    for s in (ATTENTION, CAUSAL_MASK, SOFTMAX, GENERATE, INSIDE, POSITIONAL, PARAMETERS, EFFICIENT)
+    for s in (ATTENTION, CAUSAL_MASK, SOFTMAX, GENERATE, INSIDE, POSITIONAL, PARAMETERS, EFFICIENT, TRAIN)
 }
 
 

@@ -22,7 +22,8 @@ HELD_OUT_SEED = 1_000_003      # held-out data and the probe are the same for ev
 HELD_OUT_BATCH = 128
 UNSEEN_SEED = 2_000_003      # the completion demo's example
 SPLIT_SEED = 7                 # the fixed train / held-out split of modadd's pairs
-SYMBOLS = string.digits + string.ascii_uppercase + string.ascii_lowercase    # ASCII order: sort reads naturally
+GREEK = "αβγδεζηθικλμνξοπρστυφχψω"
+SYMBOLS = string.digits + string.ascii_uppercase + string.ascii_lowercase + GREEK.upper() + GREEK   # sort order
 SEPARATOR = "|"
 
 
@@ -36,7 +37,7 @@ class Batch:
 
 
 def symbol_labels(n: int) -> tuple[str, ...]:
-    """Readable names of n symbols: 0-9, A-Z, a-z, then #62, #63, ..."""
+    """Readable one-character names of n symbols, in code point order: 0-9, A-Z, a-z, Α-Ω, α-ω, then #110, ..."""
     return tuple(SYMBOLS[i] if i < len(SYMBOLS) else f"#{i}" for i in range(n))
 
 

@@ -41,6 +41,11 @@ def is_logged(step: int, steps: int) -> bool:
     return step % log_every(steps) == 0 or step == steps
 
 
+def n_logs(steps: int) -> int:
+    """How many log points a run of `steps` updates has (step 0 included)."""
+    return steps // log_every(steps) + 1 + (steps % log_every(steps) != 0)
+
+
 def lr_at(step: int, s: TrainSettings) -> float:
     """The learning rate of update number `step` (1-based): linear warmup over s.warmup updates, then constant or a
     cosine from s.lr down to s.lr * MIN_LR_RATIO at the last update."""

@@ -102,3 +102,9 @@ def test_the_probe_is_induction_data_over_the_tasks_vocabulary():
     probe = probe_batch(task)
     assert probe.tokens.shape[1] == task.seq_len and probe.tokens.max() < task.vocab_size
     assert probe.source is not None and probe.predictable.any()
+
+
+def test_symbols_have_one_character_names_in_sorting_order():
+    names = make_task(TrainSettings(task="induction", vocab_size=110)).labels
+    assert len(set(names)) == 110 and all(len(n) == 1 for n in names)
+    assert list(names) == sorted(names)                                # sort's answers read in order
