@@ -1,19 +1,23 @@
-"""Integer codes of a few bits packed row by row into planes that unpack in a few contiguous passes (GGUF's own blocks
-interleave their fields every 16 or 32 bytes, runs too short for torch to vectorise).
+"""Integer codes of a few bits packed row by row into planes that unpack in a few long torch passes (GGUF's own blocks
+interleave their fields every 16 or 32 bytes: runs too short for torch to vectorise).
 
-A code of `bits` bits is split into fields, low bits first: 8 bits stay bytes; 4 bits are a nibble plane; every
-other bit is a plane of single bits (6 = 4 + 1 + 1, 5 = 4 + 1, 3 = 1 + 1 + 1, 2 = 1 + 1). For a row of C codes a
-nibble plane is [rows, C / 2]: byte j holds code j (low nibble) and code j + C / 2 (high nibble), so each half
-unpacks as one int32 pass; a bit plane is [rows, C / 8], numpy's packbits order (bit k of byte j is code 8j + k),
-which numpy's unpackbits expands at several GB/s (torch has no such op).
+A code of `bits` bits is split into fields, low bits first: 8 = 8, 6 = 4 + 2, 5 = 4 + 1, 4 = 4, 3 = 2 + 1, 2 = 2.
+For a row of C codes a field of width w < 8 is a plane [rows, C * w / 8]:
+- w = 4 or 2: field k (bits w*k..) of byte j is code k * (C * w / 8) + j, so field k of a whole row is one run,
+  unpacked by one shift and mask of int32 words;
+- w = 1: bit k of byte j is code 8j + k (numpy's packbits order); a byte expands to 8 codes through a 256-entry
+  table of int64 (torch's index_select), three passes where eight shifts and masks would be ten.
+Unpacking writes only into the buffers it is given.
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-WIDTHS = {8: (8,), 6: (4, 1, 1), 5: (4, 1), 4: (4,), 3: (1, 1, 1), 2: (1, 1)}   # code bits -> fields, low first
-_NIBBLES = 0x0F0F0F0F
+WIDTHS = {8: (8,), 6: (4, 2), 5: (4, 1), 4: (4,), 3: (2, 1), 2: (2,)}   # code bits -> field widths, low first
+_MASKS = {4: 0x0F0F0F0F, 2: 0x03030303}                                  # one field in each byte of an int32
+_BYTE_BITS = (torch.arange(256)[:, None] >> torch.arange(8)) & 1                                 # [256, 8]
+_SPREAD_BITS = (_BYTE_BITS << (8 * torch.arange(8))).sum(dim=1)          # [256] int64: byte k = bit k of the index
 
 
 def pack(codes: torch.Tensor, bits: int) -> list[torch.Tensor]:
@@ -23,30 +27,44 @@ def pack(codes: torch.Tensor, bits: int) -> list[torch.Tensor]:
         field = (codes >> shift) & ((1 << width) - 1)                                           # [rows, C]
         if width == 8:
             planes.append(field)
-        elif width == 4:
-            low, high = field.chunk(2, dim=1)                                                   # [rows, C / 2] each
-            planes.append(low | (high << 4))
-        else:
+        elif width == 1:
             planes.append(torch.from_numpy(np.packbits(field.numpy(), axis=1, bitorder="little")))
+        else:
+            runs = field.view(len(codes), 8 // width, -1)                                       # [rows, 8 / w, n]
+            plane = runs[:, 0].clone()
+            for k in range(1, 8 // width):
+                plane |= runs[:, k] << (width * k)
+            planes.append(plane)
         shift += width
     return planes
 
 
-def unpack(planes: list[torch.Tensor], bits: int, out: torch.Tensor) -> None:
-    """The inverse of pack: planes of r rows -> out [r, C] uint8 (contiguous)."""
+def unpack(planes: list[torch.Tensor], bits: int, out: torch.Tensor, scratch: torch.Tensor) -> None:
+    """The inverse of pack: planes of r rows -> out [r, C] uint8 (contiguous); scratch is uint8 with at least
+    2 * out.numel() elements (for the second field of a code)."""
+    n = out.numel()
     shift = 0
     for plane, width in zip(planes, WIDTHS[bits], strict=True):
+        target = out if shift == 0 else scratch[:n].view(out.shape)                             # [r, C]
         if width == 8:
-            out.copy_(plane)
-        elif width == 4:
-            words = plane.view(torch.int32)                                                     # [r, C / 8]
-            halves = out.view(torch.int32).view(len(out), 2, -1)                                # [r, 2, C / 8]
-            torch.bitwise_and(words, _NIBBLES, out=halves[:, 0])
-            torch.bitwise_right_shift(words, 4, out=halves[:, 1]).bitwise_and_(_NIBBLES)
+            target.copy_(plane)
+        elif width == 1:
+            index = scratch[n:2 * n].view(torch.int64)                                          # [r * C / 8]
+            index.copy_(plane.view(-1))
+            torch.index_select(_SPREAD_BITS, 0, index, out=target.view(-1).view(torch.int64))
         else:
-            bit = torch.from_numpy(np.unpackbits(plane.numpy(), axis=1, bitorder="little"))      # [r, C] of 0 / 1
-            if shift:
-                out.add_(bit, alpha=1 << shift)
-            else:
-                out.copy_(bit)
+            _unpack_runs(plane, width, target)
+        if shift:
+            out.add_(target, alpha=1 << shift)
         shift += width
+
+
+def _unpack_runs(plane: torch.Tensor, width: int, out: torch.Tensor) -> None:
+    """A plane of w-bit fields in runs (w = 4 or 2) -> out [r, C] uint8, on int32 words: field k is one shift and
+    mask (an arithmetic shift's sign bits never reach the mask)."""
+    words = plane.view(torch.int32)                                                             # [r, C * w / 32]
+    fields = out.view(torch.int32).view(len(out), 8 // width, -1)                               # [r, 8 / w, ...]
+    torch.bitwise_and(words, _MASKS[width], out=fields[:, 0])
+    for k in range(1, 8 // width):
+        torch.bitwise_right_shift(words, width * k, out=fields[:, k])
+    fields[:, 1:].bitwise_and_(_MASKS[width])

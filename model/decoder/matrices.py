@@ -111,11 +111,11 @@ class QuantizedMatrix:
         n_rows, n_cols = self._shape
         step = max(1, min(n_rows, CHUNK_VALUES // n_cols))
         out = torch.empty(*x.shape[:-1], n_rows)                                   # [T, out] or [out]
-        weights, codes = _thread_buffers(step * n_cols)
+        weights = _thread_buffer("weights", step * n_cols, torch.float32)
         for start in range(0, n_rows, step):
             rows = slice(start, min(start + step, n_rows))
             w = weights[:(rows.stop - start) * n_cols].view(-1, n_cols)            # [chunk, in]
-            self._dequantize(rows, w, codes)
+            self.dequantize_rows(rows, w)
             if x.dim() == 1:
                 torch.mv(w, x, out=out[rows])
             else:
@@ -138,28 +138,30 @@ class QuantizedMatrix:
         n_rows, n_cols = self._shape
         out = torch.empty(n_rows, n_cols)
         step = max(1, CHUNK_VALUES // n_cols)
-        codes = torch.empty(min(step, n_rows) * n_cols, dtype=torch.uint8)
         for start in range(0, n_rows, step):
             rows = slice(start, min(start + step, n_rows))
-            self._dequantize(rows, out[rows], codes)
+            self.dequantize_rows(rows, out[rows])
         return out
 
-    def _dequantize(self, rows: slice, out: torch.Tensor, codes: torch.Tensor) -> None:
-        """Rows `rows` into out [r, in] float32; codes is a uint8 buffer of at least r * in."""
+    def dequantize_rows(self, rows: slice, out: torch.Tensor) -> None:
+        """Rows start:stop of the matrix into out, float32 [stop - start, in] (contiguous)."""
         fmt = self.format
         planes = [plane[rows] for plane in self.planes]
         if fmt.dtype is not None:
             out.copy_(planes[0])
             return
+        n = out.numel()
         if fmt.bits == 8:
-            chunk_codes = planes[0]                                                # [r, in], read only: no offset
+            codes = planes[0]                                                      # [r, in], read only: no offset
         else:
-            chunk_codes = codes[:out.numel()].view(out.shape)                      # [r, in]
-            bitplanes.unpack(planes, fmt.bits, chunk_codes)
-        codes_to_float(fmt, chunk_codes, out)
+            codes = _thread_buffer("codes", n, torch.uint8).view(out.shape)        # [r, in]
+            bitplanes.unpack(planes, fmt.bits, codes, _thread_buffer("unpack", 2 * n, torch.uint8))
+        codes_to_float(fmt, codes, out)
         per_block = fmt.block_values // fmt.group
-        scale_codes(fmt, out.view(-1, fmt.block_values), *(None if t is None else t[rows].reshape(-1, width)
-                    for t, width in ((self.d, 1), (self.sc, per_block), (self.dmin, 1), (self.mn, per_block))))
+        scales = [None if t is None else t[rows].reshape(-1, width)                # [blocks, 1 or groups per block]
+                  for t, width in ((self.d, 1), (self.sc, per_block), (self.dmin, 1), (self.mn, per_block))]
+        scale_codes(fmt, out.view(-1, fmt.block_values), *scales,
+                    scratch=_thread_buffer("scales", 2 * n // fmt.group, torch.float32))
 
 
 def matrix_from_gguf(raw: np.ndarray, type_name: str, shape: tuple[int, int], keep_quantized: bool):
@@ -170,11 +172,11 @@ def matrix_from_gguf(raw: np.ndarray, type_name: str, shape: tuple[int, int], ke
     return DenseMatrix(torch.from_numpy(dequantize(raw, type_name, (int(shape[0]), int(shape[1])))))
 
 
-def _thread_buffers(n_values: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """This thread's float32 weights buffer and uint8 codes buffer of at least n_values elements (grown as needed)."""
-    buffers = getattr(_buffers, "chunk", None)
-    if buffers is None or buffers[0].numel() < n_values:
-        buffers = (torch.empty(n_values), torch.empty(n_values, dtype=torch.uint8))
-        _buffers.chunk = buffers
-    return buffers
+def _thread_buffer(name: str, n: int, dtype: torch.dtype) -> torch.Tensor:
+    """This thread's buffer `name`, its first n elements (grown as needed, kept for the thread's next product)."""
+    buffers = _buffers.__dict__.setdefault("by_name", {})
+    buffer = buffers.get(name)
+    if buffer is None or buffer.numel() < n:
+        buffer = buffers[name] = torch.empty(n, dtype=dtype)
+    return buffer[:n]
 

@@ -84,18 +84,26 @@ def codes_to_float(fmt: QuantFormat, codes: torch.Tensor, out: torch.Tensor) -> 
 
 
 def scale_codes(fmt: QuantFormat, values: torch.Tensor, d: torch.Tensor, sc: torch.Tensor | None,
-                dmin: torch.Tensor | None, mn: torch.Tensor | None) -> None:
+                dmin: torch.Tensor | None, mn: torch.Tensor | None, scratch: torch.Tensor | None = None) -> None:
     """values [nb, block_values] float32 holding the integers -> the dequantized values, in place: the reference's
-    float32 operations in its order (a K-quant's d * sc first, then times q, then minus dmin * mn)."""
+    float32 operations in its order (a K-quant's d * sc first, then times q, then minus dmin * mn). scratch, float32
+    of at least 2 * values.numel() / group elements, holds the group scales (else they are allocated)."""
     groups = values.view(len(values), -1, fmt.group)                                             # [nb, g, group]
     if sc is None:
         groups.mul_(d[..., None])
     else:
-        groups.mul_((d * sc)[..., None])
+        groups.mul_(_group_scales(d, sc, scratch, 0)[..., None])
     if mn is not None:
-        groups.sub_((dmin * mn)[..., None])
+        groups.sub_(_group_scales(dmin, mn, scratch, 1)[..., None])
     elif dmin is not None:
         groups.add_(dmin[..., None])
+
+
+def _group_scales(d: torch.Tensor, sc: torch.Tensor, scratch: torch.Tensor | None, slot: int) -> torch.Tensor:
+    """d [nb, 1] * sc [nb, g] as float32 [nb, g], in slot `slot` of scratch when given."""
+    n = sc.numel()
+    out = torch.empty(sc.shape) if scratch is None else scratch[slot * n:(slot + 1) * n].view(sc.shape)
+    return out.copy_(sc).mul_(d)
 
 
 def dequantize_blocks(fmt: QuantFormat, blocks: torch.Tensor, out: torch.Tensor) -> None:

@@ -118,7 +118,7 @@ def test_bit_planes_unpack_what_they_packed(bits):
     planes = bitplanes.pack(codes, bits)
     assert sum(p.numel() for p in planes) == codes.numel() * bits // 8
     out = torch.empty_like(codes)
-    bitplanes.unpack([p[1:4] for p in planes], bits, out[1:4])
+    bitplanes.unpack([p[1:4] for p in planes], bits, out[1:4], torch.empty(2 * 3 * COLS, dtype=torch.uint8))
     assert torch.equal(out[1:4], codes[1:4])
 
 
