@@ -99,3 +99,9 @@ def test_two_sessions_asking_for_the_same_run_get_one_run(monkeypatch):
     assert len(calls) == 1
     assert figures(first)[0]["data"][0]["y"] == figures(second)[0]["data"][0]["y"] == figures(third)[0]["data"][0]["y"]
 
+
+
+def test_presenter_mode_puts_the_settings_on_the_page():
+    at = run_until(open_page("train", present="1", steps="30"), finished)
+    assert not at.sidebar.get("selectbox")                                   # nothing left in the hidden sidebar
+    assert "train_lr" in widget_values(at) and "train_task" in widget_values(at)
