@@ -13,9 +13,8 @@ import torch
 
 QK = 32           # values per block of the simple formats
 QK_K = 256        # values per K-quant super-block
-_NIBBLES = 0x0F0F                                                                                # per byte of a word
-_CRUMBS = 0x0303
-_BITS = 0x0101
+_MASKS = {4: 0x0F0F, 2: 0x0303, 1: 0x0101}                           # one w-bit field in each byte of an int16
+_CRUMB_SHIFTS = torch.tensor([0, 2, 4, 6], dtype=torch.uint8)[:, None]                         # [4, 1]
 
 
 @dataclass
@@ -35,43 +34,36 @@ def _fp16(blocks: torch.Tensor, start: int) -> torch.Tensor:
     return blocks[:, start:start + 2].view(torch.float16).float()                               # [nb, 1]
 
 
-def _words(blocks: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-    """Bytes start:stop of every block as int16 words [nb, (stop - start) / 2]."""
-    return blocks[:, start:stop].view(torch.int16)
+def _fields(blocks: torch.Tensor, start: int, stop: int, runs: int, width: int) -> torch.Tensor:
+    """The w-bit fields of bytes start:stop of every block, split in `runs` runs: [nb, runs, 8 / w, run bytes]
+    uint8, each run's fields k = 0, 1, .. in turn (gguf's order). Shifts go over whole blocks as int16 words (one
+    long pass each; an arithmetic shift's sign bits never reach the mask), then the bytes wanted are copied out."""
+    words = blocks.view(torch.int16)                                                             # [nb, B / 2]
+    n = (stop - start) // 2 // runs
+    fields = torch.empty(len(blocks), runs, 8 // width, n, dtype=torch.int16)                    # [nb, runs, f, n]
+    for k in range(8 // width):
+        shifted = words >> (width * k) if k else words
+        fields[:, :, k] = shifted[:, start // 2:stop // 2].view(len(blocks), runs, n)
+    mask = _MASKS[width]
+    return fields.bitwise_and_(mask).view(torch.uint8).view(len(blocks), runs, 8 // width, 2 * n)
 
 
-def _split_words(words: torch.Tensor, shifts: torch.Tensor, mask: int) -> torch.Tensor:
-    """words [nb, g, n] int16 -> [nb, g, len(shifts), n]: (words >> shift) & mask for each shift; read as bytes, the
-    fields of every byte (an arithmetic shift's sign bits never reach the mask)."""
-    fields = torch.bitwise_right_shift(words[:, :, None, :], shifts[:, None])                   # [nb, g, s, n]
-    return fields.bitwise_and_(mask)
+def _nibbles(blocks: torch.Tensor, start: int, runs: int) -> torch.Tensor:
+    """The 4-bit codes in bytes start.. (to the block's end): [nb, values] uint8, each run's low nibbles, then its
+    high nibbles."""
+    return _fields(blocks, start, blocks.shape[1], runs, 4).view(len(blocks), -1)
 
 
-_BY_4 = torch.tensor([0, 4], dtype=torch.int16)
-_BY_2 = torch.tensor([0, 2, 4, 6], dtype=torch.int16)
-_BY_1 = torch.arange(8, dtype=torch.int16)
-
-
-def _nibbles(blocks: torch.Tensor, start: int, groups: int) -> torch.Tensor:
-    """The 4-bit codes in bytes start.. (to the block's end) split in `groups` runs: [nb, groups * 2 * run] uint8,
-    each run's low nibbles, then its high nibbles (gguf's order)."""
-    words = _words(blocks, start, blocks.shape[1]).view(len(blocks), groups, -1)                 # [nb, g, n]
-    return _split_words(words, _BY_4, _NIBBLES).view(torch.uint8).view(len(blocks), -1)
-
-
-def _high_bits_in_order(packed: torch.Tensor, value: int) -> torch.Tensor:
-    """packed [nb, 4] uint8 (a little-endian uint32 per block) -> [nb, 32] uint8: `value` where bit j is set, else 0.
-    Eight bits at a time: b * 0x0101..01 copies byte b into all eight bytes of an int64, & 0x8040..01 keeps bit k in
-    byte k, + 0x7f per byte carries a set bit into bit 7 (never across bytes), which then moves to `value`'s bit."""
+def _bits_in_order(packed: torch.Tensor) -> torch.Tensor:
+    """packed [nb, 4] uint8 (a little-endian uint32 per block) -> [nb, 32] uint8: bit j (0 or 1). Eight bits at a
+    time: b * 0x0101..01 copies byte b into all eight bytes of an int64, & 0x8040..01 keeps bit k in byte k."""
     spread = packed.to(torch.int64).mul_(0x0101010101010101).bitwise_and_(-0x7FBFDFEFF7FBFDFF)  # & 0x8040201008040201
-    spread.add_(0x7F7F7F7F7F7F7F7F).bitwise_right_shift_(7 - value.bit_length() + 1)
-    return spread.bitwise_and_(0x0101010101010101 * value).view(torch.uint8).view(len(packed), QK)  # [nb, 32]
+    return spread.view(torch.uint8).ne_(0).view(len(packed), QK)                                # [nb, 32]
 
 
 def _bit_planes(blocks: torch.Tensor, start: int) -> torch.Tensor:
     """The 32 bytes of high bits at `start` -> [nb, 8, 32] uint8 0/1: entry (k, i) is bit k of byte i."""
-    words = _words(blocks, start, start + 32)[:, None, :]                                        # [nb, 1, 16]
-    return _split_words(words, _BY_1, _BITS).view(torch.uint8).view(len(blocks), 8, QK)
+    return _fields(blocks, start, start + 32, 1, 1).view(len(blocks), 8, QK)
 
 
 def _k_scales(scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -100,14 +92,14 @@ def q4_1(blocks: torch.Tensor) -> Fields:
 def q5_0(blocks: torch.Tensor) -> Fields:
     """[nb, 22]: fp16 d, 32 high bits, 16 bytes of low nibbles. value = d * (q - 16)."""
     codes = _nibbles(blocks, 6, 1)                                                               # [nb, 32]
-    codes += _high_bits_in_order(blocks[:, 2:6], 16)
+    codes.add_(_bits_in_order(blocks[:, 2:6]), alpha=16)
     return Fields(codes, _fp16(blocks, 0))
 
 
 def q5_1(blocks: torch.Tensor) -> Fields:
     """[nb, 24]: fp16 d, fp16 m, 32 high bits, 16 bytes of low nibbles. value = d * q + m."""
     codes = _nibbles(blocks, 8, 1)                                                               # [nb, 32]
-    codes += _high_bits_in_order(blocks[:, 4:8], 16)
+    codes.add_(_bits_in_order(blocks[:, 4:8]), alpha=16)
     return Fields(codes, _fp16(blocks, 0), dmin=_fp16(blocks, 2))
 
 
@@ -115,8 +107,8 @@ def q2_k(blocks: torch.Tensor) -> Fields:
     """[nb, 84]: 16 scale bytes (low nibble scale, high nibble min), 64 bytes of 2-bit q, fp16 d, fp16 dmin.
     value = (d * sc) * q - dmin * m, per 16 values."""
     scales = blocks[:, :16]                                                                      # [nb, 16]
-    codes = _split_words(_words(blocks, 16, 80).view(len(blocks), 2, 16), _BY_2, _CRUMBS)        # [nb, 2, 4, 16]
-    return Fields(codes.view(torch.uint8).view(len(blocks), QK_K), _fp16(blocks, 80), scales & 0x0F,
+    codes = _fields(blocks, 16, 80, 2, 2)                                                        # [nb, 2, 4, 32]
+    return Fields(codes.reshape(len(blocks), QK_K), _fp16(blocks, 80), scales & 0x0F,
                   _fp16(blocks, 82), scales >> 4)
 
 
@@ -125,9 +117,8 @@ def q3_k(blocks: torch.Tensor) -> Fields:
     value = (d * (sc - 32)) * (q + 4 * high bit - 4), per 16 values."""
     low, high = blocks[:, 96:104], blocks[:, 104:108]                                            # [nb, 8], [nb, 4]
     sc = torch.cat((low & 0x0F, low >> 4), dim=1)                                                # [nb, 16]
-    sc.view(-1, 4, 4).bitwise_or_(((high[:, None, :] >> _BY_2[:, None].byte()) & 0x03) << 4)   # [nb, 4, 4]
-    codes = _split_words(_words(blocks, 32, 96).view(len(blocks), 2, 16), _BY_2, _CRUMBS)       # [nb, 2, 4, 16]
-    codes = codes.view(torch.uint8).view(len(blocks), 8, QK)                                     # [nb, 8, 32]
+    sc.view(-1, 4, 4).bitwise_or_(((high[:, None, :] >> _CRUMB_SHIFTS) & 0x03) << 4)           # [nb, 4, 4]
+    codes = _fields(blocks, 32, 96, 2, 2).view(len(blocks), 8, QK)                              # [nb, 8, 32]
     codes.add_(_bit_planes(blocks, 0), alpha=4)
     return Fields(codes.view(len(blocks), QK_K), _fp16(blocks, 108), sc.sub_(32).view(torch.int8))
 
@@ -151,8 +142,8 @@ def q5_k(blocks: torch.Tensor) -> Fields:
 def q6_k(blocks: torch.Tensor) -> Fields:
     """[nb, 210]: 128 bytes of low nibbles, 64 bytes of 2-bit high parts, 16 int8 scales, fp16 d.
     value = (d * sc) * (q - 32), per 16 values."""
-    low = _split_words(_words(blocks, 0, 128).view(len(blocks), 2, 32), _BY_4, _NIBBLES)        # [nb, 2, 2, 32]
-    high = _split_words(_words(blocks, 128, 192).view(len(blocks), 2, 16), _BY_2, _CRUMBS)      # [nb, 2, 4, 16]
-    codes = low.view(len(blocks), 2, 4, 16).add_(high.bitwise_left_shift_(4))                    # words of bytes
-    return Fields(codes.view(torch.uint8).view(len(blocks), QK_K), _fp16(blocks, 208),
+    low = _fields(blocks, 0, 128, 2, 4).view(len(blocks), 2, 4, QK)                             # [nb, 2, 2 * 2, 32]
+    high = _fields(blocks, 128, 192, 2, 2)                                                       # [nb, 2, 4, 32]
+    codes = low.add_(high.bitwise_left_shift_(4))                                                # [nb, 2, 4, 32]
+    return Fields(codes.view(len(blocks), QK_K), _fp16(blocks, 208),
                   blocks[:, 192:208].view(torch.int8))
