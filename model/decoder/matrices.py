@@ -106,20 +106,21 @@ class QuantizedMatrix:
         return self.d.view(self._shape[0], -1, 1)
 
     def linear(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        """x [T, in] or [in] @ W^T (+ bias) -> [T, out] or [out], dequantizing CHUNK_VALUES weights at a time into
-        this thread's buffer."""
+        """x [..., in] @ W^T (+ bias) -> [..., out], dequantizing CHUNK_VALUES weights at a time into this thread's
+        buffer."""
         n_rows, n_cols = self._shape
         step = max(1, min(n_rows, CHUNK_VALUES // n_cols))
-        out = torch.empty(*x.shape[:-1], n_rows)                                   # [T, out] or [out]
+        out = torch.empty(*x.shape[:-1], n_rows)                                   # [..., out]
+        flat_x, flat_out = (x, out) if x.dim() == 1 else (x.reshape(-1, n_cols), out.view(-1, n_rows))
         weights = _thread_buffer("weights", step * n_cols, torch.float32)
         for start in range(0, n_rows, step):
             rows = slice(start, min(start + step, n_rows))
             w = weights[:(rows.stop - start) * n_cols].view(-1, n_cols)            # [chunk, in]
             self.dequantize_rows(rows, w)
             if x.dim() == 1:
-                torch.mv(w, x, out=out[rows])
+                torch.mv(w, flat_x, out=flat_out[rows])                            # [chunk]
             else:
-                torch.mm(x, w.T, out=out[:, rows])                                 # [T, chunk]
+                torch.mm(flat_x, w.T, out=flat_out[:, rows])                       # [T, chunk]
         if bias is not None:
             out += bias
         return out
