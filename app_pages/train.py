@@ -192,16 +192,16 @@ def charts(runs: dict[str, TrainRun], names: dict[str, str], words) -> None:
 
 def phase_note(name: str, run: TrainRun) -> str:
     """One sentence on the run's phase change and its strongest induction head."""
-    who = f"**{name}**: " if name else ""
     best = np.unravel_index(int(np.argmax(run.induction[-1])), run.induction[-1].shape)
-    head = _("strongest induction head: layer {layer}, head {head} (score {score})").format(
-        layer=int(best[0]), head=int(best[1]), score=f"{run.induction[-1][best]:.2f}")
+    values = dict(name=name or _("This run"), layer=int(best[0]), head=int(best[1]),
+                  score=f"{run.induction[-1][best]:.2f}", after=f"{run.eval_loss[-1]:.2f}")
     if run.phase_step is None:
-        return who + _("no phase change (no sudden fall of the held-out loss); {head}.").format(head=head)
+        return _("**{name}**: no phase change (no sudden fall of the held-out loss, which ended at {after} nats); "
+                 "strongest induction head: layer {layer}, head {head} (score {score}).").format(**values)
     at = int(np.searchsorted(run.steps_logged, run.phase_step))
-    return who + _("phase change at step {step}: the held-out loss fell from {before} to {after} nats; {head}.").format(
-        step=f"{run.phase_step:,}", before=f"{run.eval_loss[max(0, at - 2)]:.2f}",
-        after=f"{run.eval_loss[-1]:.2f}", head=head)
+    return _("**{name}**: phase change at step {step}: the held-out loss fell from {before} to {after} nats; "
+             "strongest induction head: layer {layer}, head {head} (score {score}).").format(
+        step=f"{run.phase_step:,}", before=f"{run.eval_loss[max(0, at - 2)]:.2f}", **values)
 
 
 def patterns(runs: dict[str, TrainRun], names: dict[str, str], words, finished: bool) -> None:
