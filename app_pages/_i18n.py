@@ -16,6 +16,8 @@ from pathlib import Path
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from viz.text import N_  # noqa: F401  (pages mark import-time messages with it; so do _schemas.py and viz/)
+
 LOCALE_DIR = Path(__file__).resolve().parent.parent / "locale"
 DOMAIN = "messages"
 LANGUAGES = {"en": "English", "zh": "中文"}       # code in the link -> the switch's label
@@ -68,11 +70,6 @@ def _(message: str) -> str:
 def ngettext(singular: str, plural: str, n: int) -> str:
     """The singular or plural message for n, in the session's language."""
     return translations(language()).ngettext(singular, plural, n)
-
-
-def N_(message: str) -> str:
-    """Marks a message for extraction only; translate it with _() where it is shown."""
-    return message
 
 
 def translated(words):

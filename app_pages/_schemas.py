@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from app_pages._examples import default_text
-from app_pages._i18n import N_
 from app_pages._url import Choice, Context, Flag, Float, Int, IntList, Param, Schema, Text
 from model.calculator.params import (
     CUSTOM,
@@ -27,6 +26,7 @@ from model.lessons.sampling import T_MAX, T_MIN
 from model.train import PRESETS as TRAIN_PRESETS
 from model.train import TrainSettings
 from model.train import settings as TS
+from viz.text import N_
 
 MAX_TEXT_CHARS = 8_000          # longer texts (typed or from a link) are cut: 512 tokens need far fewer characters
 URL_TEXT_LIMIT = 16_000         # URL-encoded characters of text we still put into the share link

@@ -16,7 +16,7 @@ from app_pages import _controls as controls
 from app_pages import _schemas as S
 from app_pages._examples import default_text, note_for
 from app_pages._i18n import LANG_KEY, LANGUAGES, _, language, ngettext
-from app_pages._url import Context, Schema, clamp, decode, encode
+from app_pages._url import Context, Note, Schema, clamp, decode, encode
 from app_pages._widgets import escape_markdown
 from model import ForwardTrace
 
@@ -291,9 +291,14 @@ def header(title: str, caption: str = "") -> None:
     _link_notes()
 
 
+def _note_text(note: str) -> str:
+    """A link note in the reader's language (the codec's notes carry their template and values)."""
+    return _(note.template).format(**note.values) if isinstance(note, Note) else note
+
+
 def _link_notes() -> None:
     """The notes about link settings that were fixed or ignored, until the user dismisses them."""
-    notes = st.session_state.get(NOTES)
+    notes = [_note_text(n) for n in st.session_state.get(NOTES) or []]
     if not notes:
         return
     with st.container(horizontal=True, vertical_alignment="center", key="link_notes", wrap=False):

@@ -30,6 +30,21 @@ class Context:
     n_tokens: int | None = None
 
 
+class Note(str):
+    """A note for the user about a link: its English text, with the template and values it was made from so the
+    shell can show it in the reader's language (app_pages/_i18n)."""
+
+    template: str
+    values: dict
+
+
+def note(template: str, **values) -> Note:
+    """The note `template` (str.format) filled with values; the template is a message of the catalog."""
+    out = Note(template.format(**values))
+    out.template, out.values = template, values
+    return out
+
+
 def shown(raw: str) -> str:
     """A bad query-param value, short and literal, for a note."""
     return repr(raw[:NOTE_VALUE_CHARS] + ("…" if len(raw) > NOTE_VALUE_CHARS else ""))
@@ -84,14 +99,15 @@ class Int(Param):
     def parse(self, raw: str) -> int:
         raw = raw.strip()
         if not re.fullmatch(r"[+-]?\d{1,12}", raw):
-            raise ValueError(f"{self.name}={shown(raw)} is not a whole number: ignored.")
+            raise ValueError(note("{name}={value} is not a whole number: ignored.", name=self.name, value=shown(raw)))
         return int(raw)
 
     def clamp(self, value, ctx):
         if value is None:
             return self.default_for(ctx), None
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            return self.default_for(ctx), f"{self.name}={value!r} is not a whole number: using the default."
+            return self.default_for(ctx), note("{name}={value} is not a whole number: using the default.",
+                                               name=self.name, value=repr(value))
         value = int(value)
         lo, hi = _resolve(self.lo, ctx), _resolve(self.hi, ctx)
         if lo is not None and hi is not None and hi < lo:     # nothing valid (e.g. no text): automatic
@@ -102,7 +118,8 @@ class Int(Param):
         if hi is not None:
             clamped = min(hi, clamped)
         if clamped != value:
-            return clamped, f"{self.name}={value} is outside {lo}–{hi}: using {clamped}."
+            return clamped, note("{name}={value} is outside {lo}–{hi}: using {used}.", name=self.name, value=value,
+                                 lo=lo, hi=hi, used=clamped)
         return value, None
 
 
@@ -119,19 +136,21 @@ class Float(Param):
         except ValueError:
             value = math.nan
         if not math.isfinite(value):
-            raise ValueError(f"{self.name}={shown(raw)} is not a finite number: ignored.")
+            raise ValueError(note("{name}={value} is not a finite number: ignored.", name=self.name, value=shown(raw)))
         return value
 
     def clamp(self, value, ctx):
         if value is None:
             return self.default_for(ctx), None
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            return self.default_for(ctx), f"{self.name}={value!r} is not a finite number: using the default."
+            return self.default_for(ctx), note("{name}={value} is not a finite number: using the default.",
+                                               name=self.name, value=repr(value))
         value = float(value)
         lo, hi = _resolve(self.lo, ctx), _resolve(self.hi, ctx)
         clamped = min(hi, max(lo, value)) if lo is not None and hi is not None else value
         if clamped != value:
-            return clamped, f"{self.name}={value:g} is outside {lo:g}–{hi:g}: using {clamped:g}."
+            return clamped, note("{name}={value} is outside {lo}–{hi}: using {used}.", name=self.name,
+                                 value=f"{value:g}", lo=f"{lo:g}", hi=f"{hi:g}", used=f"{clamped:g}")
         return value, None
 
     def encode(self, value) -> str:
@@ -150,12 +169,13 @@ class Flag(Param):
             return True
         if word in ("0", "false", "off", "no"):
             return False
-        raise ValueError(f"{self.name}={shown(raw)} is not on/off (1 or 0): ignored.")
+        raise ValueError(note("{name}={value} is not on/off (1 or 0): ignored.", name=self.name, value=shown(raw)))
 
     def clamp(self, value, ctx):
         if isinstance(value, bool) or value is None:
             return (self.default if value is None else value), None
-        return self.default, f"{self.name}={value!r} is not on/off: using the default."
+        return self.default, note("{name}={value} is not on/off: using the default.", name=self.name,
+                                  value=repr(value))
 
     def encode(self, value) -> str:
         return "1" if value else "0"
@@ -171,12 +191,14 @@ class Choice(Param):
         for option in self.options:
             if raw.strip() == str(option):
                 return option
-        raise ValueError(f"{self.name}={shown(raw)} is not one of {', '.join(map(str, self.options))}: ignored.")
+        raise ValueError(note("{name}={value} is not one of {options}: ignored.", name=self.name, value=shown(raw),
+                              options=", ".join(map(str, self.options))))
 
     def clamp(self, value, ctx):
         if value in self.options or value is None:
             return (self.default if value is None else value), None
-        return self.default, f"{self.name}={value!r} is not one of the choices: using {self.default}."
+        return self.default, note("{name}={value} is not one of the choices: using {used}.", name=self.name,
+                                  value=repr(value), used=self.default)
 
 
 @dataclass(frozen=True)
@@ -191,10 +213,10 @@ class Text(Param):
 
     def clamp(self, value, ctx):
         if not isinstance(value, str):
-            return self.default, f"{self.name} is not text: using the default."
+            return self.default, note("{name} is not text: using the default.", name=self.name)
         if len(value) > self.max_chars:
-            return value[: self.max_chars], (f"The link's {self.name} has {len(value):,} characters: cut to the "
-                                             f"first {self.max_chars:,}.")
+            return value[: self.max_chars], note("The link's {name} has {n} characters: cut to the first {kept}.",
+                                                 name=self.name, n=f"{len(value):,}", kept=f"{self.max_chars:,}")
         return value, None
 
     def fits_link(self, value: str) -> bool:
@@ -215,7 +237,8 @@ class IntList(Param):
     def parse(self, raw: str) -> tuple[int, ...]:
         parts = [p for p in raw.split(",") if p.strip()]
         if not all(re.fullmatch(r"\s*[+-]?\d{1,9}\s*", p) for p in parts):
-            raise ValueError(f"{self.name}={shown(raw)} is not a list of whole numbers: ignored.")
+            raise ValueError(note("{name}={value} is not a list of whole numbers: ignored.", name=self.name,
+                                  value=shown(raw)))
         return tuple(int(p) for p in parts)
 
     def clamp(self, value, ctx):
@@ -223,15 +246,16 @@ class IntList(Param):
             return None, None
         if not isinstance(value, list | tuple) or not all(isinstance(v, int) and not isinstance(v, bool)
                                                           for v in value):
-            return self.default, f"{self.name} is not a list of whole numbers: using the default."
+            return self.default, note("{name} is not a list of whole numbers: using the default.", name=self.name)
         lo, hi = _resolve(self.lo, ctx), _resolve(self.hi, ctx)
         kept = tuple(sorted({v for v in value if (lo is None or v >= lo) and (hi is None or v <= hi)}))
-        note = None
+        dropped = None
         if len(kept) < len(set(value)):
-            note = f"{self.name}: values outside {lo}–{hi} were dropped."
+            dropped = note("{name}: values outside {lo}–{hi} were dropped.", name=self.name, lo=lo, hi=hi)
         if len(kept) > self.max_items:
-            kept, note = kept[: self.max_items], f"{self.name}: only the first {self.max_items} values are kept."
-        return (list(kept) if isinstance(value, list) else kept), note
+            kept, dropped = kept[: self.max_items], note("{name}: only the first {n} values are kept.",
+                                                         name=self.name, n=self.max_items)
+        return (list(kept) if isinstance(value, list) else kept), dropped
 
     def is_default(self, value, ctx) -> bool:
         return value is None or (self.default is not None and tuple(value) == tuple(self.default))
@@ -278,17 +302,18 @@ def decode(query: Mapping[str, str | Sequence[str]], schema: Schema, ctx: Contex
             if not raw:
                 continue
             if len(set(raw)) > 1:
-                notes.append(f"{param.name} is given {len(raw)} times: using the last, {shown(raw[-1])}.")
+                notes.append(note("{name} is given {n} times: using the last, {value}.", name=param.name,
+                                  n=len(raw), value=shown(raw[-1])))
             raw = raw[-1]
         try:
             value = param.parse(raw)
         except ValueError as err:
-            notes.append(str(err))
+            notes.append(err.args[0])
             continue
-        value, note = param.clamp(value, ctx)
+        value, fixed = param.clamp(value, ctx)
         values[param.key] = value
-        if note:
-            notes.append(note)
+        if fixed:
+            notes.append(fixed)
     return values, notes
 
 
@@ -305,11 +330,11 @@ def clamp(state: Mapping[str, Any], schema: Schema, ctx: Context, moving_only: b
     for param in schema.params:
         if param.key not in state or (moving_only and not moving_bounds(param)):
             continue
-        value, note = param.clamp(state[param.key], ctx)
+        value, said = param.clamp(state[param.key], ctx)
         if value != state[param.key]:
             fixed[param.key] = value
-        if note:
-            notes.append(note)
+        if said:
+            notes.append(said)
     return fixed, notes
 
 

@@ -20,9 +20,8 @@ from viz.format import format_count_zh
 ROOT = Path(__file__).resolve().parents[2]
 PO = ROOT / "locale/zh_CN/LC_MESSAGES/messages.po"
 MO = PO.with_suffix(".mo")
-KEYWORDS = {"_": None, "N_": None, "ngettext": (1, 2)}
-FIX = "pybabel extract -F babel.cfg -k N_ -o locale/messages.pot --no-location --sort-output app_pages viz router.py" \
-      " && pybabel update -i locale/messages.pot -d locale --no-fuzzy-matching, translate, pybabel compile -d locale"
+KEYWORDS = {"_": None, "N_": None, "ngettext": (1, 2), "note": None}    # note: app_pages._url's link notes
+FIX = "the commands in babel.cfg: extract, update, translate in locale/zh_CN/LC_MESSAGES/messages.po, compile"
 # {name} / {name:.2f} (str.format) and %{y:.3f} (plotly) placeholders; {{ }} are literal braces
 PLACEHOLDER = re.compile(r"%\{[^}]*\}|(?<!\{)\{[A-Za-z_]\w*(?:[:!][^{}]*)?\}")
 
