@@ -17,7 +17,15 @@ import torch
 WIDTHS = {8: (8,), 6: (4, 2), 5: (4, 1), 4: (4,), 3: (2, 1), 2: (2,)}   # code bits -> field widths, low first
 _MASKS = {4: 0x0F0F0F0F, 2: 0x03030303}                                  # one field in each byte of an int32
 _BYTE_BITS = (torch.arange(256)[:, None] >> torch.arange(8)) & 1                                 # [256, 8]
-_SPREAD_BITS = (_BYTE_BITS << (8 * torch.arange(8))).sum(dim=1)          # [256] int64: byte k = bit k of the index
+
+
+def _spread_bits(shift: int, offset: int) -> torch.Tensor:
+    """[256] int64 whose byte k is (bit k of the index) << shift, plus offset (mod 256)."""
+    values = ((_BYTE_BITS << shift) + offset) % 256                                              # [256, 8]
+    return (values << (8 * torch.arange(8))).sum(dim=1)
+
+
+_SPREAD = {(shift, offset): _spread_bits(shift, offset) for shift, offset in ((4, 0), (4, -16), (2, 0), (2, -4))}
 
 
 def pack(codes: torch.Tensor, bits: int) -> list[torch.Tensor]:
@@ -39,9 +47,9 @@ def pack(codes: torch.Tensor, bits: int) -> list[torch.Tensor]:
     return planes
 
 
-def unpack(planes: list[torch.Tensor], bits: int, out: torch.Tensor, scratch: torch.Tensor) -> None:
-    """The inverse of pack: planes of r rows -> out [r, C] uint8 (contiguous); scratch is uint8 with at least
-    2 * out.numel() elements (for the second field of a code)."""
+def unpack(planes: list[torch.Tensor], bits: int, out: torch.Tensor, scratch: torch.Tensor, offset: int = 0) -> None:
+    """The inverse of pack, plus offset: planes of r rows -> out [r, C] uint8 (contiguous) = codes + offset (mod 256;
+    a bit plane's table adds it for free). scratch is uint8 of at least 2 * out.numel() elements."""
     n = out.numel()
     shift = 0
     for plane, width in zip(planes, WIDTHS[bits], strict=True):
@@ -51,12 +59,17 @@ def unpack(planes: list[torch.Tensor], bits: int, out: torch.Tensor, scratch: to
         elif width == 1:
             index = scratch[n:2 * n].view(torch.int64)                                          # [r * C / 8]
             index.copy_(plane.view(-1))
-            torch.index_select(_SPREAD_BITS, 0, index, out=target.view(-1).view(torch.int64))
+            torch.index_select(_SPREAD[shift, offset], 0, index, out=target.view(-1).view(torch.int64))
+            offset = 0
         else:
             _unpack_runs(plane, width, target)
+            if shift:
+                target.bitwise_left_shift_(shift)
         if shift:
-            out.add_(target, alpha=1 << shift)
+            out.add_(target)
         shift += width
+    if offset:
+        out.sub_(-offset)
 
 
 def _unpack_runs(plane: torch.Tensor, width: int, out: torch.Tensor) -> None:

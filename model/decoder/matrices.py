@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from model.decoder import bitplanes
-from model.files.quants import codes_to_float, dequantize, quant_format, row_bytes, scale_codes
+from model.files.quants import dequantize, integers_to_float, quant_format, row_bytes, scale_codes
 
 CHUNK_VALUES = 1 << 18      # weights dequantized per step of a product (1 MB of float32)
 _buffers = threading.local()
@@ -153,11 +153,11 @@ class QuantizedMatrix:
             return
         n = out.numel()
         if fmt.bits == 8:
-            codes = planes[0]                                                      # [r, in], read only: no offset
+            integers = planes[0]                                                   # [r, in]: Q8_0 has no offset
         else:
-            codes = _thread_buffer("codes", n, torch.uint8).view(out.shape)        # [r, in]
-            bitplanes.unpack(planes, fmt.bits, codes, _thread_buffer("unpack", 2 * n, torch.uint8))
-        codes_to_float(fmt, codes, out)
+            integers = _thread_buffer("codes", n, torch.uint8).view(out.shape)     # [r, in]
+            bitplanes.unpack(planes, fmt.bits, integers, _thread_buffer("unpack", 2 * n, torch.uint8), fmt.offset)
+        integers_to_float(fmt, integers, out)
         per_block = fmt.block_values // fmt.group
         scales = [None if t is None else t[rows].reshape(-1, width)                # [blocks, 1 or groups per block]
                   for t, width in ((self.d, 1), (self.sc, per_block), (self.dmin, 1), (self.mn, per_block))]

@@ -76,11 +76,9 @@ def row_bytes(type_name: str, n_values: int) -> int:
     return n_values // fmt.block_values * fmt.block_bytes
 
 
-def codes_to_float(fmt: QuantFormat, codes: torch.Tensor, out: torch.Tensor) -> None:
-    """out (float32) = each code's integer; codes (uint8, out's shape) are changed in place for signed formats."""
-    if fmt.offset:
-        codes.sub_(-fmt.offset)                                    # wraps: read as int8 it is code + offset
-    out.copy_(codes.view(torch.int8) if fmt.signed else codes)
+def integers_to_float(fmt: QuantFormat, integers: torch.Tensor, out: torch.Tensor) -> None:
+    """out (float32) = integers: code + offset as uint8 bits (mod 256), read as int8 for signed formats."""
+    out.copy_(integers.view(torch.int8) if fmt.signed else integers)
 
 
 def scale_codes(fmt: QuantFormat, values: torch.Tensor, d: torch.Tensor, sc: torch.Tensor | None,
@@ -112,7 +110,7 @@ def dequantize_blocks(fmt: QuantFormat, blocks: torch.Tensor, out: torch.Tensor)
         out.copy_(blocks.view(fmt.dtype))
         return
     fields = fmt.split(blocks)
-    codes_to_float(fmt, fields.codes, out)
+    integers_to_float(fmt, fields.codes.sub_(-fmt.offset), out)                # wraps: code + offset mod 256
     scale_codes(fmt, out, fields.d, fields.sc, fields.dmin, fields.mn)
 
 
