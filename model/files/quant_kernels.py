@@ -44,8 +44,7 @@ def _fields(blocks: torch.Tensor, start: int, stop: int, runs: int, width: int) 
     for k in range(8 // width):
         shifted = words >> (width * k) if k else words
         fields[:, :, k] = shifted[:, start // 2:stop // 2].view(len(blocks), runs, n)
-    mask = _MASKS[width]
-    return fields.bitwise_and_(mask).view(torch.uint8).view(len(blocks), runs, 8 // width, 2 * n)
+    return fields.bitwise_and_(_MASKS[width]).view(torch.uint8).view(len(blocks), runs, 8 // width, 2 * n)
 
 
 def _nibbles(blocks: torch.Tensor, start: int, runs: int) -> torch.Tensor:
@@ -56,8 +55,10 @@ def _nibbles(blocks: torch.Tensor, start: int, runs: int) -> torch.Tensor:
 
 def _bits_in_order(packed: torch.Tensor) -> torch.Tensor:
     """packed [nb, 4] uint8 (a little-endian uint32 per block) -> [nb, 32] uint8: bit j (0 or 1). Eight bits at a
-    time: b * 0x0101..01 copies byte b into all eight bytes of an int64, & 0x8040..01 keeps bit k in byte k."""
-    spread = packed.to(torch.int64).mul_(0x0101010101010101).bitwise_and_(-0x7FBFDFEFF7FBFDFF)  # & 0x8040201008040201
+    time: byte b copied into all eight bytes of an int64 (b * 0x01010101, twice), & 0x8040..01 keeps bit k in
+    byte k."""
+    spread = packed.to(torch.int64).mul_(0x01010101)                                            # [nb, 4]
+    spread.bitwise_or_(spread << 32).bitwise_and_(-0x7FBFDFEFF7FBFDFF)                          # & 0x8040201008040201
     return spread.view(torch.uint8).ne_(0).view(len(packed), QK)                                # [nb, 32]
 
 
