@@ -208,10 +208,10 @@ def make_task(s: TrainSettings) -> Task:
     return Text(s.text, s.seq_len)
 
 
-def probe_batch(task: Task) -> Batch:
+def probe_batch(task: Task, held_out: Batch) -> Batch:
     """Held-out induction data over the task's vocabulary and length: what previous-token and induction scores are
-    measured on (for the induction task, its own held-out batch)."""
+    measured on (for the induction task, its own held-out batch, returned as it is)."""
     if isinstance(task, Induction):
-        return task.held_out()
+        return held_out
     return induction_batch(torch.Generator().manual_seed(HELD_OUT_SEED + 1), HELD_OUT_BATCH, task.seq_len,
                            task.vocab_size)

@@ -157,7 +157,8 @@ def train(s: TrainSettings, on_log: Callable[[TrainRun], bool | None] | None = N
         started = time.perf_counter()
         task, model, gen = build(s)
         opt = make_optimizer(model, s)
-        held, probe = task.held_out(), probe_batch(task)
+        held = task.held_out()
+        probe = probe_batch(task, held)
         shown = held.tokens[0, :SNAPSHOT_TOKENS]
         context = dict(settings=s, labels=task.labels, example=shown.numpy(),
                        example_predictable=held.predictable[0, :SNAPSHOT_TOKENS].numpy())

@@ -99,9 +99,12 @@ def test_text_windows_come_from_the_text_and_the_held_out_tail_is_not_trained_on
 
 def test_the_probe_is_induction_data_over_the_tasks_vocabulary():
     task = make_task(TrainSettings(task="sort", vocab_size=20, seq_len=21))
-    probe = probe_batch(task)
+    probe = probe_batch(task, task.held_out())
     assert probe.tokens.shape[1] == task.seq_len and probe.tokens.max() < task.vocab_size
     assert probe.source is not None and probe.predictable.any()
+    induction = make_task(TrainSettings())
+    held = induction.held_out()
+    assert probe_batch(induction, held) is held                             # measured on its own held-out data
 
 
 def test_symbols_have_one_character_names_in_sorting_order():
