@@ -24,7 +24,7 @@ from app_pages._jobs import Job, JobRunner
 from model.train import PRESETS, TrainRun, TrainSettings
 
 TRAIN_SHARE = 0.05            # of the app's cache budget (ATLAS_CACHE_MB), for finished runs
-IDLE_STOP_S = 10.0
+IDLE_STOP_S = 10.0            # pages poll every 0.4 s while a run trains (a slow page run or a background tab: less)
 SHARED_FIGURES = 64           # the most recent figures kept for every session (a few hundred kB)
 
 
