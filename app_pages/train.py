@@ -85,7 +85,8 @@ def main_controls(row) -> None:
                    "token, the rest of the second copy can be read off the first."))
     if P["layers"].applies(ss):
         row.slider(_("Layers"), 1, TS.MAX_LAYERS, key=P["layers"].key, width=140, **controls.PERSIST)
-    row.selectbox(_("Compare"), options=list(COMPARE), key=P["cmp"].key, format_func=lambda k: _(COMPARE[k]),
+    row.selectbox(_("Compare"), options=list(COMPARE), key=P["cmp"].key,
+                  format_func={k: _(v) for k, v in COMPARE.items()}.__getitem__,   # translated in the script run
                   on_change=training.apply_preset, width=270, **controls.PERSIST,
                   help=_("Train two runs that differ in one choice and show them on the same charts (a preset sets "
                          "every other setting)."))
@@ -101,9 +102,10 @@ def detail_controls(where) -> None:
     kv_options = [None, *(k for k in range(1, heads) if heads % k == 0)]
     if ss.get(P["kv"].key) not in kv_options:
         ss[P["kv"].key] = None
+    kv_names = {k: _("{n} (MHA)").format(n=heads) if k is None else (_("1 (MQA)") if k == 1 else
+                                                                      _("{n} (GQA)").format(n=k)) for k in kv_options}
     where.selectbox(_("Key/value heads"), options=kv_options, key=P["kv"].key, **controls.PERSIST,
-                    format_func=lambda k: _("{n} (MHA)").format(n=heads) if k is None else
-                    (_("1 (MQA)") if k == 1 else _("{n} (GQA)").format(n=k)),
+                    format_func=kv_names.__getitem__,
                     help=_("Query head h reads key/value head h // (heads / KV heads)."))
     for name, label in (("mlp", _("MLP")), ("norm", _("Norm")), ("place", _("Norm placement")),
                         ("pos", _("Positions"))):
