@@ -14,10 +14,13 @@ import threading
 import numpy as np
 import streamlit as st
 import torch
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from app_pages import _models as models
 from app_pages._budget import ByteBudgetCache
 from app_pages._i18n import _
 from app_pages._jobs import Job, JobRunner
+from app_pages._schemas import MODEL
 from model import ForwardTrace, LayerDetail, load_model
 from model.analysis.attribution import LogitAttribution
 from model.analysis.block_walk import BlockWalk
@@ -84,15 +87,33 @@ def freeze_long_lived() -> None:
     gc.freeze()
 
 
-@st.cache_resource(show_spinner="Loading SmolLM2-135M (first start only, a few seconds)…")
-def load_shared_model():
-    """The model, loaded once per server process (by the warm-up at server start, or the first session). The load's
-    dequantization is a model computation too: on compute_threads() (a cold start 4.3 -> 3.8 s with a browser on
-    the same 2 cores, whose renderer preempted the load's second thread)."""
+def _load(path) -> object:
+    """Load a model file. The load's dequantization is a model computation too: on compute_threads() (a cold start
+    4.3 -> 3.8 s with a browser on the same 2 cores, whose renderer preempted the load's second thread)."""
     torch.set_num_threads(compute_threads())
-    lm = load_model()
+    lm = load_model(path)
     tune_heap()
-    freeze_long_lived()
+    return lm
+
+
+def load_shared_model(info: models.ModelInfo | None = None):
+    """A model (None: the built-in one) from the server's pool of loaded models: loaded once however many sessions
+    ask for it, after unloading the least recently used ones until it fits the budget. ModelLoadError when it
+    cannot be loaded or cannot fit (with the memory it needs)."""
+    path = default_model_path() if info is None else info.path
+    try:
+        key = models.identity(path)
+    except OSError as exc:
+        raise ModelLoadError(_("The model file {file} is gone: it was removed after the list was made.").format(
+            file=path.name)) from exc
+    need = models.info_of(path).memory_bytes
+    try:
+        lm = models.pool().get(key, need, lambda: _load(path))
+    except models.TooLarge as exc:
+        raise ModelLoadError(_("{file} needs {need} MB of memory once loaded, more than this server's budget for "
+                               "models ({budget} MB, ATLAS_MODEL_MEMORY_MB). Pick a smaller model.").format(
+            file=path.name, need=f"{exc.needed / 2**20:,.0f}", budget=f"{exc.budget / 2**20:,.0f}")) from exc
+    models.remember(lm, key)
     return lm
 
 
@@ -106,15 +127,52 @@ def _fetch_with_progress() -> None:
     bar.empty()
 
 
+MODEL_NOTE = "_model_note"     # why the session's model was replaced by the built-in one (shown by the shell)
+
+
+def _loaded(info: models.ModelInfo):
+    """The model of info, from the pool, or loaded with a spinner (ModelLoadError when it cannot be)."""
+    if not info.ok:
+        raise ModelLoadError(info.error)
+    lm = models.pool().peek(models.identity(info.path)) if info.path.exists() else None
+    if lm is not None:
+        return lm
+    with st.spinner(_("Loading {name} ({size} MB)…").format(name=info.name, size=f"{info.file_bytes / 2**20:,.0f}"),
+                    show_time=True):
+        return load_shared_model(info)
+
+
 def get_model():
-    """The shared, read-only language model. If it cannot be loaded, the app shows the loader's message (which
-    says what to do) and stops; nothing is cached, so a fix is picked up on the next run."""
+    """The session's shared, read-only language model: the file of the models folder it picked, else the built-in
+    one. A picked model that cannot be loaded (gone, unreadable, too large) gives way to the built-in one, with the
+    reason kept for the shell to show. If the built-in model cannot be loaded, the app shows the loader's message
+    (which says what to do) and stops; nothing is cached, so a fix is picked up on the next run."""
+    name = st.session_state.get(MODEL.key) if get_script_run_ctx(suppress_warning=True) is not None else None
+    if name:
+        info = models.resolve(name)
+        try:
+            if info is None:
+                raise ModelLoadError(_("This server has no model named {name} (in its models folder).").format(
+                    name=name))
+            return _loaded(info)
+        except ModelLoadError as exc:
+            st.session_state[MODEL.key] = None
+            st.session_state[MODEL_NOTE] = _("{reason} Showing the built-in model instead.").format(reason=exc)
     try:
         _fetch_with_progress()
-        return load_shared_model()
+        lm = models.pool().peek(models.identity(default_model_path()))
+        if lm is not None:
+            return lm
+        with st.spinner(_("Loading the built-in model…"), show_time=True):
+            return load_shared_model()
     except ModelLoadError as exc:
         st.error(_("**The language model could not be loaded.** {reason}").format(reason=exc), icon=":material/error:")
         st.stop()
+
+
+def model_id(lm=None) -> tuple:
+    """The identity of the session's model (or lm's) in cache keys: its file's path, mtime and size."""
+    return models.model_key(lm if lm is not None else get_model())
 
 
 # One model computation at a time: two sessions' passes in parallel threads would fight over the same cores (each
@@ -135,7 +193,7 @@ def get_trace(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> ForwardTrace:
     T = min(len(lm.encode(text)), max_tokens)
     attention = cfg.n_layers * cfg.n_heads * T * T                      # values; float16 above 64 MB of float32
     expected = attention * (4 if 4 * attention <= FLOAT32_ATTENTION_BYTES else 2)
-    return _caches()["traces"].get((lm.source, text, max_tokens),
+    return _caches()["traces"].get((model_id(lm), text, max_tokens),
                                    lambda: computed(lambda: lm.run(text, max_tokens=max_tokens)), expected)
 
 
@@ -143,7 +201,7 @@ def get_layer_detail(text: str, layer: int, max_tokens: int = DEFAULT_MAX_TOKENS
     """q/k/v before and after RoPE, scores before the mask, mask and pattern of one layer (recomputed)."""
     lm = get_model()
     trace = get_trace(text, max_tokens)
-    return _caches()["layer_details"].get((lm.source, text, max_tokens, layer),
+    return _caches()["layer_details"].get((model_id(lm), text, max_tokens, layer),
                                            lambda: computed(lambda: lm.layer_detail(trace, layer)))
 
 
@@ -158,7 +216,7 @@ def get_head_stats(text: str, hide_sink: bool, max_tokens: int = DEFAULT_MAX_TOK
         trace = get_trace(text, max_tokens)
         return head_stats(trace.attention, trace.token_ids, hide_sink=hide_sink)
 
-    return _caches()["derived"].get(("stats", get_model().source, text, max_tokens, hide_sink), compute)
+    return _caches()["derived"].get(("stats", model_id(), text, max_tokens, hide_sink), compute)
 
 
 def get_thumbnail_tiles(text: str, hide_sink: bool, max_tokens: int = DEFAULT_MAX_TOKENS) -> np.ndarray:
@@ -167,7 +225,7 @@ def get_thumbnail_tiles(text: str, hide_sink: bool, max_tokens: int = DEFAULT_MA
         trace = get_trace(text, max_tokens)
         return thumbnail_tiles(trace.attention, per_layer=(lambda a: apply_sink(a, True)) if hide_sink else None)
 
-    return _caches()["derived"].get(("thumbs", get_model().source, text, max_tokens, hide_sink), compute)
+    return _caches()["derived"].get(("thumbs", model_id(), text, max_tokens, hide_sink), compute)
 
 
 @st.cache_resource(show_spinner=False)
@@ -182,7 +240,7 @@ def generation_job(text: str, n: int, temperature: float, top_k: int, top_p: flo
     lm = get_model()
     if temperature == 0:
         top_k, top_p, seed = 0, 1.0, 0                      # greedy: the other settings change nothing
-    key = (lm.source, text, n, temperature, top_k, top_p, seed)
+    key = (model_id(lm), text, n, temperature, top_k, top_p, seed)
 
     def work(job: Job):
         def on_step(step) -> bool:
@@ -209,7 +267,7 @@ def get_block_walk(text: str, layer: int, position: int, max_tokens: int = DEFAU
     """Every step of block `layer` for the token at `position` (model.analysis.block_walk), from the trace."""
     lm = get_model()
     trace = get_trace(text, max_tokens)
-    return _caches()["layer_details"].get((lm.source, text, max_tokens, "walk", layer, position),
+    return _caches()["layer_details"].get((model_id(lm), text, max_tokens, "walk", layer, position),
                                            lambda: computed(lambda: lm.block_walk(trace, layer, position)))
 
 
@@ -217,7 +275,7 @@ def get_residual_norms(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> Resid
     """Norms of the residual stream after every layer and of each layer's attention / MLP outputs."""
     lm = get_model()
     trace = get_trace(text, max_tokens)
-    return _caches()["derived"].get(("norms", lm.source, text, max_tokens),
+    return _caches()["derived"].get(("norms", model_id(lm), text, max_tokens),
                                     lambda: computed(lambda: lm.residual_norms(trace)))
 
 
@@ -227,7 +285,7 @@ def get_lens_window(text: str, start: int, width: int, k: int = 5, max_tokens: i
     lm = get_model()
     trace = get_trace(text, max_tokens)
     positions = list(range(start, min(start + width, trace.n_tokens)))
-    return _caches()["derived"].get(("lens", lm.source, text, max_tokens, start, width, k),
+    return _caches()["derived"].get(("lens", model_id(lm), text, max_tokens, start, width, k),
                                     lambda: computed(lambda: lm.logit_lens_top(trace, k, positions)))
 
 
@@ -235,7 +293,7 @@ def get_logit_attribution(text: str, token_id: int, max_tokens: int = DEFAULT_MA
     """Direct contributions of the embedding, every head and every MLP to token_id's logit after the last token."""
     lm = get_model()
     trace = get_trace(text, max_tokens)
-    return _caches()["derived"].get(("attribution", lm.source, text, max_tokens, token_id),
+    return _caches()["derived"].get(("attribution", model_id(lm), text, max_tokens, token_id),
                                     lambda: computed(lambda: lm.logit_attribution(trace, token_id, -1)))
 
 
@@ -251,4 +309,4 @@ def get_ablated_probs(text: str, heads: tuple[tuple[int, int], ...],
         logits = computed(lambda: lm.ablate_heads(trace, heads)) if heads else trace.next_token_logits
         return softmax(logits).astype(np.float32)
 
-    return _caches()["derived"].get(("ablated", lm.source, text, max_tokens, heads), compute)
+    return _caches()["derived"].get(("ablated", model_id(lm), text, max_tokens, heads), compute)

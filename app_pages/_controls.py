@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app_pages import _models as models
 from app_pages import _schemas as S
 from app_pages._examples import load_examples, localized
 from app_pages._i18n import _, language
 from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, selected_rows, token_label
 from model import ForwardTrace, ModelConfig
+from model.files.gguf import default_model_path
+from viz.format import format_bytes, format_si
 
 PERSIST = dict(persist_state="session")
 STRIP_MAX_TOKENS = 60        # up to this many tokens the query token is picked from clickable token pills
@@ -64,6 +67,70 @@ def sink_toggle(where, label: str | None = None) -> None:
                  help=_("From layer 12 on, most heads put most of their attention (50-84%) on the first token. "
                         "This hides that column and rescales every row to sum to 1, so the rest becomes visible. "
                         "Rows with nothing left to show turn grey."), **PERSIST)
+
+
+MODEL_PICK = "w_model"      # the picker's own key; it copies the pick into the model setting
+UPLOAD = "w_model_upload"
+UPLOAD_NOTE = "_model_upload_note"
+
+
+def model_label(info: models.ModelInfo, builtin: bool = False) -> str:
+    """A readable model's line: name, architecture, parameters, quantization, file size."""
+    return (_("{name} (built-in) · {architecture} · {params} parameters · {quant} · {size}") if builtin else
+            _("{name} · {architecture} · {params} parameters · {quant} · {size}")).format(
+        name=info.name, architecture=info.architecture, params=format_si(info.n_params),
+        quant=info.quantization, size=format_bytes(info.file_bytes))
+
+
+def _copy_model_pick() -> None:
+    st.session_state[S.MODEL.key] = st.session_state.get(MODEL_PICK)
+
+
+def _save_upload() -> None:
+    """on_change of the upload box: the file goes into the models folder and becomes the session's model."""
+    upload = st.session_state.get(UPLOAD)
+    if upload is None:
+        return
+    if upload.size > models.max_upload_bytes():
+        st.session_state[UPLOAD_NOTE] = _("{file} has {size}, more than this server accepts ({limit}, "
+                                          "ATLAS_MAX_UPLOAD_MB).").format(file=upload.name,
+                                                                          size=format_bytes(upload.size),
+                                                                          limit=format_bytes(models.max_upload_bytes()))
+        return
+    if not models.UPLOAD_NAME.fullmatch(upload.name):
+        st.session_state[UPLOAD_NOTE] = _("{file} is not a usable model file name: use letters, digits, dots, "
+                                          "dashes and underscores, ending in .gguf.").format(file=upload.name)
+        return
+    path = models.save_upload(upload.name, upload.getvalue())
+    info = models.info_of(path)
+    st.session_state[UPLOAD_NOTE] = info.error
+    if info.ok:
+        st.session_state[S.MODEL.key] = info.name
+
+
+def model_picker(where) -> None:
+    """The Model picker: the built-in model and every readable GGUF of the models folder; unreadable files listed
+    below it, greyed out with the reason; the upload box where the server allows uploads."""
+    available = models.catalog()
+    readable = {info.name: info for info in available if info.ok}
+    builtin = models.info_of(default_model_path())
+    st.session_state[MODEL_PICK] = st.session_state.get(S.MODEL.key)
+    where.selectbox(_("Model"), options=[None, *readable], key=MODEL_PICK, on_change=_copy_model_pick,
+                    format_func=lambda name: model_label(readable[name]) if name else model_label(builtin, True),
+                    help=_("The built-in model and the GGUF files in this server's models folder ({folder}). The "
+                           "settings stay; layer and head move into the new model's range.").format(
+                        folder=models.models_dir()))
+    for info in available:
+        if not info.ok:
+            where.caption(":gray[:material/block: " + escape_markdown(_("{file}: cannot be used. {reason}").format(
+                file=info.path.name, reason=info.error)) + "]")
+    if models.upload_allowed():
+        where.file_uploader(_("Add a GGUF model"), type=["gguf"], key=UPLOAD, on_change=_save_upload,
+                            max_upload_size=max(1, models.max_upload_bytes() // 2**20),
+                            help=_("Saved into the models folder ({folder}); up to {limit}.").format(
+                                folder=models.models_dir(), limit=format_bytes(models.max_upload_bytes())))
+        if st.session_state.get(UPLOAD_NOTE):
+            where.caption(":orange[:material/warning: " + escape_markdown(st.session_state[UPLOAD_NOTE]) + "]")
 
 
 def set_setting(key: str, value) -> None:

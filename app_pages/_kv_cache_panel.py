@@ -56,7 +56,7 @@ def kv_cache_panel(lm, g) -> None:
                      "the cache the model would have to run the whole text again for every new token.").format(
             b=format_bytes(2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * 4), L=cfg.n_layers,
             kv=cfg.n_kv_heads, d=cfg.head_dim))
-        key = ("kv_timing", (lm.source, tuple(ids), n_prompt))
+        key = ("kv_timing", (caches.model_id(lm), tuple(ids), n_prompt))
         timings = caches.caches()["derived"].peek(key)
         if timings is None:
             if len(ids) <= n_prompt or not st.button(_("Measure on this machine"), key="gen_kv_measure",

@@ -2,15 +2,16 @@
 
 A page's widgets use exactly these state keys, so what a user sets is what the link restores. The settings shared
 by the model pages (text, layer, head, query token, sink switch) are declared once and reused; `present`
-(presenter mode) and `lang` (the interface language) are added to every page. A setting's `when` says on which view
-it does something: the shell draws only those controls and the link carries only those settings.
+(presenter mode), `lang` (the interface language) and `model` (the model file) are added to every page. A setting's
+`when` says on which view it does something: the shell draws only those controls and the link carries only those
+settings.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
 from app_pages._examples import default_text
-from app_pages._url import Choice, Context, Flag, Float, Int, IntList, Param, Schema, Text
+from app_pages._url import Choice, Context, Flag, Float, Int, IntList, ModelName, Param, Schema, Text
 from model.calculator.params import (
     CUSTOM,
     DEFAULTS,
@@ -48,6 +49,7 @@ QUERY = Int("q", "q", _last_token, lo=0, hi=_last_token)           # default: th
 SINK = Flag("sink", "sink")
 PRESENT = Flag("present", "present")
 LANG = Choice("lang", "lang", None, options=("en", "zh"))   # None: the browser's language (app_pages/_i18n)
+MODEL = ModelName("model", "model")    # a file of the models folder by name; None: the built-in model
 SHARED_KEYS = (TEXT.key, LAYER.key, HEAD.key, QUERY.key, SINK.key)   # the shell draws these controls
 WHOLE_TEXT_PAGES = ("generate",)     # pages that read the whole text (the others show its first 512 tokens)
 
@@ -307,7 +309,7 @@ TRAIN = Schema("train", (
 
 # ---------------------------------------------------------------------------------------------------------- all
 SCHEMAS: dict[str, Schema] = {
-    s.page: Schema(s.page, (*s.params, PRESENT, LANG))
+    s.page: Schema(s.page, (*s.params, PRESENT, LANG, MODEL))
     for s in (ATTENTION, CAUSAL_MASK, SOFTMAX, GENERATE, INSIDE, POSITIONAL, PARAMETERS, EFFICIENT, TRAIN)
 }
 

@@ -23,6 +23,7 @@ from model import ForwardTrace
 NOTES = "_url_notes"
 URL_READ = "_url_read"
 RUN = "_run"                # this run's page name, schema and context (set by start)
+MODEL_SEEN = "_model_seen"  # the identity of the model the previous run used
 TEXT_HEIGHT = 110           # px: short enough that layer, head and the sink switch fit a 768 px high screen
 CSS = """<style>
 [data-testid="stHeader"] { background: transparent; }
@@ -65,7 +66,7 @@ def trace_or_reason(text: str) -> tuple[ForwardTrace | None, str | None]:
     if not text.strip():
         return None, _("The text is empty. Type some text, or load an example, to run the model.")
     try:
-        if (caches.get_model().source, text, caches.DEFAULT_MAX_TOKENS) in caches.caches()["traces"]:
+        if (caches.model_id(), text, caches.DEFAULT_MAX_TOKENS) in caches.caches()["traces"]:
             return caches.get_trace(text), None
         with st.spinner(_("Running the model on your text…")):
             return caches.get_trace(text), None
@@ -129,8 +130,12 @@ def start(page: str) -> None:
     for param in schema.params:                             # a setting never set yet starts at its default
         if param.key not in ss and param.default_for(ctx) is not None:
             ss[param.key] = param.default_for(ctx)
-    fixed, _ = clamp(ss, schema, ctx, moving_only=True)    # e.g. the query token of a text that got shorter
+    fixed, said = clamp(ss, schema, ctx, moving_only=True)  # e.g. the query token of a text that got shorter
     ss.update(fixed)
+    model = caches.model_id()
+    if ss.get(MODEL_SEEN, model) != model and said:       # another model: say which settings it moved
+        ss[caches.MODEL_NOTE] = " ".join(_note_text(n) for n in said)
+    ss[MODEL_SEEN] = model
     ss[RUN] = (page, schema, ctx)
     st.sidebar.html(CSS + (PRESENTER_CSS if presenter_mode() else ""))   # in the sidebar: no gap on the page
     _shared_controls(schema)
@@ -215,6 +220,8 @@ def _shared_controls(schema: Schema) -> None:
             controls.head_slider(row, cfg, width=160)
         if has[S.SINK.key]:
             controls.sink_toggle(row, label=_("Hide sink"))
+        with row.popover(_("Model"), icon=":material/memory:", help=_("Pick the model the pages show")):
+            controls.model_picker(st)
         _share_popover(row)
         _language_switch(row, short=True)
         row.toggle(_("Presenter"), key=S.PRESENT.key, help=_("Presenter mode: switch off to get the sidebar back"),
@@ -236,6 +243,7 @@ def _shared_controls(schema: Schema) -> None:
             note = note_for(current_text(), language()) if has[S.TEXT.key] else ""
             if note:
                 st.caption(f":material/lightbulb: {note}")
+            controls.model_picker(st)
             st.caption(_("Model: **{name}** · {shape}").format(name=escape_markdown(lm.name),
                                                                 shape=model_shape(lm.config)))
     if has[S.LAYER.key] or has[S.HEAD.key]:
@@ -296,8 +304,20 @@ def _note_text(note: str) -> str:
     return _(note.template).format(**note.values) if isinstance(note, Note) else note
 
 
+def _model_note() -> None:
+    """Why the model changed or which settings a new model moved, until the user dismisses it."""
+    note = st.session_state.get(caches.MODEL_NOTE)
+    if not note:
+        return
+    with st.container(horizontal=True, vertical_alignment="center", key="model_note", wrap=False):
+        st.warning(escape_markdown(note), icon=":material/memory:")
+        st.button(_("Dismiss"), key="w_dismiss_model_note",
+                  on_click=lambda: st.session_state.pop(caches.MODEL_NOTE, None))
+
+
 def _link_notes() -> None:
     """The notes about link settings that were fixed or ignored, until the user dismisses them."""
+    _model_note()
     notes = [_note_text(n) for n in st.session_state.get(NOTES) or []]
     if not notes:
         return

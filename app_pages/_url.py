@@ -226,6 +226,29 @@ class Text(Param):
 
 
 @dataclass(frozen=True)
+class ModelName(Param):
+    """A model file's name without .gguf (None: the built-in model). Never a path: a value with a slash, a
+    backslash, a colon (a URL, a drive) or a leading dot is refused; whether the server has it is the shell's check."""
+
+    max_chars: int = 200
+
+    def parse(self, raw: str) -> str | None:
+        name = raw.strip()
+        if not name:
+            return None
+        if (len(name) > self.max_chars or name.startswith(".") or any(c in name for c in "/\\:")
+                or not name.isprintable()):
+            raise ValueError(note("{name}={value} is not a model name (a link names a model of this server, never a "
+                                  "path): using the default model.", name=self.name, value=shown(raw)))
+        return name
+
+    def clamp(self, value, ctx):
+        if value is None or isinstance(value, str):
+            return value, None
+        return None, note("{name} is not a model name: using the default model.", name=self.name)
+
+
+@dataclass(frozen=True)
 class IntList(Param):
     """Whole numbers in [lo, hi], at most max_items, written '3,17,40' (kept sorted, without repeats)."""
 

@@ -1,0 +1,108 @@
+"""Which models this server offers and which one a session uses: the models folder, the loaded models' memory
+budget, uploads. A link names a model by its file name without .gguf and is resolved by listing the folder and
+matching names (never by joining a path), so no link can open a file outside the folder.
+
+Settings (environment): ATLAS_MODELS_DIR (default ~/.cache/attention-atlas/models), ATLAS_MODEL_MEMORY_MB (the loaded
+models' budget), ATLAS_ALLOW_UPLOAD (0: no upload box, for hosted servers), ATLAS_MAX_UPLOAD_MB (default 2048).
+"""
+from __future__ import annotations
+
+import functools
+import gc
+import os
+import re
+import threading
+import weakref
+from pathlib import Path
+
+from app_pages._model_pool import ModelPool, TooLarge  # noqa: F401  (TooLarge: for the loader)
+from model.files.catalog import ModelInfo, describe, model_files
+
+# The built-in SmolLM2-135M (455 MB loaded) plus one 0.5B-class model (Qwen2.5-0.5B: 1.58 GB, its weights in float32).
+DEFAULT_MODEL_MEMORY_MB = 2100
+DEFAULT_MAX_UPLOAD_MB = 2048
+UPLOAD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ +-]{0,150}\.gguf")
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else default
+
+
+def models_dir() -> Path:
+    """ATLAS_MODELS_DIR, else ~/.cache/attention-atlas/models."""
+    raw = os.environ.get("ATLAS_MODELS_DIR", "").strip()
+    return Path(raw).expanduser() if raw else Path.home() / ".cache" / "attention-atlas" / "models"
+
+
+def memory_budget_bytes() -> int:
+    return _env_int("ATLAS_MODEL_MEMORY_MB", DEFAULT_MODEL_MEMORY_MB) * 2**20
+
+
+def upload_allowed() -> bool:
+    return os.environ.get("ATLAS_ALLOW_UPLOAD", "1").strip() != "0"
+
+
+def max_upload_bytes() -> int:
+    return _env_int("ATLAS_MAX_UPLOAD_MB", DEFAULT_MAX_UPLOAD_MB) * 2**20
+
+
+def identity(path: Path) -> tuple[str, int, int]:
+    """A model file's identity: path, mtime and size (a file replaced under the same name is another model)."""
+    stat = path.stat()
+    return str(path), stat.st_mtime_ns, stat.st_size
+
+
+@functools.lru_cache(maxsize=256)
+def _describe(path: str, mtime_ns: int, size: int) -> ModelInfo:
+    return describe(path)
+
+
+def info_of(path: Path) -> ModelInfo:
+    """describe(path), read once per version of the file."""
+    try:
+        return _describe(*identity(path))
+    except OSError:
+        return describe(path)                  # gone or unreadable: describe says why
+
+
+def catalog() -> list[ModelInfo]:
+    """Every GGUF in the models folder, readable or not (with the reason)."""
+    return [info_of(p) for p in model_files(models_dir())]
+
+
+def resolve(name: str) -> ModelInfo | None:
+    """The folder's model whose file name (without .gguf) is name, or None."""
+    return next((info for info in catalog() if info.name == name), None)
+
+
+@functools.lru_cache(maxsize=1)
+def pool() -> ModelPool:
+    """The server's loaded models (one pool per process)."""
+    return ModelPool(memory_budget_bytes(), on_unload=gc.collect)
+
+
+_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_KEYS_LOCK = threading.Lock()
+
+
+def remember(lm, key: tuple) -> None:
+    with _KEYS_LOCK:
+        _KEYS[lm] = key
+
+
+def model_key(lm) -> tuple:
+    """The identity of a loaded model's file, for cache keys (its source path where it was not loaded here)."""
+    with _KEYS_LOCK:
+        return _KEYS.get(lm, (lm.source,))
+
+
+def save_upload(name: str, data: bytes) -> Path:
+    """Write an uploaded GGUF into the models folder under its own (checked) name, atomically."""
+    folder = models_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / name
+    partial = folder / f".{name}.part"
+    partial.write_bytes(data)
+    os.replace(partial, target)
+    return target

@@ -1,0 +1,104 @@
+"""What a GGUF file holds, read from its metadata only (nothing dequantized): for a model picker.
+
+describe(path) gives the name, architecture, parameter count, quantization, file size and the memory the loaded
+model needs, or the ModelLoadError reason why the file cannot be loaded. list_models(folder) describes every GGUF
+in a folder. The reader memory-maps the file; only its header and tensor table are read.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from model.errors import ModelLoadError
+from model.files import gguf as G
+
+SUFFIX = ".gguf"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """One model file as a picker lists it; error is set (and the rest may be empty) when it cannot be loaded."""
+
+    path: Path
+    name: str                           # the file name without .gguf
+    file_bytes: int
+    architecture: str = ""
+    n_params: int = 0
+    quantization: str = ""              # the most common tensor type, by parameters
+    memory_bytes: int = 0               # what the loaded model holds (memory_needed)
+    n_layers: int = 0
+    n_heads: int = 0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def memory_needed(tensors) -> int:
+    """Bytes the loaded weights take: float32 for every tensor, except Q8_0 embedding tables, which the decoder
+    keeps as their raw blocks (34 bytes per 32 values)."""
+    return sum(int(t.n_bytes) if t.name in G.EMBEDDING_TABLES and t.tensor_type.name == "Q8_0"
+               else 4 * int(t.n_elements) for t in tensors)
+
+
+def quantization(tensors) -> str:
+    """The tensor type holding the most parameters (e.g. Q4_K for a Q4_K_M file)."""
+    counts = Counter()
+    for t in tensors:
+        counts[t.tensor_type.name] += int(t.n_elements)
+    return counts.most_common(1)[0][0] if counts else ""
+
+
+def describe(path: str | Path) -> ModelInfo:
+    """The picker's line for one file: its metadata checked as the loader checks it (architecture, completeness,
+    keys, tensors), without reading the vocabulary into a tokenizer or dequantizing anything."""
+    path = Path(path)
+    name = path.name.removesuffix(SUFFIX)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        return ModelInfo(path, name, 0, error=f"{path.name} cannot be read ({exc.strerror or exc}).")
+    try:
+        G._check_magic(path)
+        try:
+            reader = G._open_reader(path)
+        except G.PastEnd as exc:
+            raise ModelLoadError(f"{path.name} is truncated or damaged: {exc}. Download the file again.") from exc
+        except ModelLoadError:
+            raise
+        except Exception as exc:
+            raise G._corrupt(path, exc) from exc
+        try:
+            arch = G._architecture(reader, path)
+            G._check_complete(reader, path)
+            config = G._config(reader, path, arch)
+            G._check_supported(reader, path, arch, config)
+        except ModelLoadError:
+            raise
+        except Exception as exc:
+            raise G._corrupt(path, exc) from exc
+    except ModelLoadError as exc:
+        return ModelInfo(path, name, size, error=str(exc))
+    except OSError as exc:
+        return ModelInfo(path, name, size, error=f"{path.name} cannot be read ({exc.strerror or exc}).")
+    tensors = reader.tensors
+    return ModelInfo(path, name, size, architecture=arch.name, n_params=sum(int(t.n_elements) for t in tensors),
+                     quantization=quantization(tensors), memory_bytes=memory_needed(tensors),
+                     n_layers=config.n_layers, n_heads=config.n_heads)
+
+
+def model_files(folder: str | Path) -> list[Path]:
+    """The GGUF files directly in folder (by name: *.gguf, and links to them), sorted; [] when it does not exist."""
+    folder = Path(folder)
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return []
+    return [p for p in entries if p.name.endswith(SUFFIX) and not p.name.startswith(".") and p.is_file()]
+
+
+def list_models(folder: str | Path) -> list[ModelInfo]:
+    """describe() of every GGUF file in folder."""
+    return [describe(p) for p in model_files(folder)]

@@ -1,0 +1,41 @@
+"""model.files.catalog: a picker's facts from a file's metadata, the loader's reason for a file it cannot load."""
+from pathlib import Path
+
+import pytest
+
+from model import load_model
+from model.files.catalog import describe, list_models, memory_needed
+from tests.tiny_gguf import Tiny, write_tiny
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("catalog")
+    write_tiny(folder / "tiny-gpt2.gguf", Tiny(arch="gpt2", quant="Q8_0", tied=False, n_layers=3))
+    (folder / "broken.gguf").write_bytes(b"GGUF" + bytes(40))
+    (folder / "notes.txt").write_text("not a model")
+    return folder
+
+
+def test_a_readable_file_is_described_without_loading(folder):
+    info = describe(folder / "tiny-gpt2.gguf")
+    lm = load_model(folder / "tiny-gpt2.gguf")
+    assert info.ok and info.name == "tiny-gpt2" and info.architecture == "gpt2" and info.quantization == "Q8_0"
+    assert info.n_params == sum(lm.tensor_sizes.values()) and (info.n_layers, info.n_heads) == (3, 4)
+    assert info.file_bytes == (folder / "tiny-gpt2.gguf").stat().st_size
+
+
+def test_memory_counts_float32_except_q8_embedding_tables(folder):
+    import gguf
+
+    tensors = gguf.GGUFReader(folder / "tiny-gpt2.gguf").tensors
+    tables = [t for t in tensors if t.name in ("token_embd.weight", "output.weight")]
+    rest = [t for t in tensors if t not in tables]
+    assert memory_needed(tensors) == sum(int(t.n_bytes) for t in tables) + 4 * sum(int(t.n_elements) for t in rest)
+
+
+def test_a_folder_lists_every_gguf_with_the_reason_for_a_broken_one(folder):
+    infos = {info.name: info for info in list_models(folder)}
+    assert set(infos) == {"tiny-gpt2", "broken"}
+    assert not infos["broken"].ok and "broken.gguf" in infos["broken"].error
+    assert describe(folder / "gone.gguf").error and list_models(folder / "missing") == []
