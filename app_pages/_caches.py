@@ -190,11 +190,17 @@ def get_trace(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> ForwardTrace:
     """The forward trace of a text (shared by every session that shows the same text)."""
     lm = get_model()
     cfg = lm.config
+    max_tokens = min(max_tokens, cfg.max_positions)                  # a model with a shorter context reads less
     T = min(len(lm.encode(text)), max_tokens)
     attention = cfg.n_layers * cfg.n_heads * T * T                      # values; float16 above 64 MB of float32
     expected = attention * (4 if 4 * attention <= FLOAT32_ATTENTION_BYTES else 2)
     return _caches()["traces"].get((model_id(lm), text, max_tokens),
                                    lambda: computed(lambda: lm.run(text, max_tokens=max_tokens)), expected)
+
+
+def token_limit() -> int:
+    """How many tokens of a text a trace keeps with the session's model (DEFAULT_MAX_TOKENS, or its context)."""
+    return min(DEFAULT_MAX_TOKENS, get_model().config.max_positions)
 
 
 def get_layer_detail(text: str, layer: int, max_tokens: int = DEFAULT_MAX_TOKENS) -> LayerDetail:

@@ -44,7 +44,7 @@ def full_pass(text: str) -> PassResult:
     """The model's own (causal) pass on text: from the shared trace."""
     lm = caches.get_model()
     trace = caches.get_trace(text)
-    return caches.cached("eff_full", (lm.source, text, caches.DEFAULT_MAX_TOKENS),
+    return caches.cached("eff_full", (caches.model_id(lm), text, caches.token_limit()),
                          lambda: PassResult(caches.computed(lambda: lm.token_logprobs(trace)), trace.next_token_logits))
 
 
@@ -57,20 +57,20 @@ def masked_pass(text: str, settings: tuple[str, int, int, int]) -> PassResult:
     def compute() -> PassResult:
         def run() -> PassResult:
             kind, window, sinks, stride = settings
-            T = min(len(lm.encode(text)), caches.DEFAULT_MAX_TOKENS)
+            T = min(len(lm.encode(text)), caches.token_limit())
             allowed = sparse_masks.build_mask(kind, T, window, sinks, stride)
-            trace = lm.run(text, max_tokens=caches.DEFAULT_MAX_TOKENS, allowed=allowed)
+            trace = lm.run(text, max_tokens=caches.token_limit(), allowed=allowed)
             return PassResult(lm.token_logprobs(trace), trace.next_token_logits)
         return caches.computed(run)
 
-    return caches.cached("eff_mask", (lm.source, text, caches.DEFAULT_MAX_TOKENS, settings), compute)
+    return caches.cached("eff_mask", (caches.model_id(lm), text, caches.token_limit(), settings), compute)
 
 
 def cached_masked_pass(text: str, settings: tuple[str, int, int, int]) -> PassResult | None:
     """masked_pass's result if it is cached already, else None (nothing is computed)."""
     if settings[0] == "full":
         return full_pass(text)
-    key = (caches.get_model().source, text, caches.DEFAULT_MAX_TOKENS, settings)
+    key = (caches.model_id(), text, caches.token_limit(), settings)
     return caches.caches()["derived"].peek(("eff_mask", key))
 
 
@@ -95,11 +95,11 @@ def kv_pass(text: str, n_kv_heads: int) -> PassResult:
     def compute() -> PassResult:
         def run() -> PassResult:
             twin = lm.with_kv_heads(n_kv_heads)
-            trace = twin.run(text, max_tokens=caches.DEFAULT_MAX_TOKENS)
+            trace = twin.run(text, max_tokens=caches.token_limit())
             return PassResult(twin.token_logprobs(trace), trace.next_token_logits)
         return caches.computed(run)
 
-    return caches.cached("eff_kv", (lm.source, text, caches.DEFAULT_MAX_TOKENS, n_kv_heads), compute)
+    return caches.cached("eff_kv", (caches.model_id(lm), text, caches.token_limit(), n_kv_heads), compute)
 
 
 def flash_run(text: str, layer: int, head: int, block: int) -> FlashRun:
@@ -107,7 +107,7 @@ def flash_run(text: str, layer: int, head: int, block: int) -> FlashRun:
     lm = caches.get_model()
     detail = caches.get_layer_detail(text, layer)
     kv = head // lm.config.group_size
-    return caches.cached("eff_flash", (lm.source, text, caches.DEFAULT_MAX_TOKENS, layer, head, block),
+    return caches.cached("eff_flash", (caches.model_id(lm), text, caches.token_limit(), layer, head, block),
                          lambda: flash_attention(detail.q_rot[head], detail.k_rot[kv], detail.v[kv], block))
 
 
@@ -124,7 +124,8 @@ def flash_differences(text: str, layer: int, head: int, block: int) -> tuple[flo
         model = detail.pattern[head].astype(np.float64) @ detail.v[kv].astype(np.float64)          # [T, hd]
         return float(np.abs(run.out - exact).max()), float(np.abs(run.out - model).max())
 
-    return caches.cached("eff_flash_diff", (lm.source, text, caches.DEFAULT_MAX_TOKENS, layer, head, block), compute)
+    return caches.cached("eff_flash_diff", (caches.model_id(lm), text, caches.token_limit(), layer, head, block),
+                         compute)
 
 
 def largest_change(a: PassResult, b: PassResult) -> float:

@@ -150,6 +150,7 @@ _URL_NAMES = {"vocab_size": "vocab", "d_model": "d", "n_layers": "layers", "d_ff
               "positional": "pos", "tied_embeddings": "tied", "qkv_bias": "qkv_bias", "out_bias": "out_bias",
               "mlp_bias": "mlp_bias", "qk_norm": "qk_norm"}
 PARAMS_KEY = "params_"           # prefix of the Parameters page's state keys: params_<field>
+LOADED = "loaded"                # the preset whose shape is the session's model's (read from its file)
 
 
 def preset_values(name: str) -> dict:
@@ -175,7 +176,7 @@ def _shape_params() -> tuple[Param, ...]:
 
 
 PARAMETERS = Schema("parameters", (
-    Choice("preset", PARAMS_KEY + "preset", DEFAULT_PRESET, options=(*PRESETS, CUSTOM)),
+    Choice("preset", PARAMS_KEY + "preset", DEFAULT_PRESET, options=(*PRESETS, LOADED, CUSTOM)),
     *_shape_params(),
     Int("ctx", PARAMS_KEY + "context", None, lo=1, hi=MAX_CONTEXT),       # None: the shape's max positions
     Int("batch", PARAMS_KEY + "batch", 1, lo=1, hi=MAX_BATCH),

@@ -66,7 +66,7 @@ def trace_or_reason(text: str) -> tuple[ForwardTrace | None, str | None]:
     if not text.strip():
         return None, _("The text is empty. Type some text, or load an example, to run the model.")
     try:
-        if (caches.model_id(), text, caches.DEFAULT_MAX_TOKENS) in caches.caches()["traces"]:
+        if (caches.model_id(), text, caches.token_limit()) in caches.caches()["traces"]:
             return caches.get_trace(text), None
         with st.spinner(_("Running the model on your text…")):
             return caches.get_trace(text), None
@@ -82,19 +82,23 @@ def current_trace() -> ForwardTrace | None:
     return trace
 
 
-@functools.lru_cache(maxsize=16)
 def token_count(text: str) -> int:
-    """How many tokens the model reads in text (tokenizing is cheap: no model run)."""
-    return len(caches.get_model().encode(text)) if text.strip() else 0
+    """How many tokens the session's model reads in text (tokenizing is cheap: no model run)."""
+    return _token_count_of(caches.model_id(), text) if text.strip() else 0
+
+
+@functools.lru_cache(maxsize=16)
+def _token_count_of(model: tuple, text: str) -> int:
+    return len(caches.get_model().encode(text))
 
 
 def _context(schema: Schema, with_text: bool = True) -> Context:
     """The bounds of this run: the model's shape and, when the page shows the text, its token count (at most the
-    DEFAULT_MAX_TOKENS a trace keeps)."""
+    tokens a trace keeps)."""
     cfg = caches.get_model().config
     n_tokens = None
     if with_text and _applies(schema, S.TEXT.key):
-        n_tokens = min(token_count(current_text()), caches.DEFAULT_MAX_TOKENS) or None
+        n_tokens = min(token_count(current_text()), caches.token_limit()) or None
     return Context(n_layers=cfg.n_layers, n_heads=cfg.n_heads, head_dim=cfg.head_dim, vocab_size=cfg.vocab_size,
                    n_tokens=n_tokens)
 
@@ -165,7 +169,7 @@ def _applies(schema: Schema, key: str) -> bool:
 
 
 def _token_count(where, page: str) -> None:
-    n, limit = token_count(current_text()), caches.DEFAULT_MAX_TOKENS
+    n, limit = token_count(current_text()), caches.token_limit()
     if page in S.WHOLE_TEXT_PAGES:
         where.caption(ngettext("{n} token", "{n} tokens", n).format(n=f"{n:,}"))
     elif n > limit:
@@ -188,14 +192,15 @@ def has_han(text: str) -> bool:
 
 
 @functools.lru_cache(maxsize=8)
-def reads_han_as_bytes(lm) -> bool:
-    """Whether the model's tokenizer splits common Chinese characters into byte tokens (<0x..>)."""
+def reads_han_as_bytes(model: tuple) -> bool:
+    """Whether the session's model (its identity) splits common Chinese characters into byte tokens (<0x..>)."""
+    lm = caches.get_model()
     return any(label.startswith("<0x") for label in lm.token_strings(lm.encode("中文的注意力")))
 
 
 def _byte_note(where) -> None:
     """One line when the text is Chinese and the model reads it byte by byte."""
-    if has_han(current_text()) and reads_han_as_bytes(caches.get_model()):
+    if has_han(current_text()) and reads_han_as_bytes(caches.model_id()):
         where.caption(":material/translate: " + _("This model reads Chinese as bytes (<0x..> tokens, 2-3 per "
                                                    "character). For Chinese text pick a Chinese-capable model such "
                                                    "as Qwen in the model picker."))

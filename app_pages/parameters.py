@@ -99,8 +99,8 @@ def group_label(group: str) -> str:
 def follow_preset() -> None:
     """A preset's fields are the preset's (a link or a pick names only the preset); 'custom' keeps the form."""
     name = ss[K + "preset"]
-    if name in PRESETS:
-        values = S.preset_values(name)
+    if name in PRESETS or name == S.LOADED:
+        values = shape_from_config(caches.get_model().config).as_dict() if name == S.LOADED else S.preset_values(name)
         for field in FIELDS:
             ss[K + field] = values[field]
 
@@ -116,13 +116,16 @@ def shape_form() -> dict:
     """The shape inputs, each with a slot right under it for its message; returns the raw field values."""
     slots: dict = {}
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
-        custom_label = _("custom")
-        st.selectbox(_("Preset"), [*PRESETS, S.CUSTOM], key=K + "preset", width=220, **controls.PERSIST,
-                     format_func=lambda p: custom_label if p == S.CUSTOM else p,
+        labels = {S.CUSTOM: _("custom"), S.LOADED: _("the loaded model")}
+        st.selectbox(_("Preset"), [*PRESETS, S.LOADED, S.CUSTOM], key=K + "preset", width=220, **controls.PERSIST,
+                     format_func=lambda p: labels.get(p, p),
                      help=_("Pick a real model's shape, then change any field (the box then says 'custom')."))
         name = ss[K + "preset"]
-        st.caption(_("Shape from the published config of {source}.").format(source=f"`{PRESET_SOURCES[name]}`")
-                   if name in PRESET_SOURCES else _("Custom shape: every field below is yours."))
+        if name == S.LOADED:
+            st.caption(_("Shape read from the loaded model's file, {model}.").format(model=caches.get_model().name))
+        else:
+            st.caption(_("Shape from the published config of {source}.").format(source=f"`{PRESET_SOURCES[name]}`")
+                       if name in PRESET_SOURCES else _("Custom shape: every field below is yours."))
     raw = {field: ss.get(K + field) for field in FIELDS}
     errors = shape_errors(**raw)
     custom = name == S.CUSTOM

@@ -488,11 +488,13 @@ CUSTOM = "custom"
 
 
 def shape_from_config(config) -> Shape:
-    """The Shape of a loaded llama-architecture model (model.config.ModelConfig): RoPE, RMSNorm, SwiGLU, no biases."""
+    """The Shape of a loaded model (model.decoder.config.ModelConfig): its norm, positions, MLP, biases, q/k norm."""
     return make_shape(vocab_size=config.vocab_size, d_model=config.d_model, n_layers=config.n_layers,
                       n_heads=config.n_heads, n_kv_heads=config.n_kv_heads, head_dim=config.head_dim,
-                      d_ff=config.d_ff, mlp="swiglu", norm="rmsnorm", positional="rope",
-                      max_positions=config.max_positions, tied_embeddings=config.tied_embeddings)
+                      d_ff=config.d_ff, mlp=config.mlp, norm=config.norm, positional=config.positional,
+                      max_positions=config.max_positions, tied_embeddings=config.tied_embeddings,
+                      qkv_bias=config.qkv_bias, out_bias=config.out_bias, mlp_bias=config.mlp_bias,
+                      qk_norm=config.qk_norm)
 
 
 def gguf_tensor_group(name: str) -> str:
