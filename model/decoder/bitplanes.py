@@ -4,7 +4,7 @@ interleave their fields every 16 or 32 bytes: runs too short for torch to vector
 A code of `bits` bits is split into fields, low bits first: 8 = 8, 6 = 4 + 2, 5 = 4 + 1, 4 = 4, 3 = 2 + 1, 2 = 2.
 For a row of C codes a field of width w < 8 is a plane [rows, C * w / 8]:
 - w = 4 or 2: field k (bits w*k..) of byte j is code k * (C * w / 8) + j, so field k of a whole row is one run,
-  unpacked by one shift and mask of int32 words;
+  unpacked by one shift and one mask;
 - w = 1: bit k of byte j is code 8j + k (numpy's packbits order); a byte expands to 8 codes through a 256-entry
   table of int64 (torch's index_select), three passes where eight shifts and masks would be ten.
 Unpacking writes only into the buffers it is given.
@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 WIDTHS = {8: (8,), 6: (4, 2), 5: (4, 1), 4: (4,), 3: (2, 1), 2: (2,)}   # code bits -> field widths, low first
-_MASKS = {4: 0x0F0F0F0F, 2: 0x03030303}                                  # one field in each byte of an int32
+# Scalars as 0-dim uint8 tensors: a Python int costs a conversion per call (~2 us here, ~40 calls per chunk).
+_U8 = {k: torch.tensor(k, dtype=torch.uint8) for k in (2, 3, 4, 6, 8, 15, 16, 32)}
 _BYTE_BITS = (torch.arange(256)[:, None] >> torch.arange(8)) & 1                                 # [256, 8]
 
 
@@ -64,20 +65,21 @@ def unpack(planes: list[torch.Tensor], bits: int, out: torch.Tensor, scratch: to
         else:
             _unpack_runs(plane, width, target)
             if shift:
-                target.bitwise_left_shift_(shift)
+                target.bitwise_left_shift_(_U8[shift])
         if shift:
             out.add_(target)
         shift += width
     if offset:
-        out.sub_(-offset)
+        out.sub_(_U8[-offset])
 
 
 def _unpack_runs(plane: torch.Tensor, width: int, out: torch.Tensor) -> None:
-    """A plane of w-bit fields in runs (w = 4 or 2) -> out [r, C] uint8, on int32 words: field k is one shift and
-    mask (an arithmetic shift's sign bits never reach the mask)."""
-    words = plane.view(torch.int32)                                                             # [r, C * w / 32]
-    fields = out.view(torch.int32).view(len(out), 8 // width, -1)                               # [r, 8 / w, ...]
-    torch.bitwise_and(words, _MASKS[width], out=fields[:, 0])
+    """A plane of w-bit fields in runs (w = 4 or 2) -> out [r, C] uint8: field k is plane >> (w * k), masked (the
+    top field needs no mask: the shift clears the bits above it)."""
+    fields = out.view(len(out), 8 // width, -1)                                                 # [r, 8 / w, run]
+    mask = _U8[(1 << width) - 1]
+    torch.bitwise_and(plane, mask, out=fields[:, 0])
     for k in range(1, 8 // width):
-        torch.bitwise_right_shift(words, width * k, out=fields[:, k])
-    fields[:, 1:].bitwise_and_(_MASKS[width])
+        torch.bitwise_right_shift(plane, _U8[width * k], out=fields[:, k])
+    if width == 2:
+        fields[:, 1:-1].bitwise_and_(mask)

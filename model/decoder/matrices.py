@@ -65,7 +65,7 @@ class QuantizedMatrix:
             self.d = self.sc = self.dmin = self.mn = None
             return
         self.planes = [torch.empty(n_rows, n_cols * w // 8, dtype=torch.uint8) for w in bitplanes.WIDTHS[fmt.bits]]
-        self.d = self.sc = self.dmin = self.mn = None                              # [out, blocks or groups per row]
+        self.d = self.sc = self.dmin = self.mn = None                              # [out * blocks per row, 1 or groups]
         blocks = data.reshape(n_rows, -1)                                          # [out, bytes per row]
         step = max(1, CHUNK_VALUES // n_cols)
         for start in range(0, n_rows, step):
@@ -78,14 +78,13 @@ class QuantizedMatrix:
                 self._store(name, rows, getattr(fields, name))
 
     def _store(self, name: str, rows: slice, part: torch.Tensor | None) -> None:
-        """Rows `rows` of scale field `name` ([out, per row]) from a chunk's [blocks, per block] (allocated on the
-        first chunk)."""
+        """The blocks of rows `rows` of scale field `name` (allocated on the first chunk): [blocks, per block]."""
         if part is None:
             return
-        part = part.reshape(rows.stop - rows.start, -1)                            # [r, per row]
+        per_row = self._shape[1] // self.format.block_values
         if getattr(self, name) is None:
-            setattr(self, name, torch.empty(self._shape[0], part.shape[1], dtype=part.dtype))
-        getattr(self, name)[rows] = part
+            setattr(self, name, torch.empty(self._shape[0] * per_row, part.shape[1], dtype=part.dtype))
+        getattr(self, name)[rows.start * per_row:rows.stop * per_row] = part
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -104,6 +103,15 @@ class QuantizedMatrix:
     def scale(self) -> torch.Tensor:
         """Q8_0: the float32 scale of every 32 quants [out, in / 32, 1]."""
         return self.d.view(self._shape[0], -1, 1)
+
+    def _scales(self, rows: slice | torch.Tensor) -> list[torch.Tensor | None]:
+        """d, sc, dmin, mn of rows `rows` (a slice or ids): [blocks, 1 or groups per block] each, or None."""
+        per_row = self._shape[1] // self.format.block_values
+        if isinstance(rows, slice):
+            blocks = slice(rows.start * per_row, rows.stop * per_row)
+            return [None if t is None else t[blocks] for t in (self.d, self.sc, self.dmin, self.mn)]
+        return [None if t is None else t.view(self._shape[0], per_row, -1)[rows].view(-1, t.shape[1])
+                for t in (self.d, self.sc, self.dmin, self.mn)]
 
     def linear(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         """x [..., in] @ W^T (+ bias) -> [..., out], dequantizing CHUNK_VALUES weights at a time into this thread's
@@ -130,8 +138,7 @@ class QuantizedMatrix:
         picked = QuantizedMatrix.__new__(QuantizedMatrix)
         picked.format, picked._shape = self.format, (len(ids), self._shape[1])
         picked.planes = [plane[ids] for plane in self.planes]
-        picked.d, picked.sc, picked.dmin, picked.mn = (None if t is None else t[ids]
-                                                       for t in (self.d, self.sc, self.dmin, self.mn))
+        picked.d, picked.sc, picked.dmin, picked.mn = self._scales(ids)
         return picked.dequantized()
 
     def dequantized(self) -> torch.Tensor:
@@ -158,10 +165,7 @@ class QuantizedMatrix:
             integers = _thread_buffer("codes", n, torch.uint8).view(out.shape)     # [r, in]
             bitplanes.unpack(planes, fmt.bits, integers, _thread_buffer("unpack", 2 * n, torch.uint8), fmt.offset)
         integers_to_float(fmt, integers, out)
-        per_block = fmt.block_values // fmt.group
-        scales = [None if t is None else t[rows].reshape(-1, width)                # [blocks, 1 or groups per block]
-                  for t, width in ((self.d, 1), (self.sc, per_block), (self.dmin, 1), (self.mn, per_block))]
-        scale_codes(fmt, out.view(-1, fmt.block_values), *scales,
+        scale_codes(fmt, out.view(-1, fmt.block_values), *self._scales(rows),
                     scratch=_thread_buffer("scales", 2 * n // fmt.group, torch.float32))
 
 
