@@ -16,7 +16,7 @@ from app_pages._widgets import escape_markdown, picked_layer_head, selected_poin
 from model.analysis.block_walk import NEAR_ZERO
 from model.decoder.rope import rope_frequencies
 from model.tokenizers.bpe_walk import bpe_walk
-from model.tokenizers.byte_bpe import readable_token
+from model.tokenizers.labels import readable_token
 from viz import inside as vi
 from viz.attention import query_heads_heatmap
 from viz.format import format_bytes
@@ -37,9 +37,8 @@ LENS_K = 5
 TOP_N = 10                          # ablation: the next-token candidates shown
 KV_DTYPE_BYTES = 2                  # KV cache numbers in bf16
 NBSP = "\u00a0"                     # keeps a step's number and name on one line of the map
-STEPS = (("in", N_("input")), ("norm1", "RMSNorm"), ("qkv", "q k v"), ("rope", "RoPE"), ("scores", N_("scores")),
-         ("mask", N_("mask")), ("softmax", "softmax"), ("mix", "Σ a·v"), ("wo", "Wₒ"), ("add1", N_("+ add")),
-         ("norm2", "RMSNorm"), ("swiglu", "SwiGLU"), ("down", N_("down")), ("add2", N_("+ add")))
+NORM_NAMES = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
+MLP_NAMES = {"swiglu": "SwiGLU", "gelu": "GELU"}
 ss = st.session_state
 
 
@@ -63,9 +62,18 @@ def step_header(number: int, anchor: str, title: str, formula: str, shape: str) 
     st.markdown(f"$\\displaystyle {formula}$ &nbsp;·&nbsp; {shape}")
 
 
-def steps_map() -> None:
+def steps(cfg) -> tuple[tuple[str, str], ...]:
+    """The block's steps (anchor, name) with this model's norm, positions and MLP."""
+    norm, mlp = NORM_NAMES[cfg.norm], MLP_NAMES[cfg.mlp]
+    return (("in", N_("input")), ("norm1", norm), ("qkv", "q k v"),
+            ("rope", "RoPE" if cfg.uses_rope else N_("no RoPE")), ("scores", N_("scores")), ("mask", N_("mask")),
+            ("softmax", "softmax"), ("mix", "Σ a·v"), ("wo", "Wₒ"), ("add1", N_("+ add")), ("norm2", norm),
+            ("swiglu", mlp), ("down", N_("down")), ("add2", N_("+ add")))
+
+
+def steps_map(cfg) -> None:
     st.markdown("**{}** ".format(_("Steps:")) + " → ".join(
-        f"[{i + 1}{NBSP}{_(name).replace(' ', NBSP)}](#step-{anchor})" for i, (anchor, name) in enumerate(STEPS)))
+        f"[{i + 1}{NBSP}{_(name).replace(' ', NBSP)}](#step-{anchor})" for i, (anchor, name) in enumerate(steps(cfg))))
 
 
 def vector_note(x: np.ndarray) -> str:
@@ -142,9 +150,9 @@ def tokens_view(lm, text: str) -> None:
             if total > caches.DEFAULT_MAX_TOKENS else [])
     st.caption(" ".join([_("The whole text: {pieces} pieces → {tokens} tokens.").format(
         pieces=f"{len(pieces):,}", tokens=f"{total:,}")] + read + [_(
-            "The split (SmolLM2's pre-tokenizer): a word with its leading space, every digit on its own, runs of "
-            "punctuation, runs of whitespace; control tokens such as {token} whole. tiktoken does the real encoding; "
-            "this walk replays its merge loop and ends on the same tokens.").format(
+            "The split follows the model's pre-tokenizer (for SmolLM2: a word with its leading space, every digit on "
+            "its own, runs of punctuation, runs of whitespace); control tokens such as {token} stay whole. tiktoken "
+            "does the real encoding; this walk replays its merge loop and ends on the same tokens.").format(
         token=escape_markdown("<|im_start|>"))]))
     token_legend(labels)
 
@@ -156,8 +164,12 @@ def words():
 
 
 def norm_figure(x: np.ndarray, step, name: str, key: str) -> None:
-    rows = {_("{x} (in)").format(x=name): x, f"{name} / rms   (rms = {step.rms:,.4g})": step.scaled,
-            _("weight g (learned, one per dimension)"): step.weight, f"out = {name} / rms · g": step.out}
+    centred = f"({name} − {step.mean:,.4g})" if step.kind == "layernorm" else name
+    rows = {_("{x} (in)").format(x=name): x, f"{centred} / rms   (rms = {step.rms:,.4g})": step.scaled,
+            _("weight g (learned, one per dimension)"): step.weight}
+    if step.bias is not None:
+        rows[_("bias b (learned, one per dimension)")] = step.bias
+    rows[f"out = {centred} / rms · g" + (" + b" if step.bias is not None else "")] = step.out
     show_figure(vi.vectors_figure(rows, row_px=78, words=words()), key=f"inside_{key}", filename=f"block_{key}")
 
 
@@ -170,7 +182,7 @@ def block_view(lm, trace) -> None:
     walk = caches.get_block_walk(trace.text, layer, p)
     kv = int(walk.kv_head[head])
     name = f"#{p} {tokens[p]}"
-    steps_map()
+    steps_map(cfg)
 
     step_header(1, "in", _("Embedding row") if layer == 0 else _("The residual stream in"),
                 rf"x = E[{walk.token_id}]" if layer == 0 else rf"x = x^{{({layer})}}",
@@ -189,21 +201,30 @@ def block_view(lm, trace) -> None:
                      "block reads this stream and adds to it; nothing overwrites it.").format(
             token=tok_md(tokens[p]), last=layer - 1, note=vector_note(walk.x)))
 
-    step_header(2, "norm1", _("RMSNorm"), r"\hat x = \frac{x}{\sqrt{\frac{1}{d}\sum_i x_i^2 + \epsilon}} \odot g",
+    layer_norm = cfg.norm == "layernorm"
+    step_header(2, "norm1", _("LayerNorm") if layer_norm else _("RMSNorm"),
+                r"\hat x = \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} \odot g + b" if layer_norm else
+                r"\hat x = \frac{x}{\sqrt{\frac{1}{d}\sum_i x_i^2 + \epsilon}} \odot g",
                 f"[{cfg.d_model}] → [{cfg.d_model}], ε = {cfg.norm_eps:g}")
     norm_figure(walk.x, walk.attn_norm, "x", "norm1")
     st.caption(" ".join([_(
-        "Divide by the root mean square, then scale each dimension by a learned weight. LayerNorm would also "
-        "subtract the mean and add a bias; RMSNorm skips both (one statistic, no bias) and works as well. "
-        "**Pre-norm:** the block normalizes what it *reads*, never the stream itself (post-norm, the 2017 "
-        "Transformer, normalized after each add), so the stream can grow: at position 0 a few dimensions reach "
-        "~22,500 from layer 12 on. Divided by its huge RMS, position 0's vector is then almost the same whatever the "
-        "text: a fixed key the heads learn to park attention on when nothing else is relevant, the **attention "
-        "sink**.")] + ([_("**This is position 0:** its RMS here is {rms}.").format(rms=f"{walk.attn_norm.rms:,.1f}")]
-                      if p == 0 else [])))
+        "Subtract the mean, divide by the standard deviation, then scale each dimension by a learned weight and add "
+        "a learned bias. RMSNorm (Llama, Qwen) skips the mean and the bias: one statistic, and it works as well.")
+        if layer_norm else _(
+            "Divide by the root mean square, then scale each dimension by a learned weight. LayerNorm would also "
+            "subtract the mean and add a bias; RMSNorm skips both (one statistic, no bias) and works as well."),
+        _("**Pre-norm:** the block normalizes what it *reads*, never the stream itself (post-norm, the 2017 "
+          "Transformer, normalized after each add), so the stream can grow: in many models a few dimensions of "
+          "position 0 become huge in the middle layers (SmolLM2: ~22,500 from layer 12 on). Divided by its huge "
+          "scale, position 0's vector is then almost the same whatever the text: a fixed key the heads learn to park "
+          "attention on when nothing else is relevant, the **attention sink**.")]
+        + ([_("**This is position 0:** its RMS here is {rms}.").format(rms=f"{walk.attn_norm.rms:,.1f}")]
+           if p == 0 else [])))
 
-    step_header(3, "qkv", _("Queries, keys and values (GQA)"),
-                r"q = W_q \hat x,\quad k = W_k \hat x,\quad v = W_v \hat x",
+    bias = (lambda name: f" + b_{name}") if cfg.qkv_bias else (lambda name: "")
+    step_header(3, "qkv", _("Queries, keys and values (GQA)") if cfg.n_kv_heads < cfg.n_heads else
+                _("Queries, keys and values"),
+                rf"q = W_q \hat x{bias('q')},\quad k = W_k \hat x{bias('k')},\quad v = W_v \hat x{bias('v')}",
                 _("q [{heads} × {d}], k and v [{kv} × {d}] per token").format(heads=cfg.n_heads, d=cfg.head_dim,
                                                                               kv=cfg.n_kv_heads))
     show_figure(vi.gqa_figure(cfg.n_heads, cfg.n_kv_heads, selected=head, words=words()), key="inside_gqa",
@@ -220,7 +241,30 @@ def block_view(lm, trace) -> None:
         gqa=format_bytes(cache["GQA"]), mha=format_bytes(cache["MHA"]), mqa=format_bytes(cache["MQA"]),
         context=f"{cfg.max_positions:,}", gqa_all=format_bytes(cache["GQA"] * cfg.max_positions),
         mha_all=format_bytes(cache["MHA"] * cfg.max_positions)))
+    if cfg.qk_norm:
+        st.caption(_("This model also normalizes each head's query and key (an RMSNorm over the head's {d} numbers, "
+                     "with its own weights) before RoPE: the q and k above are after that norm. It keeps the scores "
+                     "from growing with the size of q and k.").format(d=cfg.head_dim))
+    if cfg.qkv_bias:
+        st.caption(_("q, k and v each add a learned bias after the matrix product."))
 
+    if cfg.uses_rope:
+        rope_step(cfg, walk, layer, head, p, T)
+    else:
+        step_header(4, "rope", _("No RoPE: positions were added at the input"), r"x_0 = E[t] + P[p]",
+                    _("q [{heads} × {d}] and k [{kv} × {T} × {d}]: unchanged").format(
+                        heads=cfg.n_heads, d=cfg.head_dim, kv=cfg.n_kv_heads, T=T))
+        st.caption(_("This model does not rotate q and k. It learned one position vector per position (a table of "
+                     "{n} rows) and added it to each token's embedding before layer 0, so q and k carry the position "
+                     "in their numbers.").format(n=f"{cfg.max_positions:,}"))
+        st.page_link("app_pages/positional.py", label=_("Its learned positions: Positional encodings (tab: the "
+                                                        "model's positions)"), icon=":material/waves:")
+    attention_steps(cfg, walk, layer, head, p, T, kv, name, tokens, hide_sink)
+    mlp_steps(cfg, walk, layer)
+    token_legend(tokens)
+
+
+def rope_step(cfg, walk, layer: int, head: int, p: int, T: int) -> None:
     thetas = rope_frequencies(cfg.head_dim, cfg.rope_theta)
     half, base = cfg.head_dim // 2, f"{cfg.rope_theta:,.0f}".replace(",", "{,}")
     step_header(4, "rope", _("RoPE: rotate by position"),
@@ -238,6 +282,8 @@ def block_view(lm, trace) -> None:
     st.page_link("app_pages/positional.py", label=_("More on RoPE: Positional encodings (tab: RoPE inside the model)"),
                  icon=":material/waves:")
 
+
+def attention_steps(cfg, walk, layer: int, head: int, p: int, T: int, kv: int, name: str, tokens, hide_sink) -> None:
     step_header(5, "scores", _("Scores: query · key"),
                 rf"s_j = \frac{{q_{{\mathrm{{rot}}}} \cdot k_{{\mathrm{{rot}},\,j}}}}{{\sqrt{{{cfg.head_dim}}}}}",
                 _("[{heads} × {T}]: one score per head and key").format(heads=cfg.n_heads, T=T))
@@ -307,9 +353,11 @@ def block_view(lm, trace) -> None:
                                                     for h in range(cfg.n_heads)],
                                     selected=head, xlabel=_("dimension of the residual stream"), words=words()),
                 key="inside_wo", filename=f"block_L{layer}_head_out")
-    st.caption(_("Each row is what one head writes into the stream (its slice of Wₒ times its output); the rows add "
-                 "up to the attention output (‖attn‖ = {norm}). The largest write here: head {head}.").format(
-        norm=f"{np.linalg.norm(walk.attn_out):,.2f}", head=int(np.argmax(norms))))
+    st.caption(" ".join([_("Each row is what one head writes into the stream (its slice of Wₒ times its output); the "
+                           "rows add up to the attention output (‖attn‖ = {norm}). The largest write here: head "
+                           "{head}.").format(norm=f"{np.linalg.norm(walk.attn_out):,.2f}", head=int(np.argmax(norms)))]
+                        + ([_("The output projection adds its learned bias once, after the heads' sum.")]
+                           if cfg.out_bias else [])))
 
     step_header(10, "add1", _("Residual add"), r"x' = x + \mathrm{attn}", f"[{cfg.d_model}]")
     show_figure(vi.vectors_figure({_("x (stream in)"): walk.x, "+ attn": walk.attn_out, "= x'": walk.mid}, row_px=80,
@@ -319,18 +367,46 @@ def block_view(lm, trace) -> None:
                  "it.").format(x=f"{np.linalg.norm(walk.x):,.1f}", attn=f"{np.linalg.norm(walk.attn_out):,.1f}",
                                mid=f"{np.linalg.norm(walk.mid):,.1f}"))
 
-    step_header(11, "norm2", _("RMSNorm again"), r"\hat x' = \frac{x'}{\mathrm{rms}(x')} \odot g'",
-                f"[{cfg.d_model}] → [{cfg.d_model}]")
-    norm_figure(walk.mid, walk.mlp_norm, "x'", "norm2")
-    st.caption(_("The same operation with the MLP's own weight g'. Again only what the MLP reads is normalized."))
 
+
+def mlp_steps(cfg, walk, layer: int) -> None:
+    layer_norm = cfg.norm == "layernorm"
+    step_header(11, "norm2", _("LayerNorm again") if layer_norm else _("RMSNorm again"),
+                r"\hat x' = \frac{x' - \mu'}{\sigma'} \odot g' + b'" if layer_norm else
+                r"\hat x' = \frac{x'}{\mathrm{rms}(x')} \odot g'", f"[{cfg.d_model}] → [{cfg.d_model}]")
+    norm_figure(walk.mid, walk.mlp_norm, "x'", "norm2")
+    st.caption(_("The same operation with the MLP's own weight g' (and bias b'). Again only what the MLP reads is "
+                 "normalized.") if layer_norm else
+               _("The same operation with the MLP's own weight g'. Again only what the MLP reads is normalized."))
+    if walk.gate is None:
+        gelu_step(cfg, walk, layer)
+    else:
+        swiglu_step(cfg, walk, layer)
+    down = r"\mathrm{mlp} = W_d\, h + b_d" if cfg.mlp_bias else r"\mathrm{mlp} = W_d\, h"
+    step_header(13, "down", _("Down projection"), down, f"[{cfg.d_ff}] → [{cfg.d_model}]")
+    show_figure(vi.vectors_figure({"mlp = W_d h": walk.mlp_out}, row_px=130, words=words()), key="inside_down",
+                filename=f"block_L{layer}_down")
+    st.caption(f"‖mlp‖ = {np.linalg.norm(walk.mlp_out):,.2f}.")
+
+    last = layer == cfg.n_layers - 1
+    step_header(14, "add2", _("Residual add"), rf"x^{{({layer + 1})}} = x' + \mathrm{{mlp}}", f"[{cfg.d_model}]")
+    show_figure(vi.vectors_figure({"x'": walk.mid, "+ mlp": walk.mlp_out, _("= stream out"): walk.out}, row_px=80,
+                                  words=words()),
+                key="inside_add2", filename=f"block_L{layer}_add2")
+    st.caption(f"‖out‖ = {np.linalg.norm(walk.out):,.1f}. "
+               + (_("This is the last layer: the final {norm} and the output layer read this vector to predict the "
+                    "next token (see Logit lens).").format(norm=NORM_NAMES[cfg.norm]) if last else
+                  _("Layer {layer} reads this vector next.").format(layer=layer + 1)))
+
+
+def swiglu_step(cfg, walk, layer: int) -> None:
     share = walk.near_zero_share()
     step_header(12, "swiglu", _("SwiGLU: gate, SiLU, up"),
                 r"h = \mathrm{SiLU}(W_g \hat x') \odot (W_u \hat x'),\quad \mathrm{SiLU}(z) = z\,\sigma(z)",
                 f"[{cfg.d_model}] → gate, up [{cfg.d_ff}] → h [{cfg.d_ff}]")
-    show_figure(vi.silu_figure(walk.gate, walk.act, near_zero=NEAR_ZERO, words=words(),
-                               title=_("{n} gates: {share} nearly closed").format(n=f"{cfg.d_ff:,}",
-                                                                                 share=f"{share:.0%}")),
+    show_figure(vi.activation_figure(walk.gate, walk.act, near_zero=NEAR_ZERO, words=words(),
+                                     title=_("{n} gates: {share} nearly closed").format(n=f"{cfg.d_ff:,}",
+                                                                                       share=f"{share:.0%}")),
                 key="inside_silu", filename=f"block_L{layer}_silu")
     show_figure(vi.vectors_figure({"gate = W_g x̂'": walk.gate, "SiLU(gate)": walk.act, "up = W_u x̂'": walk.up,
                                    "h = SiLU(gate) · up": walk.product}, row_px=70, xlabel=_("channel"),
@@ -343,21 +419,24 @@ def block_view(lm, trace) -> None:
         share=f"{share:.0%}", n=f"{cfg.d_ff:,}", limit=f"{NEAR_ZERO:g}", d_ff=f"{cfg.d_ff:,}",
         ratio=f"{cfg.d_ff / cfg.d_model:.2f}"))
 
-    step_header(13, "down", _("Down projection"), r"\mathrm{mlp} = W_d\, h", f"[{cfg.d_ff}] → [{cfg.d_model}]")
-    show_figure(vi.vectors_figure({"mlp = W_d h": walk.mlp_out}, row_px=130, words=words()), key="inside_down",
-                filename=f"block_L{layer}_down")
-    st.caption(f"‖mlp‖ = {np.linalg.norm(walk.mlp_out):,.2f}.")
 
-    last = layer == cfg.n_layers - 1
-    step_header(14, "add2", _("Residual add"), rf"x^{{({layer + 1})}} = x' + \mathrm{{mlp}}", f"[{cfg.d_model}]")
-    show_figure(vi.vectors_figure({"x'": walk.mid, "+ mlp": walk.mlp_out, _("= stream out"): walk.out}, row_px=80,
-                                  words=words()),
-                key="inside_add2", filename=f"block_L{layer}_add2")
-    st.caption(f"‖out‖ = {np.linalg.norm(walk.out):,.1f}. "
-               + (_("This is the last layer: the final RMSNorm and the output layer read this vector to predict the "
-                    "next token (see Logit lens).") if last else
-                  _("Layer {layer} reads this vector next.").format(layer=layer + 1)))
-    token_legend(tokens)
+def gelu_step(cfg, walk, layer: int) -> None:
+    share = walk.near_zero_share()
+    step_header(12, "swiglu", _("GELU MLP: up, GELU"),
+                r"h = \mathrm{GELU}(W_1 \hat x' + b_1),\quad \mathrm{GELU}(z) \approx z\,\Phi(z)",
+                f"[{cfg.d_model}] → up [{cfg.d_ff}] → h [{cfg.d_ff}]")
+    show_figure(vi.activation_figure(walk.up, walk.act, near_zero=NEAR_ZERO, gelu=True, words=words(),
+                                     title=_("{n} channels: {share} nearly off").format(n=f"{cfg.d_ff:,}",
+                                                                                       share=f"{share:.0%}")),
+                key="inside_silu", filename=f"block_L{layer}_gelu")
+    show_figure(vi.vectors_figure({"up = W_1 x̂' + b_1": walk.up, "h = GELU(up)": walk.act}, row_px=70,
+                                  xlabel=_("channel"), words=words()),
+                key="inside_mlp", filename=f"block_L{layer}_gelu_mlp")
+    st.caption(_("{share} of the {n} channels have |GELU(up)| < {limit}: GELU lets positive values through and "
+                 "squashes negative ones towards 0. This is GPT-2's MLP: two matrices with biases and d_ff = {ratio} d "
+                 "({d_ff}). Llama and Qwen use SwiGLU instead: a gated branch times a second one (three "
+                 "matrices).").format(share=f"{share:.0%}", n=f"{cfg.d_ff:,}", limit=f"{NEAR_ZERO:g}",
+                                      d_ff=f"{cfg.d_ff:,}", ratio=f"{cfg.d_ff / cfg.d_model:.2f}"))
 
 
 # ------------------------------------------------------------------------------------------------ stream / lens

@@ -35,6 +35,7 @@ SIMILARITY_PX = 500          # the PE·PE heatmap: square, fits the main column 
 SIMILARITY_CAPTION_PX = 280  # beside it from 1280 px, under it below
 DIMS_PICK = "pos_dims_pick"  # the multiselect's own key; it copies into the dims setting (None = automatic)
 KEY_PICK = "pos_key_pick"    # the key token box's own key; it copies into the key setting (None = the strongest)
+ROPE_PAPER_BASE = 10_000.0   # the base the RoPE tab draws for a model without RoPE
 ss = st.session_state
 
 
@@ -55,15 +56,17 @@ def sinusoidal_figures(d_model: int, n_positions: int, base: float, dims: list[i
     }
 
 
-def rope_base_labels(model_base: float) -> dict[float, str]:
-    """The bases to compare, the model's own included and marked: {base: legend label}."""
+def rope_base_labels(model_base: float, own: bool = True) -> dict[float, str]:
+    """The bases to compare, the model's own included and marked (own: it is the model's base, not a stand-in for a
+    model without RoPE): {base: legend label}."""
     bases = sorted({*ROPE_BASES, float(model_base)})
-    return {b: f"{b:,.0f} (" + (_("this model") if b == model_base else _(ROPE_BASES[b])) + ")" for b in bases}
+    return {b: f"{b:,.0f} (" + (_("this model") if b == model_base and own else _(ROPE_BASES[b])) + ")"
+            for b in bases}
 
 
 def rope_theory_figures(head_dim: int, model_base: float, base: float, pairs: tuple[int, int],
-                        n_positions: int, context_length: int, words=V.WORDS) -> dict:
-    labels = rope_base_labels(model_base)
+                        n_positions: int, context_length: int, words=V.WORDS, own: bool = True) -> dict:
+    labels = rope_base_labels(model_base, own)
     freqs = {labels[b]: P.rope_frequencies(head_dim, b) for b in labels}
     thetas = P.rope_frequencies(head_dim, base)
     return {
@@ -173,23 +176,29 @@ def sinusoidal_view() -> None:
         icon=":material/straighten:")
 
 
-def rope_view(cfg) -> None:
+def rope_view(cfg, name: str) -> None:
+    if not cfg.uses_rope:
+        st.info(_("{model} does not use RoPE (it learned its positions: see the tab The model's positions). The "
+                  "rotation below is drawn at RoPE's usual base, 10,000, for heads of {d} numbers like this "
+                  "model's.").format(model=name, d=cfg.head_dim), icon=":material/info:")
+    own = cfg.uses_rope
+    model_base = cfg.rope_theta if own else ROPE_PAPER_BASE
     half = cfg.head_dim // 2
     st.caption(_("RoPE (Su et al., 2021) adds nothing to the embedding. Inside every attention layer it **rotates** "
                  "each 2-D pair of a query and a key by an angle proportional to the token's position {m}; pair {i} "
                  "turns at speed {theta}.").format(m="$m$", i="$i$", theta="$\\theta_i = \\text{base}^{-2i/d}$"))
-    bases = sorted({*ROPE_BASES, float(cfg.rope_theta), float(ss.get(ROT_BASE.key) or cfg.rope_theta)})
-    ss[ROT_BASE.key] = float(ss.get(ROT_BASE.key) or cfg.rope_theta)
+    bases = sorted({*ROPE_BASES, float(model_base), float(ss.get(ROT_BASE.key) or model_base)})
+    ss[ROT_BASE.key] = float(ss.get(ROT_BASE.key) or model_base)
     with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):   # one row at 1024 px
         st.selectbox(_("base"), bases, key=ROT_BASE.key, width=180, **controls.PERSIST,
-                     format_func={b: _("{base} (model)").format(base=f"{b:,.0f}") if b == cfg.rope_theta
+                     format_func={b: _("{base} (model)").format(base=f"{b:,.0f}") if b == model_base and own
                                   else f"{b:,.0f}" for b in bases}.get)
         st.slider(_("positions 0 … n−1"), 2, 512, key=ROT_N.key, width=170, **controls.PERSIST)
         st.slider(_("left: pair i"), 0, half - 1, key=PAIR_A.key, width=140, **controls.PERSIST)
         st.slider(_("right: pair i"), 0, half - 1, key=PAIR_B.key, width=140, **controls.PERSIST)
-    figs = rope_theory_figures(cfg.head_dim, cfg.rope_theta, float(ss[ROT_BASE.key]),
+    figs = rope_theory_figures(cfg.head_dim, model_base, float(ss[ROT_BASE.key]),
                                (int(ss[PAIR_A.key]), int(ss[PAIR_B.key])), int(ss[ROT_N.key]), cfg.max_positions,
-                               translated(V.WORDS))
+                               translated(V.WORDS), own)
     a, b = st.columns(2)
     with a:
         chart(figs["rotations"][0], "pos_fig_rot_a")
@@ -204,6 +213,8 @@ def rope_view(cfg) -> None:
     st.caption(_("Rotations add their angles and {transpose}, so in the dot product of a query at {m} with a key at "
                  "{n} only the distance is left.").format(transpose="$R_m^\\top = R_{-m}$", m="$m$", n="$n$"))
     chart(figs["frequencies"], "pos_fig_freqs")
+    if not own:
+        return
     lam = P.wavelengths(P.rope_frequencies(cfg.head_dim, cfg.rope_theta))
     st.caption(_("head_dim = {d}: {half} pairs. With this model's base {base}, pair 0 turns once every {fast} tokens "
                  "and pair {last} once every {slow} tokens, beyond its {context}-token context: the slowest pairs "
@@ -216,13 +227,45 @@ def rope_view(cfg) -> None:
     st.markdown(_(
         "The maths is identical; only the storage order differs. The RoPE paper rotates **adjacent** dimensions "
         "(2i, 2i+1); Hugging Face's `rotate_half` rotates dimension i with **i + d/2**. **This model uses "
-        "half-split pairs (i, i+{half})**, and here is why: SmolLM2 was trained in the Hugging Face layout. "
+        "half-split pairs (i, i+{half})**, and here is why: it was trained in the Hugging Face layout. "
         "llama.cpp's converter permuted the rows of the Q and K weight matrices so that its interleaved "
         "(adjacent-pair) RoPE gives the same result, and stored the GGUF file that way. When this app loads the "
         "file it un-permutes those rows back ({code}), so the decoder rotates half-split pairs with "
         "`model/positional.py`'s `apply_rope(..., convention=\"half\")`. Mixing the two is wrong but looks fine on "
         "one token (position 0 is not rotated): the unit tests check it on long inputs.").format(
-        half=half, code=f"`W.reshape(n_heads, {half}, 2, d_in).swapaxes(1, 2)`"))
+        half=half, code=f"`W.reshape(n_heads, {half}, 2, d_in).swapaxes(1, 2)`") if cfg.architecture == "llama" else _(
+        "The maths is identical; only the storage order differs. The RoPE paper rotates **adjacent** dimensions "
+        "(2i, 2i+1); Hugging Face's `rotate_half` rotates dimension i with **i + d/2**. **This model uses "
+        "half-split pairs (i, i+{half})**: {architecture} files keep the Hugging Face layout (llama.cpp rotates "
+        "them the NEOX way, in half-split pairs too), so the decoder reads their q and k rows as they are. Mixing "
+        "the two conventions is wrong but looks fine on one token (position 0 is not rotated): the unit tests "
+        "check it on long inputs.").format(half=half, architecture=cfg.architecture))
+
+
+def learned_view(lm) -> None:
+    """A model without RoPE (GPT-2): its learned position table instead of the rotation."""
+    table = lm.position_embedding
+    n = min(int(table.shape[0]), S.MAX_PE_POSITIONS)
+    sim, waves, explained = caches.cached("learned_positions", (caches.model_id(lm), n),
+                                          lambda: P.learned_positions(table.numpy(), n))
+    st.info(_("{model} does not use RoPE: it learned one vector of {d} numbers for each of its {n} positions and "
+              "adds it to the token's embedding before layer 0. Here is that table.").format(
+        model=lm.name, d=lm.config.d_model, n=f"{table.shape[0]:,}"), icon=":material/info:")
+    shown = P.thin(n, MAX_CELLS)
+    words = translated(V.WORDS)
+    a, b = st.columns([SIMILARITY_PX, 1000 - SIMILARITY_PX])
+    with a:
+        chart(V.learned_similarity_figure(sim[np.ix_(shown, shown)], shown, size=SIMILARITY_PX, words=words),
+              "pos_fig_learned_sim", width=SIMILARITY_PX)
+    with b:
+        st.caption(_("Each cell compares the position vectors of p and q. Nearby positions have similar vectors (the "
+                     "bright band along the diagonal): the model learned an order, nobody wrote it in. Sinusoidal "
+                     "encodings build the same band by design (tab: Sinusoidal PE)."))
+    chart(V.principal_waves_figure(np.arange(n), waves, explained, words=words), "pos_fig_learned_waves")
+    st.caption(_("The directions along which the position vectors vary most: the first {k} explain {share} of the "
+                 "table's variance. Each line is a smooth wave over position, slow for the first component and "
+                 "faster for the next: learned, they look much like the sine waves of the 2017 encoding.").format(
+        k=len(explained), share=f"{explained.sum():.0%}"))
 
 
 def model_view(cfg) -> None:
@@ -358,20 +401,24 @@ def alibi_view(cfg) -> None:
 
 def render() -> None:
     shell.header(_("Positional encodings"), _("Attention by itself is order-blind: shuffle the tokens and each gets "
-                                              "the same output. Two fixes: **add** sine waves to the input (2017), or "
-                                              "**rotate** queries and keys inside attention (RoPE, 2021; this "
-                                              "model)."))
-    cfg = caches.get_model().config
-    view, tab = controls.view_tabs(VIEW, S.POSITIONAL_VIEWS)
+                                              "the same output. Two fixes: **add** position vectors to the input "
+                                              "(sine waves in 2017, learned ones in GPT-2), or **rotate** queries and "
+                                              "keys inside attention (RoPE, 2021; Llama, Qwen, SmolLM2)."))
+    lm = caches.get_model()
+    cfg = lm.config
+    views = S.POSITIONAL_VIEWS if cfg.uses_rope else {**S.POSITIONAL_VIEWS, "model": N_("The model's positions")}
+    view, tab = controls.view_tabs(VIEW, views)
     with tab:
         if view == "sin":
             sinusoidal_view()
         elif view == "rope":
-            rope_view(cfg)
+            rope_view(cfg, lm.name)
         elif view == "alibi":
             alibi_view(cfg)
-        else:
+        elif cfg.uses_rope:
             model_view(cfg)
+        else:
+            learned_view(lm)
 
 
 if __name__ == "__main__":

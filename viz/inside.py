@@ -67,6 +67,9 @@ class Words:
     nearly_closed: str = N_("nearly closed (|SiLU| < {limit})")
     channel_hover: str = N_("channel %{customdata}<br>gate %{x:.3f} → %{y:.3f}")
     gate_value: str = N_("gate value")
+    nearly_off_gelu: str = N_("nearly off (|GELU| < {limit})")
+    channel_hover_up: str = N_("channel %{customdata}<br>up %{x:.3f} → %{y:.3f}")
+    up_value: str = N_("value before GELU (W₁x̂' + b₁)")
     embedding: str = N_("embedding")
     after_layer: str = N_("after layer {layer}")
     norm: str = N_("norm")
@@ -341,10 +344,10 @@ def scores_figure(scores: np.ndarray, allowed: np.ndarray, tokens: list[str], *,
     return fig
 
 
-def silu_figure(gate: np.ndarray, act: np.ndarray, *, near_zero: float, title: str | None = None,
-                height: int = 300, words: Words = WORDS) -> go.Figure:
-    """Every gate value of one token on the SiLU curve: x = gate, y = silu(gate); the band |silu| < near_zero (the
-    gate nearly closed) shaded."""
+def activation_figure(gate: np.ndarray, act: np.ndarray, *, near_zero: float, gelu: bool = False,
+                      title: str | None = None, height: int = 300, words: Words = WORDS) -> go.Figure:
+    """Every gate value of one token on the SiLU curve: x = gate, y = silu(gate) (gelu: every value before a GELU
+    MLP's activation on the GELU curve, tanh approximation); the band |act| < near_zero (nearly closed) shaded."""
     g, a = np.asarray(gate, dtype=np.float64), np.asarray(act, dtype=np.float64)
     if g.shape != a.shape or g.ndim != 1:
         raise ValueError(f"gate and act must be vectors of one length, got {g.shape} and {a.shape}")
@@ -353,15 +356,23 @@ def silu_figure(gate: np.ndarray, act: np.ndarray, *, near_zero: float, title: s
     closed = np.abs(a) < near_zero
     fig = go.Figure()
     fig.add_hrect(y0=-near_zero, y1=near_zero, fillcolor=MASKED_COLOR, opacity=0.6, line_width=0)
-    fig.add_trace(go.Scatter(x=curve_x, y=curve_x / (1 + np.exp(-curve_x)), mode="lines", name="SiLU(x) = x·σ(x)",
+    if gelu:
+        curve = 0.5 * curve_x * (1 + np.tanh(np.sqrt(2 / np.pi) * (curve_x + 0.044715 * curve_x**3)))
+        curve_name, closed_words, hover, xtitle, ytitle = ("GELU(x)", words.nearly_off_gelu, words.channel_hover_up,
+                                                           words.up_value, "GELU")
+    else:
+        curve = curve_x / (1 + np.exp(-curve_x))
+        curve_name, closed_words, hover, xtitle, ytitle = ("SiLU(x) = x·σ(x)", words.nearly_closed,
+                                                           words.channel_hover, words.gate_value, "SiLU(gate)")
+    fig.add_trace(go.Scatter(x=curve_x, y=curve, mode="lines", name=curve_name,
                              line=dict(color="#555555", width=2), hoverinfo="skip"))
-    closed_name = plotly_escape(fill(words.nearly_closed, limit=f"{near_zero:g}"))
+    closed_name = plotly_escape(fill(closed_words, limit=f"{near_zero:g}"))
     for mask, name, color in ((~closed, words.open, PALETTE[0]), (closed, closed_name, PALETTE[1])):
         fig.add_trace(go.Scattergl(x=g[mask], y=a[mask], mode="markers", name=name, customdata=np.flatnonzero(mask),
                                    marker=dict(size=5, color=color, opacity=0.7),
-                                   hovertemplate=words.channel_hover + "<extra></extra>"))
-    fig.update_xaxes(title_text=words.gate_value, type="linear", zeroline=True, zerolinecolor="#999999")
-    fig.update_yaxes(title_text="SiLU(gate)", type="linear", zeroline=True, zerolinecolor="#999999")
+                                   hovertemplate=hover + "<extra></extra>"))
+    fig.update_xaxes(title_text=xtitle, type="linear", zeroline=True, zerolinecolor="#999999")
+    fig.update_yaxes(title_text=ytitle, type="linear", zeroline=True, zerolinecolor="#999999")
     apply_theme(fig, title=title, height=height)
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0), hovermode="closest")
     return fig

@@ -32,6 +32,12 @@ class Words:
     dot: str = N_("dot")
     offset_title: str = N_("PE(p)·PE(p+k) for three p")
     similarity_title: str = N_("PE(p)·PE(q), all pairs")
+    learned_similarity_title: str = N_("Cosine similarity of the learned positions P[p], P[q]")
+    cosine: str = N_("cosine")
+    components_title: str = N_("The learned positions' leading principal components, as waves over position")
+    component: str = N_("component {i} ({share} of the variance)")
+    coordinate: str = N_("coordinate")
+    position: str = N_("position")
     theta_hover: str = N_("pair %{x}<br>θ = %{y:.3g} rad/token")
     lambda_hover: str = N_("pair %{x}<br>λ = %{y:,.0f} tokens")
     context: str = N_("context {n}")
@@ -403,3 +409,28 @@ def pattern_pair_figure(with_rope: np.ndarray, without_rope: np.ndarray, tokens:
                      dict(text=f"<b>{words.rope_off}</b>", x=0.7625, y=1.0, xref="paper", yref="paper",
                           yanchor="bottom", showarrow=False, font=small)]))
     return apply_theme(fig, None, height)
+
+
+def learned_similarity_figure(sim: np.ndarray, positions: np.ndarray, size: int = 480,
+                              words: Words = WORDS) -> go.Figure:
+    """cos(P[p], P[q]) of a learned position table for all shown pairs (pe_similarity_figure's square layout)."""
+    fig = pe_similarity_figure(sim, positions, size, words)
+    fig.update_traces(colorbar_title_text=words.cosine, zmin=-1.0, zmax=1.0,
+                      hovertemplate="p = %{y}<br>q = %{x}<br>cos = %{z:.3f}<extra></extra>")
+    fig.update_layout(title_text=words.learned_similarity_title)
+    return fig
+
+
+def principal_waves_figure(positions: np.ndarray, waves: np.ndarray, explained: np.ndarray, height: int = 320,
+                           words: Words = WORDS) -> go.Figure:
+    """Each position's coordinate on the leading principal components of a learned position table: one line per
+    component, named with the share of the variance it explains."""
+    fig = go.Figure()
+    for i, (wave, share) in enumerate(zip(waves, explained, strict=True)):
+        fig.add_trace(go.Scatter(x=positions, y=wave, mode="lines", line=dict(color=PALETTE[i % len(PALETTE)]),
+                                 name=fill(words.component, i=i + 1, share=f"{share:.0%}")))
+    fig.update_xaxes(title_text=words.position)
+    fig.update_yaxes(title_text=words.coordinate, zeroline=True, zerolinecolor="#999999")
+    apply_theme(fig, words.components_title, height)
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    return fig

@@ -213,3 +213,17 @@ def strongest_key(row: np.ndarray, m: int) -> int:
     if m == 0:
         return 0
     return 1 + int(np.argmax(np.asarray(row)[1:m + 1]))
+
+
+def learned_positions(table: np.ndarray, n_positions: int, k: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A learned position table [P, D] (GPT-2's position_embd) over its first n_positions rows: (cosine similarity
+    of every pair of positions [n, n], the leading k principal components as waves over position [k, n] (each
+    position's coordinate on the component), the share of the table's variance each explains [k])."""
+    rows = np.asarray(table[:n_positions], dtype=np.float64)                       # [n, D]
+    unit = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+    centred = rows - rows.mean(axis=0)
+    u, s, _ = np.linalg.svd(centred, full_matrices=False)                          # centred = u diag(s) vt
+    k = min(k, len(s))
+    variance = s**2
+    explained = variance[:k] / variance.sum() if variance.sum() > 0 else np.zeros(k)
+    return unit @ unit.T, (u[:, :k] * s[:k]).T, explained

@@ -3,6 +3,22 @@ numbers equal the reference computations in the tests to the last bit (the serve
 would change torch's reduction order for every later test in the process; app_pages/_caches.compute_threads)."""
 import os
 
+import pytest
 import torch
 
 os.environ.setdefault("ATLAS_TORCH_THREADS", str(torch.get_num_threads()))
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+    """A folder of tiny GGUFs of every architecture (tests/app/models_folder.py), written once."""
+    from tests.app.models_folder import write_models
+
+    return write_models(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture
+def models_dir(tiny_models, monkeypatch):
+    """The app's models folder is the tiny models' (ATLAS_MODELS_DIR) for this test."""
+    monkeypatch.setenv("ATLAS_MODELS_DIR", str(tiny_models))
+    return tiny_models

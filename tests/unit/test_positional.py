@@ -273,3 +273,19 @@ def test_pe_similarity_figure_is_square_with_a_matching_colour_bar():
     bar = fig.data[0].colorbar
     assert bar.len == 1 and bar.lenmode == "fraction" and bar.ypad == 0 and bar.title.side == "right"
     assert fig.layout.yaxis.scaleanchor == "x"
+
+
+def test_learned_positions_similarity_and_principal_waves():
+    n, d = 64, 16
+    t = np.arange(n)[:, None]
+    freqs = np.array([0.05, 0.2])
+    table = np.concatenate([3 * np.sin(freqs[0] * t), 3 * np.cos(freqs[0] * t), np.sin(freqs[1] * t),
+                            np.cos(freqs[1] * t), np.zeros((n, d - 4))], axis=1) + 0.5
+    sim, waves, explained = pos.learned_positions(np.concatenate([table, table[:8]]), n, k=3)
+    unit = table / np.linalg.norm(table, axis=1, keepdims=True)
+    np.testing.assert_allclose(sim, unit @ unit.T, atol=1e-12)
+    np.testing.assert_allclose(np.diag(sim), 1.0, atol=1e-12)
+    assert waves.shape == (3, n) and explained.shape == (3,)
+    assert explained[0] >= explained[1] >= explained[2] and explained[:2].sum() > 0.85   # the slow pair first
+    centred = table - table.mean(axis=0)
+    np.testing.assert_allclose((waves**2).sum(axis=1), np.linalg.svd(centred, compute_uv=False)[:3] ** 2, rtol=1e-9)

@@ -107,7 +107,7 @@ def test_scores_figure_greys_the_future_keys():
 def test_silu_figure_splits_open_and_closed_gates():
     gate = np.array([-8.0, -0.01, 0.0, 2.0, 5.0])
     act = gate / (1 + np.exp(-gate))
-    fig = vi.silu_figure(gate, act, near_zero=0.05)
+    fig = vi.activation_figure(gate, act, near_zero=0.05)
     points = [t for t in fig.data if t.mode == "markers"]
     assert sorted(points[1].customdata) == [0, 1, 2] and sorted(points[0].customdata) == [3, 4]
     curve = fig.data[0]
