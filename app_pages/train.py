@@ -12,7 +12,7 @@ from app_pages import _shell as shell
 from app_pages import _training as training
 from app_pages._i18n import N_, _, language, translated
 from app_pages._widgets import PRESENTER_FONT_SCALE, escape_markdown, plotly_config
-from model.tokenizers.byte_bpe import readable_token
+from model.tokenizers.labels import readable_token
 from model.train import PRESETS, TrainRun, verdict
 from model.train import settings as TS
 from viz import train as vt
