@@ -1,9 +1,12 @@
-"""The step-by-step BPE walk ends where tiktoken's real encoding ends, one lowest-rank merge at a time."""
+"""The step-by-step BPE walk ends where the real encoding ends, one merge at a time: byte-level BPE (SmolLM2, the
+lowest rank first) and SentencePiece (a vocabulary trained by the sentencepiece library, the highest score first)."""
 import random
 
 import pytest
 
 from model.tokenizers.bpe_walk import MAX_PIECE_BYTES, bpe_merge_steps, bpe_walk
+from model.tokenizers.from_gguf import build_tokenizer
+from tests.model.trained_vocabs import sentencepiece_meta, train_sentencepiece
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog; it's what they'd call unbelievably antidisestablishmentarian.",
@@ -65,6 +68,7 @@ def test_each_step_joins_the_lowest_ranked_adjacent_pair(tok, text):
             assert (before[i], before[i + 1]) == (merge.left, merge.right)
             assert after[i] == merge.left + merge.right
             assert tok.token_bytes(merge.rank) == merge.left + merge.right   # rank is the GGUF token id
+            assert merge.token_id == merge.rank
             pair_ranks = [tok.rank(a + b) for a, b in zip(before[:-1], before[1:], strict=True)]
             available = [r for r in pair_ranks if r is not None]
             assert merge.rank == min(available)
@@ -109,3 +113,43 @@ def test_bytes_without_a_token_are_dropped_as_encode_does(tok):
 def test_too_long_piece_is_refused(tok):
     with pytest.raises(ValueError, match="shorter word"):
         bpe_walk(tok, "a" * (MAX_PIECE_BYTES + 1))
+
+
+@pytest.fixture(scope="module")
+def spm():
+    """A SentencePiece model trained here and our tokenizer of its GGUF metadata."""
+    sp = train_sentencepiece()
+    return sp, build_tokenizer(sentencepiece_meta(sp), "tiny-spm")
+
+
+def sentencepiece_score(sp, part: bytes) -> float | None:
+    """The score of the normal sentencepiece piece spelled part (spaces as '▁'), None when there is none."""
+    piece = part.decode("utf-8", errors="replace").replace(" ", "▁")
+    i = sp.piece_to_id(piece)
+    normal = sp.id_to_piece(i) == piece and not (sp.is_byte(i) or sp.is_control(i) or sp.is_unknown(i))
+    return sp.get_score(i) if normal else None
+
+
+@pytest.mark.parametrize("text", TEXTS + random_texts())
+def test_sentencepiece_walk_ends_at_sentencepieces_encoding(spm, text):
+    sp, tok = spm
+    walked = [i for piece in tok.pieces(text) for i in bpe_walk(tok, piece).tokens]
+    assert walked == tok.encode(text)[1:] == sp.encode(text)
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_sentencepiece_walk_joins_the_highest_scoring_pair(spm, text):
+    sp, tok = spm
+    for piece in tok.pieces(text):
+        walk = bpe_walk(tok, piece)
+        assert b"".join(walk.steps[0]) == piece.encode()
+        for part in walk.steps[0]:  # characters; a character without a piece as its byte tokens
+            assert sentencepiece_score(sp, part) is not None or len(part) == 1
+        for before, after, merge in zip(walk.steps[:-1], walk.steps[1:], walk.merges, strict=True):
+            scores = [sentencepiece_score(sp, a + b) for a, b in zip(before[:-1], before[1:], strict=True)]
+            best = max(s for s in scores if s is not None)
+            assert merge.index == scores.index(best)                          # the leftmost of the best
+            assert after[merge.index] == merge.left + merge.right
+            assert sp.id_to_piece(merge.token_id) == (merge.left + merge.right).decode().replace(" ", "▁")
+        last = walk.steps[-1]
+        assert all(sentencepiece_score(sp, a + b) is None for a, b in zip(last[:-1], last[1:], strict=True))

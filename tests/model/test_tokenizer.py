@@ -1,108 +1,32 @@
-"""Our tiktoken-based tokenizer against the reference `tokenizers` BPE built from the same GGUF vocab/merges."""
+"""Our tokenizer of the real SmolLM2 GGUF against the reference `tokenizers` BPE built from the same vocab/merges."""
+import functools
 import random
 
 import pytest
 
-from model.files.gguf import read_gguf
-from model.tokenizers.byte_bpe import Tokenizer, readable_token
-
-# Llama 3's published split regex (its tokenizer.json; llama.cpp src/llama-vocab.cpp quotes it).
-LLAMA3_TOKENIZER_JSON_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
-                               r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-
-WORDS = ["the", "The", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "attention", "is", "all", "you",
-         "need", "transformer", "héllo", "naïve", "Zürich", "東京", "日本語", "한국어", "Ёжик", "مرحبا", "שלום",
-         "🙂", "🚀🌍", "👩‍💻", "e\u0301", "a\u200bb", "\u202eRTL\u202c", "don't", "I'm", "we'll", "they've",
-         "it's", "O'Neil", "x86_64", "foo_bar", "<|im_start|>", "<|endoftext|>", "\x04", "\x13\x14", "\x1d",
-         "\U00040001", "\U000b0000", "\U00010348", "\ufeff", "\u00a0", "\u3000", "\x00", "\x7f"]
-CODE = ["def f(x):\n    return x ** 2\n", "for (int i = 0; i < 10; ++i) {\n\tsum += a[i];\n}",
-        "SELECT * FROM t WHERE id = 42;", "<div class=\"a\">&nbsp;</div>", "λx. x + 1", "x = [1, 2, 3]  # list",
-        "if __name__ == '__main__':\n    main()", "    \n\n\t  \r\n", "{\"key\": [1.5e-3, null, true]}"]
-SPACES = [" ", "  ", "   ", "\t", "\n", "\n\n", " \n ", "\r\n", "\u00a0", "\u2003"]
+from model.files.gguf import default_model_path, read_gguf
+from model.tokenizers.from_gguf import build_tokenizer
+from model.tokenizers.labels import readable_token
+from tests.model.text_samples import chat_string, generated_strings
+from tests.model.trained_vocabs import gguf_tokenizer_meta, reference_bpe
 
 
-def random_string(rng: random.Random) -> str:
-    kind = rng.randrange(7)
-    if kind == 0:  # prose
-        return " ".join(rng.choice(WORDS) for _ in range(rng.randrange(1, 25))) + rng.choice([".", "!", "?", ""])
-    if kind == 1:  # code
-        return "".join(rng.choice(CODE) for _ in range(rng.randrange(1, 4)))
-    if kind == 2:  # numbers, whitespace runs before digits
-        parts = [rng.choice(SPACES) * rng.randrange(1, 4) + str(rng.randrange(10 ** rng.randrange(1, 12)))
-                 for _ in range(rng.randrange(1, 8))]
-        return rng.choice(["", "x", "v", "$", "-"]) + "".join(parts) + rng.choice(["", "%", " km", ".5", ",000"])
-    if kind == 3:  # CJK and emoji
-        return "".join(chr(rng.choice([rng.randrange(0x4E00, 0x9FFF), rng.randrange(0x1F300, 0x1FAFF),
-                                       rng.randrange(0x3040, 0x30FF), rng.randrange(0xAC00, 0xD7A3)]))
-                       for _ in range(rng.randrange(1, 20)))
-    if kind == 4:  # random unicode over all planes, surrogates excluded
-        chars = []
-        for _ in range(rng.randrange(1, 30)):
-            cp = rng.choice([rng.randrange(0, 0x80), rng.randrange(0x80, 0x800), rng.randrange(0x800, 0xD800),
-                             rng.randrange(0xE000, 0x10000), rng.randrange(0x10000, 0x110000)])
-            chars.append(chr(cp))
-        return "".join(chars)
-    if kind == 5:  # ASCII soup with punctuation runs
-        soup = "abcXYZ019 .,;:!?'\"()[]{}-_=+*/\\\n\t#@$%^&|~`<>"
-        return "".join(rng.choice(soup) for _ in range(rng.randrange(1, 60)))
-    return "".join(rng.choice(WORDS + SPACES + CODE) for _ in range(rng.randrange(1, 12)))
+@functools.cache
+def smollm_meta() -> dict:
+    """The installed SmolLM2 GGUF's tokenizer metadata."""
+    return gguf_tokenizer_meta(default_model_path())
 
 
-def generated_strings(n: int = 2400, seed: int = 1234) -> list[str]:
-    rng = random.Random(seed)
-    return [random_string(rng) for _ in range(n)]
-
-
-CONTROL_WORDS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<file_sep>", "<jupyter_code>", "<|im_", "im_end|>",
-                 "<|", "|>", "<<|im_end|>>", "<|im_start|><|im_end|>", "<|endoftext|", "<filename", "<|IM_END|>"]
-
-
-def chat_string(rng: random.Random) -> str:
-    """Control tokens mixed with text: adjacent, at the start or end, inside words, partial ones that stay text."""
-    parts = []
-    for _ in range(rng.randrange(1, 10)):
-        kind = rng.randrange(4)
-        if kind == 0:
-            parts.append(rng.choice(CONTROL_WORDS))
-        elif kind == 1:
-            parts.append(rng.choice(WORDS) + rng.choice(CONTROL_WORDS) + rng.choice(WORDS))  # inside a word
-        elif kind == 2:
-            parts.append(rng.choice(["user", "assistant", "system"]) + rng.choice(["\n", " ", "", "\n\n"]))
-        else:
-            parts.append(random_string(rng))
-    return "".join(parts)
-
-
-def gguf_vocab():
-    """SmolLM2's tokens, token types and merges (strings) from the installed GGUF."""
-    import gguf
-
-    g = read_gguf()
-    merges_field = gguf.GGUFReader(g.path).fields["tokenizer.ggml.merges"]
-    return g.tokens, g.token_types, [bytes(merges_field.parts[i]) for i in merges_field.data]
-
-
-def reference_bpe(pre_tokenizer, ignore_merges: bool = False):
-    """tokenizers BPE over SmolLM2's vocab/merges, control tokens added as special tokens the way transformers'
-    tokenizer.json declares them (whole-string match anywhere, not normalized)."""
-    import tokenizers
-
-    tokens, token_types, merges = gguf_vocab()
-    vocab = {t.decode("utf-8"): i for i, t in enumerate(tokens)}
-    pairs = [tuple(m.decode("utf-8").split(" ")) for m in merges]
-    bpe = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=pairs, ignore_merges=ignore_merges))
-    bpe.pre_tokenizer = pre_tokenizer
-    bpe.decoder = tokenizers.decoders.ByteLevel()
-    bpe.add_special_tokens([tokenizers.AddedToken(t.decode("utf-8"), special=True, normalized=False)
-                            for t, kind in zip(tokens, token_types, strict=True) if kind == 3])
-    return bpe
+def smollm_bpe(pre_tokenizer, ignore_merges: bool = False):
+    """tokenizers BPE over SmolLM2's vocab/merges with its control tokens as special tokens."""
+    return reference_bpe(smollm_meta(), pre_tokenizer, ignore_merges)
 
 
 @pytest.fixture(scope="module")
 def reference_tokenizer():
     import tokenizers
 
-    return reference_bpe(tokenizers.pre_tokenizers.Sequence([
+    return smollm_bpe(tokenizers.pre_tokenizers.Sequence([
         tokenizers.pre_tokenizers.Digits(individual_digits=True),
         tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)]))
 
@@ -132,28 +56,29 @@ def test_control_tokens_are_single_tokens_with_their_own_label(lm):
     assert lm.decode(ids) == "<|im_start|>user\nHi!<|im_end|>\n<|im_"
 
 
-@pytest.mark.parametrize("pre", ["gpt-2", "llama-bpe"])
+@pytest.mark.parametrize("pre", ["gpt-2", "llama-bpe", "qwen2"])
 def test_other_pre_tokenizers_match_tokenizers(pre):
-    """The split patterns of the gpt-2 and llama-bpe pre-tokenizers, on SmolLM2's vocabulary, against tokenizers'
-    ByteLevel (GPT-2 regex) and the Llama 3 tokenizer.json Split + ByteLevel (ignore_merges) pipelines."""
-    import tokenizers
-    from tokenizers import pre_tokenizers
+    """The gpt-2, llama-bpe and qwen2 pre-tokenizers on SmolLM2's vocabulary (read by build_tokenizer from the real
+    file's metadata, the pre-tokenizer name changed), against tokenizers' ByteLevel (GPT-2 regex) and the
+    Split + ByteLevel pipelines with the regexes transformers uses for those names (ignore_merges for Llama 3)."""
+    from tokenizers import Regex, pre_tokenizers
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_PRE_TOKENIZER_SPLITS
 
     if pre == "gpt-2":
-        reference = reference_bpe(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True))
+        reference = smollm_bpe(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True))
     else:
-        reference = reference_bpe(pre_tokenizers.Sequence([
-            pre_tokenizers.Split(tokenizers.Regex(LLAMA3_TOKENIZER_JSON_REGEX), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]), ignore_merges=True)
-    tokens, token_types, merges = gguf_vocab()
-    ours = Tokenizer(tokens, token_types, merges, pre=pre)
+        reference = smollm_bpe(pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(GGUF_PRE_TOKENIZER_SPLITS[pre]), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]), ignore_merges=pre == "llama-bpe")
+    no_bos = {"tokenizer.ggml.add_bos_token": False}
+    ours = build_tokenizer(smollm_meta() | no_bos | {"tokenizer.ggml.pre": pre}, "smollm2")
     rng = random.Random(3)
     strings = generated_strings(n=1500, seed=5) + [chat_string(rng) for _ in range(300)] + [
         "year 2024: 1234567 items", "I'M HERE, it'S 'Ll", "a\r\n\r\nb  \n  c", "x'ſ y"]
     mismatches = [(s, ours.encode(s), reference.encode(s).ids) for s in strings
                   if ours.encode(s) != reference.encode(s).ids]
     assert not mismatches, f"{len(mismatches)} of {len(strings)} differ, first: {mismatches[:3]!r}"
-    smollm = Tokenizer(tokens, token_types, merges, pre="smollm")
+    smollm = build_tokenizer(smollm_meta() | no_bos, "smollm2")
     assert sum(ours.encode(s) != smollm.encode(s) for s in strings) > 50  # the pattern matters on these strings
 
 
@@ -207,3 +132,9 @@ def test_chat_example_is_the_models_own_chat_template(lm, reference_tokenizer):
     ids = lm.encode(chat["text"])
     assert ids == reference_tokenizer.encode(chat["text"]).ids
     assert lm.token_strings(ids).count("<|im_start|>") == len(chat["messages"]) + 2  # + system + generation prompt
+
+
+def test_build_tokenizer_reads_the_real_file_as_the_loader_does(lm):
+    ours = build_tokenizer(smollm_meta(), "smollm2")
+    assert ours.prefix_ids == () and ours.eos_token_id == 2 and ours.vocab_size == 49152
+    assert all(ours.encode(s) == lm.encode(s) for s in generated_strings(n=500, seed=8))
