@@ -64,9 +64,10 @@ def head_slider(where, cfg: ModelConfig, width="stretch") -> None:
 
 def sink_toggle(where, label: str | None = None) -> None:
     where.toggle(label or _("Hide attention sink (token 0)"), key=S.SINK.key,
-                 help=_("From layer 12 on, most heads put most of their attention (50-84%) on the first token. "
-                        "This hides that column and rescales every row to sum to 1, so the rest becomes visible. "
-                        "Rows with nothing left to show turn grey."), **PERSIST)
+                 help=_("In the middle and late layers of most models, many heads put most of their attention on "
+                        "the first token (SmolLM2-135M: from layer 12 on, 50-84%). This hides that column and "
+                        "rescales every row to sum to 1, so the rest becomes visible. Rows with nothing left to show "
+                        "turn grey."), **PERSIST)
 
 
 MODEL_PICK = "w_model"      # the picker's own key; it copies the pick into the model setting
