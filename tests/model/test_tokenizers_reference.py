@@ -108,6 +108,17 @@ def test_sentencepiece_pieces_join_to_the_text_with_its_space_prefix(spm_tok):
             assert "".join(spm_tok.pieces(s)) == (" " + s if s else "")
 
 
+@pytest.mark.parametrize("bc_score, parts", [(-5.0, ["ab", "c"]), (-4.0, ["a", "bc"])])
+def test_sentencepiece_joins_the_highest_score_and_the_leftmost_on_a_tie(bc_score, parts):
+    from model.tokenizers.bpe_walk import bpe_walk
+
+    pieces = [("▁", -1.0), ("a", -1.0), ("b", -1.0), ("c", -1.0), ("ab", -5.0), ("bc", bc_score)]
+    tok = build_tokenizer(spm_meta(pieces, **{"tokenizer.ggml.add_space_prefix": False}), "ties")
+    ids = tok.encode("abc")[1:]
+    assert tok.token_strings(ids) == parts
+    assert bpe_walk(tok, "abc").tokens == tuple(ids)
+
+
 # ---------------------------------------------------------------------------------------------- byte-level BPE
 def transformers_split(name: str):
     """transformers' own split regex for a GGUF pre-tokenizer name (its GGUF tokenizer conversion)."""
@@ -177,11 +188,14 @@ def test_pre_tokenizers_split_differently(byte_level_strings):
 
 
 # ------------------------------------------------------------------------------------------ build_tokenizer errors
-def spm_meta(**changes):
-    meta = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": [b"<unk>", b"<s>", b"</s>"] + [
-        f"<0x{b:02X}>".encode() for b in range(256)] + [b"\xe2\x96\x81", b"a", b"\xe2\x96\x81a"],
-        "tokenizer.ggml.scores": [0.0] * 259 + [-1.0, -2.0, -3.0], "tokenizer.ggml.token_type": [2, 3, 3] + [6] * 256 +
-        [1, 1, 1], "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2}
+def spm_meta(pieces=(("▁", -1.0), ("a", -2.0), ("▁a", -3.0)), **changes):
+    """A hand-made SentencePiece vocabulary: <unk> <s> </s>, the 256 byte tokens, then pieces (text, score)."""
+    meta = {"tokenizer.ggml.model": "llama",
+            "tokenizer.ggml.tokens": [b"<unk>", b"<s>", b"</s>"] + [f"<0x{b:02X}>".encode() for b in range(256)] + [
+                text.encode() for text, _ in pieces],
+            "tokenizer.ggml.scores": [0.0] * 259 + [score for _, score in pieces],
+            "tokenizer.ggml.token_type": [2, 3, 3] + [6] * 256 + [1] * len(pieces),
+            "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2}
     return meta | changes
 
 
