@@ -241,6 +241,9 @@ def test_valid_metadata_builds_both_kinds():
     (spm_meta(**{"tokenizer.ggml.tokens": spm_meta()["tokenizer.ggml.tokens"][:-1] + [b"\xe2\x96\x81b"]}),
      "holds the character 'b', which is no token of its own"),
     (spm_meta(**{"tokenizer.ggml.remove_extra_whitespaces": True}), "removes repeated spaces"),
+    (spm_meta(**{"tokenizer.ggml.scores": [0.0] * 261}), "262 tokens but 261 scores"),
+    (spm_meta(**{"tokenizer.ggml.tokens": [b"\xff"] + spm_meta()["tokenizer.ggml.tokens"][1:]}),
+     r"token 0 \(b'\\xff'\) is not UTF-8 text"),
 ])
 def test_build_tokenizer_refuses_what_it_cannot_do_exactly(meta, words):
     with pytest.raises(ValueError, match=words):
