@@ -2,7 +2,7 @@
 vocab 151,936): dequantization throughput per GGUF type, and QuantizedMatrix.linear against DenseMatrix (float32)
 for one token and for a 128-token prompt, per block of matrices and for the LM head.
 
-    python -m bench.bench_quants [--runs 5] [--threads N]
+    python -m bench.bench_quants [--runs 5] [--threads N]   (N: every core but one by default, as in the app)
 
 Every number is the median of --runs runs, of wall-clock time and of this process's CPU time (all its threads:
 the CPU time is what load from other processes on the same cores does not inflate, as long as torch runs one
@@ -101,7 +101,8 @@ def products(runs: int, rng: np.random.Generator) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--threads", type=int, default=max(1, len(os.sched_getaffinity(0)) - 1),
+                        help="torch threads; default: every core but one, as the app's compute_threads()")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())} on {os.cpu_count()} CPUs; "
