@@ -81,3 +81,10 @@ class ModelPool:
                 unloaded = True
         if unloaded and self._on_unload is not None:
             self._on_unload()
+
+    def clear(self) -> None:
+        """Unload every model (tests; a server unloads by budget)."""
+        with self._lock:
+            self._models.clear()
+        if self._on_unload is not None:
+            self._on_unload()

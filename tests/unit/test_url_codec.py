@@ -14,7 +14,20 @@ from urllib.parse import parse_qs, urlencode
 import pytest
 
 from app_pages._schemas import SCHEMAS, TEXT
-from app_pages._url import Choice, Context, Flag, Float, Int, IntList, Schema, Text, clamp, decode, encode
+from app_pages._url import (
+    Choice,
+    Context,
+    Flag,
+    Float,
+    Int,
+    IntList,
+    ModelName,
+    Schema,
+    Text,
+    clamp,
+    decode,
+    encode,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CTX = Context(n_layers=30, n_heads=9, head_dim=64, vocab_size=49152, n_tokens=40)
@@ -32,6 +45,8 @@ def random_value(param, rng: random.Random, ctx: Context):
         return rng.random() < 0.5
     if isinstance(param, Choice):
         return rng.choice(param.options)
+    if isinstance(param, ModelName):
+        return "Qwen2.5-0.5B-Instruct Q4_K_M.v2"          # no draw: the other settings' draws stay as they were
     if isinstance(param, Text):
         return rng.choice(UNICODE + ["".join(chr(rng.randrange(32, 0x2FFF)) for _ in range(rng.randrange(1, 40)))])
     lo, hi = _bounds(param, ctx)
@@ -171,3 +186,11 @@ def test_codec_imports_no_streamlit():
     code = ("import sys, app_pages._url, app_pages._schemas; print('streamlit' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("raw", ["../../etc/passwd", "/etc/passwd", "https://example.org/m.gguf", "a/b", "a\\b",
+                                 "C:model", ".hidden", "x" * 201, "tab\tname"])
+def test_a_model_link_never_names_a_path(raw):
+    values, notes = decode({"model": raw}, SCHEMAS["attention"], Context())
+    assert "model" not in values and notes and "never a path" in notes[0]
+    assert decode({"model": "Qwen3-0.6B-Q8_0"}, SCHEMAS["attention"], Context())[0] == {"model": "Qwen3-0.6B-Q8_0"}
