@@ -54,7 +54,7 @@ def test_linear_equals_f_linear_with_the_dequantized_matrix(case):
     weight = torch.from_numpy(expected)
     rng = torch.Generator().manual_seed(0)
     x, bias = torch.randn(6, COLS, generator=rng), torch.randn(ROWS, generator=rng)
-    for args in ((x,), (x, bias), (x[2],), (x[2], bias), (x.view(2, 3, COLS), bias)):
+    for args in ((x,), (x, bias), (x[2],), (x[2], bias), (x[:1],), (x.view(2, 3, COLS), bias)):
         ours = matrix.linear(*args)
         assert ours.shape == F.linear(*args[:1], weight).shape and ours.dtype == torch.float32
         assert relative_error(ours, F.linear(args[0], weight, *args[1:])) < 1e-5
