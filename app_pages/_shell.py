@@ -276,10 +276,10 @@ def _share_popover(where) -> None:
 
 def _language_switch(where, short: bool = False) -> None:
     """中文 / English: one button naming the other language (short: EN, for the presenter row); the choice is kept in
-    the state (and so in the link)."""
+    the state (and so in the link). No icon: the header's title keeps its room at 1024 px."""
     other = "en" if language() == "zh" else "zh"
     label = "EN" if short and other == "en" else LANGUAGES[other]
-    where.button(label, key="w_lang", icon=None if short else ":material/translate:", on_click=controls.set_setting,
+    where.button(label, key="w_lang", on_click=controls.set_setting,
                  args=(LANG_KEY, other), help=_("Show the interface in English") if other == "en"
                  else _("Show the interface in Chinese"))
 
