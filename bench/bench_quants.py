@@ -90,7 +90,7 @@ def products(runs: int, rng: np.random.Generator) -> None:
                 f, f_cpu = median_s(partial(block_products, dense, inputs), runs)
                 print(f"  {variant:5} T={tokens:<3}  quantized {q * 1e3:7.2f} ms (x24 {q * N_LAYERS:5.2f} s, "
                       f"CPU {q_cpu * 1e3:7.2f} ms)   float32 {f * 1e3:7.2f} ms (x24 {f * N_LAYERS:5.2f} s, "
-                      f"CPU {f_cpu * 1e3:7.2f} ms)   ratio {q / f:4.2f}")
+                      f"CPU {f_cpu * 1e3:7.2f} ms)   ratio {q / f:4.2f} (CPU {q_cpu / f_cpu:4.2f})")
         head = QuantizedMatrix(random_tensor("Q8_0", VOCAB, D, rng), "Q8_0", (VOCAB, D))
         x = torch.randn(D)
         q, q_cpu = median_s(partial(head.linear, x), runs)
