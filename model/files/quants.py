@@ -110,7 +110,8 @@ def dequantize_blocks(fmt: QuantFormat, blocks: torch.Tensor, out: torch.Tensor)
         out.copy_(blocks.view(fmt.dtype))
         return
     fields = fmt.split(blocks)
-    integers_to_float(fmt, fields.codes.sub_(-fmt.offset), out)                # wraps: code + offset mod 256
+    integers = fields.codes.sub_(-fmt.offset) if fmt.offset else fields.codes   # wraps: code + offset mod 256
+    integers_to_float(fmt, integers, out)
     scale_codes(fmt, out, fields.d, fields.sc, fields.dmin, fields.mn)
 
 
