@@ -20,6 +20,7 @@ from app_pages import _models as models
 from app_pages._budget import ByteBudgetCache
 from app_pages._i18n import _
 from app_pages._jobs import Job, JobRunner
+from app_pages._model_pool import TooLarge
 from app_pages._schemas import MODEL
 from model import ForwardTrace, LayerDetail, load_model
 from model.analysis.attribution import LogitAttribution
@@ -109,7 +110,7 @@ def load_shared_model(info: models.ModelInfo | None = None):
     need = models.info_of(path).memory_bytes
     try:
         lm = models.pool().get(key, need, lambda: _load(path))
-    except models.TooLarge as exc:
+    except TooLarge as exc:
         raise ModelLoadError(_("{file} needs {need} MB of memory once loaded, more than this server's budget for "
                                "models ({budget} MB, ATLAS_MODEL_MEMORY_MB). Pick a smaller model.").format(
             file=path.name, need=f"{exc.needed / 2**20:,.0f}", budget=f"{exc.budget / 2**20:,.0f}")) from exc

@@ -15,7 +15,7 @@ import threading
 import weakref
 from pathlib import Path
 
-from app_pages._model_pool import ModelPool, TooLarge  # noqa: F401  (TooLarge: for the loader)
+from app_pages._model_pool import ModelPool
 from model.files.catalog import ModelInfo, describe, model_files
 
 # The built-in SmolLM2-135M (455 MB loaded) plus one 0.5B-class model (Qwen2.5-0.5B: 1.58 GB, its weights in float32).

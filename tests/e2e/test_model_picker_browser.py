@@ -1,0 +1,73 @@
+"""End-to-end: the Model picker in a real headless Chromium at 1024x768, with a models folder of tiny GGUFs
+(ATLAS_MODELS_DIR): picking a model redraws the whole-model overview with its layer and head counts and moves the
+sliders' ranges; the Share link names it and reopens it in a fresh browser."""
+from __future__ import annotations
+
+import os
+from unittest import mock
+
+import pytest
+
+from tests.app.models_folder import SHAPES, write_models
+from tests.e2e.browser_harness import running_app
+from tests.e2e.test_browser import (
+    HEALTH_TIMEOUT_S,
+    PROJECTOR,
+    ROOT,
+    assert_no_exception,
+    digest,
+    open_view,
+    query,
+    rerun,
+    share_box_link,
+)
+
+# The overview heatmap's grid: [rows, columns] of its first trace's z (layers x heads).
+GRID_JS = """() => {
+  const chart = document.querySelector('.st-key-w_overview [data-testid="stPlotlyChart"] .js-plotly-plot');
+  if (!chart) return null;
+  const z = chart.data[0].z;
+  return [z.length, Array.from(z[0]).length];
+}"""
+SLIDER_MAX_JS = """(key) => {
+  const el = document.querySelector('.st-key-' + key + ' [role="slider"]');
+  return el ? Number(el.getAttribute('aria-valuemax')) : null;
+}"""
+
+
+@pytest.fixture(scope="module")
+def models_url(tmp_path_factory):
+    """A server whose models folder holds the tiny models; its base URL."""
+    folder = write_models(tmp_path_factory.mktemp("models"))
+    with mock.patch.dict(os.environ, {"ATLAS_MODELS_DIR": str(folder)}):
+        log = tmp_path_factory.mktemp("streamlit") / "server.log"
+        with running_app(ROOT, log, HEALTH_TIMEOUT_S) as (_, url):
+            yield url
+
+
+def test_picking_a_model_redraws_with_its_shape_and_the_link_reopens_it(models_url, new_page):
+    name = "tiny-gpt2"
+    tiny = SHAPES[name]
+    page = new_page(*PROJECTOR)
+    open_view(page, models_url + "/?view=model")
+    before = page.evaluate(GRID_JS)
+    assert before == [30, 9], before                                   # the built-in SmolLM2-135M
+    page.locator('.st-key-w_model [data-baseweb="select"]').click()
+    option = page.locator('[role="option"]', has_text=f"{name} · gpt2")
+    rerun(page, option.click)
+    page.wait_for_function(f"() => ({GRID_JS})() && ({GRID_JS})()[0] === {tiny.n_layers}", timeout=120_000)
+    assert_no_exception(page, "after picking a model")
+    assert page.evaluate(GRID_JS) == [tiny.n_layers, tiny.n_heads]
+    assert page.evaluate(SLIDER_MAX_JS, "layer") == tiny.n_layers - 1
+    assert page.evaluate(SLIDER_MAX_JS, "head") == tiny.n_heads - 1
+    assert query(page.url).get("model") == name
+    shown = digest(page, "w_overview")
+    link = share_box_link(page)
+    assert query(link).get("model") == name and query(link).get("view") == "model"
+
+    fresh = new_page(*PROJECTOR)
+    open_view(fresh, link)
+    assert_no_exception(fresh, f"the shared link {link}")
+    assert fresh.evaluate(GRID_JS) == [tiny.n_layers, tiny.n_heads]
+    assert digest(fresh, "w_overview") == shown
+    assert name in fresh.locator(".st-key-w_model").inner_text()
