@@ -220,9 +220,9 @@ def _shared_controls(schema: Schema) -> None:
                 _token_count(st, schema.page)
                 _byte_note(st)
         if has[S.LAYER.key]:
-            controls.layer_slider(row, cfg, width=220)
+            controls.layer_slider(row, cfg, width=160)
         if has[S.HEAD.key]:
-            controls.head_slider(row, cfg, width=160)
+            controls.head_slider(row, cfg, width=110)
         if has[S.SINK.key]:
             controls.sink_toggle(row, label=_("Hide sink"))
         with row.popover(_("Model"), icon=":material/memory:", help=_("Pick the model the pages show")):
