@@ -15,6 +15,7 @@ from tests.e2e.test_browser import (
     PROJECTOR,
     ROOT,
     assert_no_exception,
+    controls,
     digest,
     open_view,
     query,
@@ -22,16 +23,16 @@ from tests.e2e.test_browser import (
     share_box_link,
 )
 
-# The overview heatmap's grid: [rows, columns] of its first trace's z (layers x heads).
+# The overview heatmap's grid: [rows, columns] of its first trace's z (heads x layers).
 GRID_JS = """() => {
   const chart = document.querySelector('.st-key-w_overview [data-testid="stPlotlyChart"] .js-plotly-plot');
   if (!chart) return null;
-  const z = chart.data[0].z;
-  return [z.length, Array.from(z[0]).length];
+  const z = chart._fullData[0].z;                       // rows of typed arrays once plotly decoded them
+  return z && z.length ? [z.length, z[0].length] : null;
 }"""
 SLIDER_MAX_JS = """(key) => {
-  const el = document.querySelector('.st-key-' + key + ' [role="slider"]');
-  return el ? Number(el.getAttribute('aria-valuemax')) : null;
+  const el = document.querySelector('.st-key-' + key + ' input[type="range"]');
+  return el ? Number(el.getAttribute('aria-valuemax') || el.max) : null;
 }"""
 
 
@@ -51,13 +52,16 @@ def test_picking_a_model_redraws_with_its_shape_and_the_link_reopens_it(models_u
     page = new_page(*PROJECTOR)
     open_view(page, models_url + "/?view=model")
     before = page.evaluate(GRID_JS)
-    assert before == [30, 9], before                                   # the built-in SmolLM2-135M
-    page.locator('.st-key-w_model [data-baseweb="select"]').click()
+    assert before == [9, 30], before                                   # the built-in SmolLM2-135M
+    controls(page, ["w_model"])                                        # the picker's component has mounted
+    combo = page.locator('.st-key-w_model input[role="combobox"]')
+    combo.click()
+    combo.fill(name)                                                   # the list narrows to the model
     option = page.locator('[role="option"]', has_text=f"{name} · gpt2")
     rerun(page, option.click)
-    page.wait_for_function(f"() => ({GRID_JS})() && ({GRID_JS})()[0] === {tiny.n_layers}", timeout=120_000)
+    page.wait_for_function(f"() => ({GRID_JS})() && ({GRID_JS})()[1] === {tiny.n_layers}", timeout=120_000)
     assert_no_exception(page, "after picking a model")
-    assert page.evaluate(GRID_JS) == [tiny.n_layers, tiny.n_heads]
+    assert page.evaluate(GRID_JS) == [tiny.n_heads, tiny.n_layers]
     assert page.evaluate(SLIDER_MAX_JS, "layer") == tiny.n_layers - 1
     assert page.evaluate(SLIDER_MAX_JS, "head") == tiny.n_heads - 1
     assert query(page.url).get("model") == name
@@ -68,6 +72,6 @@ def test_picking_a_model_redraws_with_its_shape_and_the_link_reopens_it(models_u
     fresh = new_page(*PROJECTOR)
     open_view(fresh, link)
     assert_no_exception(fresh, f"the shared link {link}")
-    assert fresh.evaluate(GRID_JS) == [tiny.n_layers, tiny.n_heads]
+    assert fresh.evaluate(GRID_JS) == [tiny.n_heads, tiny.n_layers]
     assert digest(fresh, "w_overview") == shown
-    assert name in fresh.locator(".st-key-w_model").inner_text()
+    assert name in controls(fresh, ["w_model"])["w_model"]["selected"]
