@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+import model.decoder.blocks as decoder_blocks
 import model.decoder.core as decoder_core
 import model.decoder.rope as decoder_rope
 import model.lessons.positional as pos
@@ -182,7 +183,8 @@ def test_half_to_adjacent_order_and_pair_indices():
     np.testing.assert_array_equal(pos.pair_indices(8, "half"), [[0, 4], [1, 5], [2, 6], [3, 7]])
     np.testing.assert_array_equal(pos.pair_indices(8, "adjacent"), [[0, 1], [2, 3], [4, 5], [6, 7]])
     # half-split pair i, moved to the adjacent layout, sits at (2i, 2i+1)
-    np.testing.assert_array_equal(pos.split_pairs(decoder_rope.half_to_adjacent(x), "adjacent"), pos.split_pairs(x, "half"))
+    moved = decoder_rope.half_to_adjacent(x)
+    np.testing.assert_array_equal(pos.split_pairs(moved, "adjacent"), pos.split_pairs(x, "half"))
     with pytest.raises(ValueError):
         pos.pair_indices(8, "interleaved")
 
@@ -210,8 +212,8 @@ def test_masked_softmax_and_without_rope():
 # ------------------------------------------------------------------------------------------------ on the model
 
 def test_decoder_imports_the_same_functions():
-    assert decoder_rope.apply_rope is decoder_rope.apply_rope
-    assert decoder_rope.rope_cos_sin is decoder_rope.rope_cos_sin
+    assert decoder_blocks.apply_rope is decoder_rope.apply_rope
+    assert decoder_core.rope_cos_sin is decoder_rope.rope_cos_sin
 
 
 def test_layer_detail_q_rot_is_apply_rope_of_q(rope_lm):
@@ -237,7 +239,7 @@ def test_layer_detail_q_rot_is_apply_rope_of_q(rope_lm):
 
 
 def test_perturbing_apply_rope_changes_the_model(rope_lm, monkeypatch):
-    """If the decoder stopped calling model.positional.apply_rope, this wrapper would not be seen."""
+    """If the decoder stopped calling model.decoder.rope.apply_rope, this wrapper would not be seen."""
     lm = rope_lm
     ids = lm.encode(TEXT)[:24]
     base = lm.run_ids(ids)
@@ -247,7 +249,7 @@ def test_perturbing_apply_rope_changes_the_model(rope_lm, monkeypatch):
         calls.append(convention)
         return decoder_rope.apply_rope(x, cos, sin, "adjacent")           # wrong pairing for these weights
 
-    monkeypatch.setattr(decoder_core, "apply_rope", swapped)
+    monkeypatch.setattr(decoder_blocks, "apply_rope", swapped)
     wrong = lm.run_ids(ids)
     assert len(calls) == 2 * lm.config.n_layers                  # q and k in every layer
     assert set(calls) == {"half"}                                # the decoder asks for half-split pairs
@@ -255,7 +257,7 @@ def test_perturbing_apply_rope_changes_the_model(rope_lm, monkeypatch):
     # position 0 is not rotated, so the trap is invisible on a single token
     monkeypatch.undo()
     one = lm.run_ids(ids[:1])
-    monkeypatch.setattr(decoder_core, "apply_rope", swapped)
+    monkeypatch.setattr(decoder_blocks, "apply_rope", swapped)
     np.testing.assert_allclose(lm.run_ids(ids[:1]).next_token_logits, one.next_token_logits, atol=1e-4)
 
 

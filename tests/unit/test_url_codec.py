@@ -53,7 +53,8 @@ def random_value(param, rng: random.Random, ctx: Context):
     lo = 0 if lo is None else lo
     hi = lo + 1000 if hi is None else hi
     if isinstance(param, Float):
-        return rng.choice([lo, hi, rng.uniform(lo, hi), round(rng.uniform(lo, hi), 2)])
+        rounded = round(rng.uniform(lo, hi), 2)                 # a hand-typed value; 0.0 when the range is tiny
+        return rng.choice([lo, hi, rng.uniform(lo, hi), min(max(rounded, lo), hi)])
     if isinstance(param, IntList):
         return tuple(sorted(set(rng.randint(lo, hi) for _ in range(rng.randint(1, param.max_items)))))
     if isinstance(param, Int):
