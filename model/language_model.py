@@ -28,10 +28,11 @@ class LanguageModel(Decoder):
     """A loaded decoder with its tokenizer and the analyses the pages show."""
 
     @classmethod
-    def from_gguf(cls, path: str | os.PathLike | None = None) -> LanguageModel:
-        """Read a GGUF (model.files.gguf: checked, dequantized) and build the decoder it describes."""
+    def from_gguf(cls, path: str | os.PathLike | None = None, keep_quantized: bool | None = None) -> LanguageModel:
+        """Read a GGUF (model.files.gguf: checked, dequantized or kept quantized) and build the decoder it
+        describes. keep_quantized None: quantized matrices for models too large for float32 (gguf.keeps_quantized)."""
         with paused_gc():
-            g = read_gguf(path)
+            g = read_gguf(path, keep_quantized)
             lm = cls(g.config, g.weights, g.tokenizer, str(g.path), g.tensor_sizes, g.eos_token_id)
             del g
         release_free_heap()

@@ -22,7 +22,8 @@ ARCHS = ("llama", "qwen2", "qwen3", "gpt2")
 K_TYPES = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 # K-quant blocks: (bytes, [(offset of an fp16 scale, its magnitude)])
 K_SCALES = {"Q2_K": (84, [(80, 2e-3), (82, 1e-3)]), "Q3_K": (110, [(108, 2e-3)]),
-            "Q4_K": (144, [(0, 1e-3), (2, 1e-3)]), "Q5_K": (176, [(0, 5e-4), (2, 5e-4)]), "Q6_K": (210, [(208, 1e-4)])}
+            "Q4_K": (144, [(0, 1e-3), (2, 1e-3)]), "Q5_K": (176, [(0, 2.5e-4), (2, 2.5e-4)]),
+            "Q6_K": (210, [(208, 1e-4)])}
 FIRST_MERGE_ID = 252  # SmolLM2: ids 0-16 control tokens, 17-251 single bytes, then one token per merge
 BOS_ID, EOS_ID = 1, 2
 PRE_TOKENIZER = {"llama": "smollm", "qwen2": "qwen2", "qwen3": "qwen2", "gpt2": "gpt-2"}

@@ -15,9 +15,31 @@ import torch
 import torch.nn.functional as F
 
 from model.decoder.config import ModelConfig
+from model.decoder.matrices import QuantizedMatrix
 from model.decoder.rope import apply_rope
 
-Take = Callable[[str], torch.Tensor | None]   # a block's tensor by its GGUF name part ("attn_norm.weight"), or None
+# A weight matrix [out, in]: float32, kept quantized, or parts stacked by rows (separately quantized q, k, v).
+Weight = torch.Tensor | QuantizedMatrix | tuple
+Take = Callable[[str], Weight | None]   # a block's tensor by its GGUF name part ("attn_norm.weight"), or None
+
+
+def linear(x: torch.Tensor, w: Weight, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x [..., in] @ w^T (+ bias) -> [..., out] for any Weight (parts: their outputs side by side)."""
+    if isinstance(w, torch.Tensor):
+        return F.linear(x, w, bias)
+    if isinstance(w, tuple):
+        out = torch.cat([linear(x, part) for part in w], dim=-1)                 # [..., out]
+        return out if bias is None else out.add_(bias)
+    return w.linear(x, bias)
+
+
+def dense(w: Weight) -> torch.Tensor:
+    """w as one float32 tensor [out, in] (a quantized matrix is dequantized: a new tensor)."""
+    if isinstance(w, torch.Tensor):
+        return w
+    if isinstance(w, tuple):
+        return torch.cat([dense(part) for part in w])
+    return w.dequantized()
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -66,10 +88,10 @@ class AttentionIntermediates:
 class Attention:
     """Grouped-query self-attention under a mask (half-split RoPE pairs: llama's Q/K rows were un-permuted at load)."""
 
-    def __init__(self, cfg: ModelConfig, w_qkv: torch.Tensor, b_qkv: torch.Tensor | None, w_o: torch.Tensor,
+    def __init__(self, cfg: ModelConfig, w_qkv: Weight, b_qkv: torch.Tensor | None, w_o: Weight,
                  b_o: torch.Tensor | None, q_norm: torch.Tensor | None = None, k_norm: torch.Tensor | None = None):
         self.cfg = cfg
-        self.w_qkv = w_qkv          # [(H + 2 KV) hd, D]: W_q, W_k, W_v stacked by rows, one matmul for all three
+        self.w_qkv = w_qkv          # [(H + 2 KV) hd, D]: W_q, W_k, W_v stacked by rows (float32: one matmul)
         self.b_qkv = b_qkv          # [(H + 2 KV) hd] or None
         self.w_o = w_o              # [D, H hd]
         self.b_o = b_o              # [D] or None
@@ -80,7 +102,7 @@ class Attention:
         """q [H, T, hd], k and v [KV, T, hd] of the normed stream h [T, D]: projections, biases, q/k norms."""
         cfg = self.cfg
         T = h.shape[0]
-        qkv = F.linear(h, self.w_qkv, self.b_qkv)                              # [T, (H + 2 KV) hd]
+        qkv = linear(h, self.w_qkv, self.b_qkv)                                # [T, (H + 2 KV) hd]
         q, k, v = qkv.split((cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim,
                              cfg.n_kv_heads * cfg.head_dim), dim=-1)
         q = q.view(T, cfg.n_heads, cfg.head_dim).transpose(0, 1)               # [H, T, hd]
@@ -130,12 +152,12 @@ class Attention:
     def output(self, mixed: torch.Tensor) -> torch.Tensor:
         """The output projection (and bias) of every head's mixed values [H, T, hd] -> [T, D]."""
         T = mixed.shape[1]
-        return F.linear(mixed.transpose(0, 1).reshape(T, -1), self.w_o, self.b_o)
+        return linear(mixed.transpose(0, 1).reshape(T, -1), self.w_o, self.b_o)
 
     def head_outputs(self, mixed: torch.Tensor) -> torch.Tensor:
         """Each head's share of the output projection (no bias) for one position's mixed [H, hd] -> [H, D]."""
         cfg = self.cfg
-        w_o = self.w_o.view(cfg.d_model, cfg.n_heads, cfg.head_dim)           # [D, H, hd]
+        w_o = dense(self.w_o).view(cfg.d_model, cfg.n_heads, cfg.head_dim)    # [D, H, hd]
         return torch.einsum("dhk,hk->hd", w_o, mixed)                          # [H, D]
 
 
@@ -153,39 +175,38 @@ class MLPIntermediates:
 class SwiGLU:
     """down(silu(gate(x)) * up(x)), gate and up fused into one matmul."""
 
-    def __init__(self, w_gate_up: torch.Tensor, w_down: torch.Tensor):
+    def __init__(self, w_gate_up: Weight, w_down: Weight):
         self.d_ff = w_down.shape[1]
         self.w_gate_up = w_gate_up      # [2 F, D]: W_gate, W_up stacked by rows
         self.w_down = w_down            # [D, F]
 
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
-        gate, up = F.linear(h, self.w_gate_up).split(self.d_ff, dim=-1)  # [T, F] each, views of one buffer
-        return F.linear(F.silu(gate, inplace=True).mul_(up), self.w_down)  # [T, D]
+        gate, up = linear(h, self.w_gate_up).split(self.d_ff, dim=-1)    # [T, F] each, views of one buffer
+        return linear(F.silu(gate, inplace=True).mul_(up), self.w_down)    # [T, D]
 
     def parts(self, h: torch.Tensor) -> MLPIntermediates:
         """__call__ with every intermediate kept (the same operations, not in place)."""
-        gate, up = F.linear(h, self.w_gate_up).split(self.d_ff, dim=-1)  # [T, F] each
+        gate, up = linear(h, self.w_gate_up).split(self.d_ff, dim=-1)    # [T, F] each
         act = F.silu(gate)                                               # [T, F]
         product = act * up                                               # [T, F]
-        return MLPIntermediates(gate, act, up, product, F.linear(product, self.w_down))
+        return MLPIntermediates(gate, act, up, product, linear(product, self.w_down))
 
 
 class GeluMLP:
     """down(gelu(up(x) + b_up)) + b_down, GELU with the tanh approximation (GPT-2)."""
 
-    def __init__(self, w_up: torch.Tensor, b_up: torch.Tensor | None, w_down: torch.Tensor,
-                 b_down: torch.Tensor | None):
+    def __init__(self, w_up: Weight, b_up: torch.Tensor | None, w_down: Weight, b_down: torch.Tensor | None):
         self.d_ff = w_down.shape[1]
         self.w_up, self.b_up = w_up, b_up          # [F, D], [F]
         self.w_down, self.b_down = w_down, b_down  # [D, F], [D]
 
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
-        return F.linear(F.gelu(F.linear(h, self.w_up, self.b_up), approximate="tanh"), self.w_down, self.b_down)
+        return linear(F.gelu(linear(h, self.w_up, self.b_up), approximate="tanh"), self.w_down, self.b_down)
 
     def parts(self, h: torch.Tensor) -> MLPIntermediates:
-        up = F.linear(h, self.w_up, self.b_up)                          # [T, F]
+        up = linear(h, self.w_up, self.b_up)                            # [T, F]
         act = F.gelu(up, approximate="tanh")                             # [T, F]
-        return MLPIntermediates(None, act, up, act, F.linear(act, self.w_down, self.b_down))
+        return MLPIntermediates(None, act, up, act, linear(act, self.w_down, self.b_down))
 
 
 @dataclass(frozen=True)
@@ -205,16 +226,22 @@ class Block:
     """Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x))."""
 
     def __init__(self, cfg: ModelConfig, take: Take):
-        """take(name) pops this block's tensor "<name>" (e.g. "attn_qkv.weight"; q/k/v and gate/up come fused)."""
+        """take(name) pops this block's tensor "<name>" (e.g. "attn_qkv.weight"). Float32 q/k/v and gate/up come
+        fused; quantized ones come separately and are kept as parts."""
         def norm(name: str) -> Norm:
             return Norm(cfg.norm, take(f"{name}.weight"), take(f"{name}.bias"), cfg.norm_eps)
 
+        def stacked(group: str, parts: tuple[str, ...]) -> Weight:
+            fused = take(f"{group}.weight")
+            return fused if fused is not None else tuple(take(f"{part}.weight") for part in parts)
+
         self.attn_norm = norm("attn_norm")
-        self.attn = Attention(cfg, take("attn_qkv.weight"), take("attn_qkv.bias"), take("attn_output.weight"),
-                              take("attn_output.bias"), take("attn_q_norm.weight"), take("attn_k_norm.weight"))
+        self.attn = Attention(cfg, stacked("attn_qkv", ("attn_q", "attn_k", "attn_v")), take("attn_qkv.bias"),
+                              take("attn_output.weight"), take("attn_output.bias"), take("attn_q_norm.weight"),
+                              take("attn_k_norm.weight"))
         self.mlp_norm = norm("ffn_norm")
         if cfg.mlp == "swiglu":
-            self.mlp = SwiGLU(take("ffn_gate_up.weight"), take("ffn_down.weight"))
+            self.mlp = SwiGLU(stacked("ffn_gate_up", ("ffn_gate", "ffn_up")), take("ffn_down.weight"))
         else:
             self.mlp = GeluMLP(take("ffn_up.weight"), take("ffn_up.bias"), take("ffn_down.weight"),
                                take("ffn_down.bias"))

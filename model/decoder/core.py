@@ -12,9 +12,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from model.decoder.blocks import Attention, Block, Norm
+from model.decoder.blocks import Attention, Block, Norm, Weight, dense
 from model.decoder.config import ModelConfig
 from model.decoder.embedding import embedding_table
+from model.decoder.matrices import QuantizedMatrix
 from model.decoder.rope import rope_cos_sin
 from model.decoder.trace import ForwardTrace, LayerDetail
 
@@ -36,12 +37,13 @@ class Positions:
 class Decoder:
     """A loaded decoder with its tokenizer: encode / decode / run / layer_detail / token_logprobs."""
 
-    def __init__(self, config: ModelConfig, weights: dict[str, np.ndarray], tokenizer, source: str,
+    def __init__(self, config: ModelConfig, weights: dict[str, object], tokenizer, source: str,
                  tensor_sizes: dict[str, int], eos_token_id: int | None = None):
-        """Builds the blocks from weights (GGUF tensor names), emptying that dict as it goes."""
-        def take(name: str) -> torch.Tensor | None:
+        """Builds the blocks from weights (GGUF tensor names: float32 arrays or QuantizedMatrix), emptying that dict
+        as it goes."""
+        def take(name: str) -> Weight | None:
             array = weights.pop(name, None)
-            return None if array is None else torch.from_numpy(array)
+            return array if array is None or isinstance(array, QuantizedMatrix) else torch.from_numpy(array)
 
         self.config = config
         self.source = source
@@ -216,9 +218,12 @@ def _regrouped(attn: Attention, cfg: ModelConfig) -> Attention:
         heads = rows.reshape(old_kv, hd, -1).double()                             # [old KV, hd, m]
         return torch.einsum("ji,idm->jdm", pool, heads).float().reshape(new_kv * hd, *rows.shape[1:])
 
-    def fused(t: torch.Tensor | None) -> torch.Tensor | None:
+    def fused(t):
         if t is None:
             return None
+        if isinstance(t, tuple):                                                   # separate (quantized) q, k, v
+            q, k, v = t
+            return q, regroup(dense(k)), regroup(dense(v))
         q, k, v = t.split((H * hd, old_kv * hd, old_kv * hd))
         return torch.cat((q, regroup(k), regroup(v)))
 

@@ -30,8 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.decoder.blocks import SwiGLU
-from model.decoder.embedding import Q8Embedding
+from model.decoder.blocks import SwiGLU, Weight
+from model.decoder.embedding import DenseEmbedding
+from model.decoder.matrices import QuantizedMatrix
 from model.lessons import sampling
 
 MAX_NEW_TOKENS = 256
@@ -195,16 +196,16 @@ class BlockWeights:
     """numpy views of one block's weights, for the one-token step."""
 
     attn_norm: NormWeights
-    qkv: np.ndarray               # [(H + 2 KV) hd, D]
+    qkv: StepMatrix               # [(H + 2 KV) hd, D]
     qkv_bias: np.ndarray | None   # [(H + 2 KV) hd]
     q_norm: np.ndarray | None     # [hd] per-head RMSNorm weights (Qwen3)
     k_norm: np.ndarray | None     # [hd]
-    o: np.ndarray                 # [D, H hd]
+    o: StepMatrix                 # [D, H hd]
     o_bias: np.ndarray | None     # [D]
     mlp_norm: NormWeights
-    up: np.ndarray                # [2 F, D] gate and up stacked (SwiGLU), or [F, D] up (GELU)
+    up: StepMatrix                # [2 F, D] gate and up stacked (SwiGLU), or [F, D] up (GELU)
     up_bias: np.ndarray | None    # [F] (GELU)
-    down: np.ndarray              # [D, F]
+    down: StepMatrix              # [D, F]
     down_bias: np.ndarray | None  # [D]
     gated: bool                   # SwiGLU (True) or GELU
 
@@ -212,23 +213,26 @@ class BlockWeights:
     def of(cls, block) -> BlockWeights:
         attn, mlp = block.attn, block.mlp
         gated = isinstance(mlp, SwiGLU)
-        return cls(NormWeights.of(block.attn_norm), attn.w_qkv.numpy(), _numpy(attn.b_qkv), _numpy(attn.q_norm),
-                   _numpy(attn.k_norm), attn.w_o.numpy(), _numpy(attn.b_o), NormWeights.of(block.mlp_norm),
-                   (mlp.w_gate_up if gated else mlp.w_up).numpy(), None if gated else _numpy(mlp.b_up),
-                   mlp.w_down.numpy(), None if gated else _numpy(mlp.b_down), gated)
+        return cls(NormWeights.of(block.attn_norm), _step_matrix(attn.w_qkv), _numpy(attn.b_qkv),
+                   _numpy(attn.q_norm), _numpy(attn.k_norm), _step_matrix(attn.w_o), _numpy(attn.b_o),
+                   NormWeights.of(block.mlp_norm), _step_matrix(mlp.w_gate_up if gated else mlp.w_up),
+                   None if gated else _numpy(mlp.b_up), _step_matrix(mlp.w_down),
+                   None if gated else _numpy(mlp.b_down), gated)
 
 
 class StepWeights:
-    """What a one-token step reads, as numpy views of the model's weights, made once per model and shared by every
-    generation (see steps_for): the blocks, the final norm, GPT-2's position table and, for a Q8_0 LM head, its
-    blocks laid out block-major (28 MB for SmolLM2): each chunk of rows is then nb contiguous [chunk, 32] int8 slabs,
-    converted and multiplied without a strided pass."""
+    """What a one-token step reads, as numpy views of the model's float32 weights (quantized ones as they are), made
+    once per model and shared by every generation (see steps_for): the blocks, the final norm, GPT-2's position table
+    and, for a Q8_0 LM head, its blocks laid out block-major (28 MB for SmolLM2): each chunk of rows is then nb
+    contiguous [chunk, 32] int8 slabs, converted and multiplied without a strided pass."""
 
     def __init__(self, lm):
         self.blocks = [BlockWeights.of(block) for block in lm.blocks]
         self.out_norm = NormWeights.of(lm.out_norm)
         self.positions = _numpy(lm.position_embedding)                                # [P, D] (GPT-2) or None
-        self.dense_head = None if isinstance(lm.lm_head, Q8Embedding) else lm.lm_head.weight.numpy()  # [V, D]
+        q8_head = isinstance(lm.lm_head, QuantizedMatrix) and lm.lm_head.format.name == "Q8_0"
+        self.dense_head = None if q8_head else (
+            lm.lm_head.weight.numpy() if isinstance(lm.lm_head, DenseEmbedding) else lm.lm_head)  # [V, D]
         if self.dense_head is None:
             values, scales = lm.lm_head.values.numpy(), lm.lm_head.scale.numpy()[..., 0]  # [V, nb, 32], [V, nb]
             self.head_blocks = np.ascontiguousarray(values.transpose(1, 0, 2))        # [nb, V, 32] int8
@@ -420,9 +424,28 @@ def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     return np.concatenate((x1 * cos - x2 * sin, x1 * sin + x2 * cos), axis=-1)    # [..., hd]
 
 
-def _affine(w: np.ndarray, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    """Rows x [B, in] through the matrix w [out, in] (and bias): [B, out], as products of exactly ROW_BLOCK rows."""
-    out = np.concatenate([block @ w.T for block in _row_blocks(x)])[:x.shape[0]]   # [B, out]
+StepMatrix = np.ndarray | QuantizedMatrix | tuple   # float32 as numpy, or quantized (parts stacked by rows)
+
+
+def _step_matrix(w: Weight) -> StepMatrix:
+    """What _affine multiplies by: a float32 matrix as a numpy view, quantized ones as they are."""
+    if isinstance(w, torch.Tensor):
+        return w.numpy()
+    if isinstance(w, tuple):
+        return tuple(_step_matrix(part) for part in w)
+    return w
+
+
+def _affine(w: StepMatrix, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """Rows x [B, in] through the matrix w [out, in] (and bias): [B, out], as products of exactly ROW_BLOCK rows.
+    A quantized matrix is dequantized a chunk at a time, each chunk multiplying every row block (torch)."""
+    if isinstance(w, tuple):
+        out = np.concatenate([_affine(part, x, None) for part in w], axis=1)       # [B, out]
+    elif isinstance(w, QuantizedMatrix):
+        blocks = torch.from_numpy(np.stack(_row_blocks(x)))                        # [n blocks, ROW_BLOCK, in]
+        out = w.linear_blocks(blocks).numpy().reshape(-1, w.shape[0])[:x.shape[0]]  # [B, out]
+    else:
+        out = np.concatenate([block @ w.T for block in _row_blocks(x)])[:x.shape[0]]  # [B, out]
     return out if bias is None else out + bias
 
 

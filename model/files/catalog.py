@@ -37,10 +37,8 @@ class ModelInfo:
 
 
 def memory_needed(tensors) -> int:
-    """Bytes the loaded weights take: float32 for every tensor, except Q8_0 embedding tables, which the decoder
-    keeps as their raw blocks (34 bytes per 32 values)."""
-    return sum(int(t.n_bytes) if t.name in G.EMBEDDING_TABLES and t.tensor_type.name == "Q8_0"
-               else 4 * int(t.n_elements) for t in tensors)
+    """Bytes the loaded weights take (the loader's choice of float32 or quantized matrices: model.files.gguf)."""
+    return G.memory_needed(tensors, G.keeps_quantized(tensors))
 
 
 def quantization(tensors) -> str:

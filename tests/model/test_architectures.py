@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from model import load_model
+from model.decoder.matrices import QuantizedMatrix
 from tests.tiny_gguf import ARCHS, Tiny, write_tiny
 
 TEXT = "The quick brown fox jumps over the lazy dog in 2024, and then 12 more foxes... It's 3.14159, isn't it?"
@@ -25,11 +26,22 @@ CASES = {
 }
 
 
+class Built(dict):
+    """name -> (path, transformers model holding the file's numbers), each written on first use."""
+
+    def __init__(self, folder):
+        super().__init__()
+        self.folder = folder
+
+    def __missing__(self, name: str):
+        path = self.folder / f"{name}.gguf"
+        self[name] = (path, write_tiny(path, CASES[name]))
+        return self[name]
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """name -> (path, transformers model holding the file's numbers), written once."""
-    folder = tmp_path_factory.mktemp("architectures")
-    return {name: (folder / f"{name}.gguf", write_tiny(folder / f"{name}.gguf", t)) for name, t in CASES.items()}
+    return Built(tmp_path_factory.mktemp("architectures"))
 
 
 def reference(hf, ids: list[int]):
@@ -38,11 +50,26 @@ def reference(hf, ids: list[int]):
     return out.logits[0].numpy(), torch.stack([a[0] for a in out.attentions]).numpy()  # [T, V], [L, H, T, T]
 
 
+KEPT_QUANTIZED = [f"qwen2_{q.lower()}" for q in QUANTS if q != "F32"] + ["llama_q4_k", "gpt2_untied_q8",
+                                                                         "qwen3_head_dim"]
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_logits_and_attention_equal_transformers(built, name):
     path, hf = built[name]
-    lm = load_model(path=path)
-    t = CASES[name]
+    check_against_transformers(load_model(path=path), hf, CASES[name])
+
+
+@pytest.mark.parametrize("name", KEPT_QUANTIZED)
+def test_matrices_kept_quantized_equal_transformers(built, name):
+    """The file's blocks kept in memory (as large models are), dequantized a chunk at a time while multiplying."""
+    path, hf = built[name]
+    lm = load_model(path=path, keep_quantized=True)
+    assert isinstance(lm.blocks[0].mlp.w_down, QuantizedMatrix)
+    check_against_transformers(lm, hf, CASES[name])
+
+
+def check_against_transformers(lm, hf, t: Tiny) -> None:
     assert lm.config.architecture == t.arch
     assert (lm.config.n_heads, lm.config.n_kv_heads, lm.config.tied_embeddings) == \
         (t.n_heads, t.n_kv_heads if t.arch != "gpt2" else t.n_heads, t.tied)
@@ -51,7 +78,9 @@ def test_logits_and_attention_equal_transformers(built, name):
     logits, attention = reference(hf, trace.token_ids)
     scale = max(1.0, float(np.abs(logits[-1]).max()))
     np.testing.assert_allclose(trace.next_token_logits, logits[-1], atol=1e-4 * scale, rtol=0)
-    np.testing.assert_allclose(trace.attention, attention, atol=1e-4, rtol=0)
+    # The quantized models' random blocks give pre-softmax scores of several tens: a float32 rounding of a score
+    # (relative 1e-7, summed over the head) moves a probability by up to ~1e-4 there.
+    np.testing.assert_allclose(trace.attention, attention, atol=2e-4, rtol=0)
     log_probs = torch.log_softmax(torch.from_numpy(logits[:-1]).double(), -1).numpy()
     expected = log_probs[np.arange(len(trace.token_ids) - 1), trace.token_ids[1:]]
     np.testing.assert_allclose(lm.token_logprobs(trace), expected, atol=1e-3 * scale, rtol=0)
@@ -61,13 +90,17 @@ def test_attention_is_peaked_so_a_row_mix_up_would_show(built):
     for name in ("llama_f16", "qwen2_f16", "qwen3_f16", "gpt2_f16"):
         path, hf = built[name]
         _, attention = reference(hf, load_model(path=path).encode(TEXT))
-        assert attention[:, :, 5:].max(axis=-1).mean() > 0.3, name
+        rows = np.arange(5, attention.shape[-1])
+        uniform = (1 / (rows + 1)).mean()                   # a row's largest weight if it attended evenly
+        assert attention[:, :, 5:].max(axis=-1).mean() > 3 * uniform, name  # Qwen3's q/k norms keep it lowest
 
 
-@pytest.mark.parametrize("name", ["llama_f16", "qwen2_f16", "qwen3_head_dim", "gpt2_f16", "llama3_rope_freqs"])
-def test_greedy_generation_equals_transformers(built, name):
+@pytest.mark.parametrize("name, quantized", [("llama_f16", False), ("qwen2_f16", False), ("qwen3_head_dim", False),
+                                             ("gpt2_f16", False), ("llama3_rope_freqs", False),
+                                             ("qwen2_q4_k", True), ("gpt2_untied_q8", True)])
+def test_greedy_generation_equals_transformers(built, name, quantized):
     path, hf = built[name]
-    lm = load_model(path=path)
+    lm = load_model(path=path, keep_quantized=quantized)
     ids = lm.encode(TEXT)
     ours = lm.generate(ids, max_new_tokens=8, temperature=0)
     with torch.no_grad():
@@ -76,10 +109,12 @@ def test_greedy_generation_equals_transformers(built, name):
     assert ours.new_token_ids == theirs[:len(ours.new_token_ids)]
 
 
-@pytest.mark.parametrize("name", ["llama_f16", "qwen2_f16", "qwen3_head_dim", "gpt2_untied_q8"])
-def test_every_analysis_runs_with_the_architectures_parts(built, name):
+@pytest.mark.parametrize("name, quantized", [("llama_f16", False), ("qwen2_f16", False), ("qwen3_head_dim", False),
+                                             ("gpt2_untied_q8", False), ("llama_q4_k", True),
+                                             ("gpt2_untied_q8", True)])
+def test_every_analysis_runs_with_the_architectures_parts(built, name, quantized):
     path, hf = built[name]
-    lm = load_model(path=path)
+    lm = load_model(path=path, keep_quantized=quantized)
     trace = lm.run(TEXT)
     T = trace.n_tokens
     detail = lm.layer_detail(trace, 1)

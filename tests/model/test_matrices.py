@@ -139,3 +139,24 @@ def test_unknown_types_and_wrong_sizes_are_refused():
     raw = random_tensor("Q6_K", ROWS, COLS, np.random.default_rng(6))
     with pytest.raises(ValueError, match="do not hold"):
         QuantizedMatrix(raw, "Q6_K", (ROWS + 1, COLS))
+
+
+def test_nbytes_as_planned_and_near_the_files(case):
+    """quantized_nbytes (what the loader budgets before loading) is what the matrix holds; repacked codes and
+    unpacked scales cost at most a quarter more than the file's blocks (Q2_K: 104 bytes per 256 values vs 84)."""
+    type_name, raw, _ = case
+    matrix = QuantizedMatrix(raw, type_name, (ROWS, COLS))
+    assert matrices.quantized_nbytes(type_name, (ROWS, COLS)) == matrix.nbytes
+    assert matrix.nbytes <= 1.25 * ROWS * row_bytes(type_name, COLS)
+
+
+def test_linear_blocks_each_block_alone_and_together(case):
+    """Every block of rows gets the numbers it gets alone (a generation's numbers do not depend on its batch)."""
+    type_name, raw, expected = case
+    matrix = QuantizedMatrix(raw, type_name, (ROWS, COLS))
+    x = torch.randn(3, 8, COLS, generator=torch.Generator().manual_seed(4))         # [blocks, rows, in]
+    together = matrix.linear_blocks(x)                                              # [3, 8, out]
+    for i in range(3):
+        np.testing.assert_array_equal(together[i].numpy(), matrix.linear_blocks(x[i:i + 1])[0].numpy())
+    reference_product = x.double() @ torch.from_numpy(expected).double().T
+    assert relative_error(together, reference_product) < 1e-5
