@@ -400,10 +400,9 @@ def alibi_view(cfg) -> None:
 
 
 def render() -> None:
-    shell.header(_("Positional encodings"), _("Attention by itself is order-blind: shuffle the tokens and each gets "
-                                              "the same output. Two fixes: **add** position vectors to the input "
-                                              "(sine waves in 2017, learned ones in GPT-2), or **rotate** queries and "
-                                              "keys inside attention (RoPE, 2021; Llama, Qwen, SmolLM2)."))
+    shell.header(_("Positional encodings"), _("Attention alone is order-blind. Two fixes: **add** position vectors "
+                                              "to the input (sine waves, 2017; learned, GPT-2) or **rotate** queries "
+                                              "and keys inside attention (RoPE, 2021; Llama, Qwen)."))
     lm = caches.get_model()
     cfg = lm.config
     views = S.POSITIONAL_VIEWS if cfg.uses_rope else {**S.POSITIONAL_VIEWS, "model": N_("The model's positions")}
