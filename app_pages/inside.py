@@ -1,6 +1,6 @@
-"""Inside a block: how the text becomes tokens (byte-level BPE, merge by merge), then one token through one decoder
-block with the model's own numbers, the residual stream's size across layers, the logit lens, and which heads push
-the prediction (direct logit attribution and head ablation)."""
+"""Inside a block: how the text becomes tokens (byte-level BPE or SentencePiece, merge by merge), then one token
+through one decoder block with the model's own numbers, the residual stream's size across layers, the logit lens, and
+which heads push the prediction (direct logit attribution and head ablation)."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +15,9 @@ from app_pages._i18n import N_, _, ngettext, translated
 from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, show_figure, token_legend
 from model.analysis.block_walk import NEAR_ZERO
 from model.decoder.rope import rope_frequencies
-from model.tokenizers.bpe_walk import bpe_walk
+from model.tokenizers.bpe_walk import bpe_walk, piece_token_count
 from model.tokenizers.labels import readable_token
+from model.tokenizers.sentencepiece import SentencePieceTokenizer
 from viz import inside as vi
 from viz.attention import query_heads_heatmap
 from viz.format import format_bytes
@@ -83,23 +84,26 @@ def vector_note(x: np.ndarray) -> str:
 
 
 # --------------------------------------------------------------------------------------------------- tokenization
-def auto_piece(pieces: list[str], counts: list[int]) -> int:
-    """The first piece BPE leaves as 2+ tokens (the interesting case), else the longest (earliest of equals)."""
-    split = [i for i, c in enumerate(counts) if c >= 2]
+def auto_piece(pieces: list[str], counts: list[int | None]) -> int:
+    """The first piece BPE leaves as 2+ tokens (the interesting case), else the longest one short enough to walk
+    (earliest of equals); counts[i] is None for a piece too long to walk."""
+    split = [i for i, c in enumerate(counts) if c is not None and c >= 2]
     if split:
         return split[0]
-    return max(range(len(pieces)), key=lambda i: (len(pieces[i].encode("utf-8", errors="surrogatepass")), -i))
+    walkable = [i for i, c in enumerate(counts) if c is not None] or list(range(len(pieces)))
+    return max(walkable, key=lambda i: (len(pieces[i].encode("utf-8", errors="surrogatepass")), -i))
 
 
 def tokens_view(lm, text: str) -> None:
     tok = lm.tokenizer
+    sentencepiece = isinstance(tok, SentencePieceTokenizer)
     pieces = tok.pieces(text)
     if not pieces:
         st.info(_("The pre-tokenizer finds nothing to split in this text."), icon=":material/edit_note:")
         return
     follow_text(PIECE, text)
     n_prefix = len(tok.prefix_ids)
-    counts = [len(tok.encode(p)) - n_prefix for p in pieces]
+    counts = [piece_token_count(tok, p) for p in pieces]
     auto = auto_piece(pieces, counts)
     picked = dict(on_change=controls.follow_pick, args=(PIECE_PICK, PIECE.key, auto))
     if ss.get(PIECE.key) is not None and ss[PIECE.key] >= len(pieces):
@@ -136,11 +140,17 @@ def tokens_view(lm, text: str) -> None:
     if walk.special:
         st.caption(_("A control token written in the text: the tokenizer matches it whole before splitting, so it is "
                      "one id ({id}) and is never merged or split.").format(id=walk.tokens[0]))
+    elif sentencepiece:
+        st.caption(_("Row 1: the piece's characters (␣ is a space), each a token of its own (a character without a "
+                     "token as its UTF-8 byte tokens). Each next row is one merge, {n} in all: of every adjacent pair, "
+                     "SentencePiece joins the one whose joined text is the token with the highest score, leftmost on "
+                     "a tie, and stops when no adjacent pair is a token. Red: the part the merge just made.").format(
+            n=len(walk.merges)))
     else:
-        st.caption(_("Row 1: the piece's UTF-8 bytes, each a token of its own (ids 17-251 here). Each next row is one "
-                     "merge, {n} in all: of every adjacent pair, BPE joins the one whose joined bytes have the lowest "
-                     "rank in the merge list (here the rank is the new token's id), leftmost on a tie, and stops when "
-                     "no adjacent pair is a token. Red: the part the merge just made.").format(n=len(walk.merges)))
+        st.caption(_("Row 1: the piece's UTF-8 bytes, each a token of its own. Each next row is one merge, {n} in "
+                     "all: of every adjacent pair, BPE joins the one whose joined bytes come first in the merge list "
+                     "(the new token's id is its rank), leftmost on a tie, and stops when no adjacent pair is a "
+                     "token. Red: the part the merge just made.").format(n=len(walk.merges)))
     final = walk.steps[-1]
     st.dataframe(pd.DataFrame({_("token"): [readable_token(b) for b in final], "id": list(walk.tokens),
                                _("bytes (hex)"): [" ".join(f"{b:02X}" for b in part) for part in final]}),
@@ -148,12 +158,16 @@ def tokens_view(lm, text: str) -> None:
     total = len(tok.encode(text)) - n_prefix
     read = ([_("The model reads the first {n}.").format(n=caches.DEFAULT_MAX_TOKENS)]
             if total > caches.DEFAULT_MAX_TOKENS else [])
+    split = (_("The text is cut before each space (the space stays with the word after it) and between two "
+               "characters that no token holds side by side. This walk replays the tokenizer's merge loop and ends "
+               "on the same tokens.") if sentencepiece else
+             _("The split follows the model's pre-tokenizer (a word with its leading space, numbers, runs of "
+               "punctuation, runs of whitespace). tiktoken does the real encoding; this walk replays its merge loop "
+               "and ends on the same tokens."))
+    control = ([_("Control tokens written in the text, such as {token}, stay whole.").format(
+        token=escape_markdown(tok.token_strings([tok.eos_token_id])[0]))] if tok.eos_token_id is not None else [])
     st.caption(" ".join([_("The whole text: {pieces} pieces → {tokens} tokens.").format(
-        pieces=f"{len(pieces):,}", tokens=f"{total:,}")] + read + [_(
-            "The split follows the model's pre-tokenizer (for SmolLM2: a word with its leading space, every digit on "
-            "its own, runs of punctuation, runs of whitespace); control tokens such as {token} stay whole. tiktoken "
-            "does the real encoding; this walk replays its merge loop and ends on the same tokens.").format(
-        token=escape_markdown("<|im_start|>"))]))
+        pieces=f"{len(pieces):,}", tokens=f"{total:,}")] + read + [split] + control))
     token_legend(labels)
 
 

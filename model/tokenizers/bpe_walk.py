@@ -69,6 +69,14 @@ def bpe_walk(tokenizer: Tokenizer, piece: str) -> BpeWalk:
     return BpeWalk(piece, raw, tuple(steps), ids, tuple(merges))
 
 
+def piece_token_count(tokenizer: Tokenizer, piece: str) -> int | None:
+    """How many tokens piece (one item of tokenizer.pieces(text)) becomes; None when it is too long to walk."""
+    try:
+        return len(bpe_walk(tokenizer, piece).tokens)
+    except ValueError:
+        return None
+
+
 def bpe_merge_steps(tokenizer: Tokenizer, piece: str) -> list[list[bytes]]:
     """The parts after each merge: first the initial parts, last the final tokens."""
     return [list(step) for step in bpe_walk(tokenizer, piece).steps]

@@ -108,6 +108,15 @@ def test_sentencepiece_pieces_join_to_the_text_with_its_space_prefix(spm_tok):
             assert "".join(spm_tok.pieces(s)) == (" " + s if s else "")
 
 
+def test_sentencepiece_piece_counts_add_up_to_sentencepiece_tokens(sp, spm_tok):
+    """Each piece's count (what Inside a block picks the first split piece by) is what sentencepiece gives it."""
+    from model.tokenizers.bpe_walk import piece_token_count
+
+    for s in generated_strings(n=300, seed=25):
+        if "<" not in s:
+            assert sum(piece_token_count(spm_tok, p) for p in spm_tok.pieces(s)) == len(sp.encode(s)), s
+
+
 @pytest.mark.parametrize("bc_score, parts", [(-5.0, ["ab", "c"]), (-4.0, ["a", "bc"])])
 def test_sentencepiece_joins_the_highest_score_and_the_leftmost_on_a_tie(bc_score, parts):
     from model.tokenizers.bpe_walk import bpe_walk
