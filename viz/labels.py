@@ -12,7 +12,7 @@ import math
 from viz.text import N_
 
 MAX_TICK_CHARS = 10     # a token tick label is cut to this many characters
-# What the readable token symbols mean (model.tokenizer.readable_token makes them); shown wherever tokens are.
+# What the readable token symbols mean (model.tokenizers.labels.readable_token makes them); shown wherever tokens are.
 SYMBOLS = (("␣", N_("␣ = a space")), ("↵", N_("↵ = a newline")), ("⇥", N_("⇥ = a tab")),
            ("⏎", N_("⏎ = a carriage return")),
            ("<0x", N_("<0xE6> = one byte of a character split over several tokens")),
