@@ -10,6 +10,7 @@ The vocabulary is SmolLM2's first merges (the installed default model's), with t
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,17 +57,23 @@ class Tiny:
 
 def smollm_vocab(n_merges: int) -> tuple[list[str], list[int], list[str]]:
     """SmolLM2's control tokens, bytes and first n_merges merges: (tokens, token types, merges)."""
+    tokens, types, merges = _smollm_vocab()
+    size = FIRST_MERGE_ID + n_merges
+    return list(tokens[:size]), list(types[:size]), list(merges[:n_merges])
+
+
+@functools.cache
+def _smollm_vocab() -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
+    """SmolLM2's whole vocabulary, read once per process (parsing the file's 49,152 tokens takes seconds)."""
     from model.files.gguf import default_model_path
 
     reader = gguf.GGUFReader(default_model_path())
     tokens_field = reader.fields["tokenizer.ggml.tokens"]
     types_field = reader.fields["tokenizer.ggml.token_type"]
     merges_field = reader.fields["tokenizer.ggml.merges"]
-    size = FIRST_MERGE_ID + n_merges
-    tokens = [bytes(tokens_field.parts[i]).decode("utf-8") for i in tokens_field.data[:size]]
-    types = [int(types_field.parts[i][0]) for i in types_field.data[:size]]
-    merges = [bytes(merges_field.parts[i]).decode("utf-8") for i in merges_field.data[:n_merges]]
-    return tokens, types, merges
+    return (tuple(bytes(tokens_field.parts[i]).decode("utf-8") for i in tokens_field.data),
+            tuple(int(types_field.parts[i][0]) for i in types_field.data),
+            tuple(bytes(merges_field.parts[i]).decode("utf-8") for i in merges_field.data))
 
 
 def hf_model(t: Tiny):
