@@ -71,6 +71,7 @@ def sink_toggle(where, label: str | None = None) -> None:
 
 
 MODEL_PICK = "w_model"      # the picker's own key; it copies the pick into the model setting
+BUILTIN_PICK = ""           # the picker's option for the built-in model (a selectbox shows None as unselected)
 UPLOAD = "w_model_upload"
 UPLOAD_NOTE = "_model_upload_note"
 
@@ -84,7 +85,7 @@ def model_label(info: models.ModelInfo, builtin: bool = False) -> str:
 
 
 def _copy_model_pick() -> None:
-    st.session_state[S.MODEL.key] = st.session_state.get(MODEL_PICK)
+    st.session_state[S.MODEL.key] = st.session_state.get(MODEL_PICK) or None
 
 
 def _save_upload() -> None:
@@ -115,8 +116,8 @@ def model_picker(where) -> None:
     available = models.catalog()
     readable = {info.name: info for info in available if info.ok}
     builtin = models.info_of(default_model_path())
-    st.session_state[MODEL_PICK] = st.session_state.get(S.MODEL.key)
-    where.selectbox(_("Model"), options=[None, *readable], key=MODEL_PICK, on_change=_copy_model_pick,
+    st.session_state[MODEL_PICK] = st.session_state.get(S.MODEL.key) or BUILTIN_PICK
+    where.selectbox(_("Model"), options=[BUILTIN_PICK, *readable], key=MODEL_PICK, on_change=_copy_model_pick,
                     format_func=lambda name: model_label(readable[name]) if name else model_label(builtin, True),
                     help=_("The built-in model and the GGUF files in this server's models folder ({folder}). The "
                            "settings stay; layer and head move into the new model's range.").format(

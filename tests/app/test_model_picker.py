@@ -66,6 +66,8 @@ def test_the_link_reopens_the_model_and_picking_another_clamps_layer_and_head(mo
     at.selectbox(key="w_model").select_index(0)                     # the built-in model: no parameter
     rerun(at)
     assert S.MODEL.name not in at.query_params and at.session_state[S.LAYER.key] == 1
+    picker = at.selectbox(key="w_model")                             # shown selected (not as an empty picker)
+    assert picker.index == 0 and picker.options[0].startswith("SmolLM2-135M-Instruct"), picker.options[0]
 
 
 @pytest.mark.parametrize("hostile", ["../../etc/passwd", "/etc/passwd", "https://example.org/x.gguf",
