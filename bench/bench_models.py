@@ -91,8 +91,16 @@ def write_model(path: Path, variant: str) -> None:
 
 
 OURS = """
-import json, resource, statistics, sys, time
+import json, re, statistics, sys, time
+from pathlib import Path
 t0 = time.perf_counter()
+
+
+def peak_rss_mb():
+    # VmHWM: this process's own peak (ru_maxrss also counts the parent's pages the child had before exec)
+    return int(re.search(r"VmHWM:\\s+(\\d+) kB", Path("/proc/self/status").read_text()).group(1)) / 1024
+
+
 from model import load_model
 from app_pages._caches import compute_threads
 import torch
@@ -107,7 +115,7 @@ for _ in range(int(sys.argv[3])):
     lm.run_ids(ids)
     times.append(time.perf_counter() - t)
 print(json.dumps({"load_s": load_s, "forward_128_s": statistics.median(times), "threads": torch.get_num_threads(),
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": peak_rss_mb()}))
 """
 LLAMA_CPP = """
 import json, statistics, sys, time

@@ -213,6 +213,7 @@ def _thread_buffer(name: str, n: int, dtype: torch.dtype) -> torch.Tensor:
     buffers = _buffers.__dict__.setdefault("by_name", {})
     buffer = buffers.get(name)
     if buffer is None or buffer.numel() < n:
-        buffer = buffers[name] = torch.empty(n, dtype=dtype)
+        with torch.inference_mode(False):   # a normal tensor: written in place later, in inference mode or not
+            buffer = buffers[name] = torch.empty(n, dtype=dtype)
     return buffer[:n]
 

@@ -83,9 +83,11 @@ def test_absurd_declared_shape_is_refused_before_allocating(good, tmp_path):
     """token_embd declared with 10^9 rows: refused from the header, the process stays small."""
     dims_at, _, _ = tensor_field(good, "token_embd.weight")
     path = patched(good, tmp_path, "huge.gguf", dims_at + 8, np.uint64(10**9).tobytes())
-    probe = ("import resource, sys\nfrom model import load_model, ModelLoadError\n"
+    # VmHWM: this process's own peak (ru_maxrss also counts the parent's pages the child had before exec).
+    probe = ("import re\nfrom pathlib import Path\nfrom model import load_model, ModelLoadError\n"
              f"try:\n    load_model(path={str(path)!r})\nexcept ModelLoadError as e:\n    print('ERR', e)\n"
-             "print('RSS_MB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n")
+             "peak = re.search(r'VmHWM:\\s+(\\d+) kB', Path('/proc/self/status').read_text())\n"
+             "print('RSS_MB', int(peak.group(1)) // 1024)\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120).stdout
     assert "ERR" in out and ("past its end" in out or "truncated" in out), out
     assert int(out.split("RSS_MB")[1]) < 800, out     # torch and the tokenizer are ~400 MB; no 64 GB table

@@ -112,6 +112,26 @@ def test_threads_sharing_one_matrix_get_what_each_gets_alone():
             torch.testing.assert_close(result, alone[t], rtol=1e-6, atol=0)
 
 
+def test_a_product_in_inference_mode_then_one_outside_in_the_same_thread():
+    """The thread's buffers are made inside inference mode the first time (the app's forward); later products
+    outside it (a test, a plain call) write into them in place all the same."""
+    def in_a_fresh_thread() -> None:
+        raw = random_tensor("Q4_0", ROWS, COLS, np.random.default_rng(4))
+        matrix = QuantizedMatrix(raw, "Q4_0", (ROWS, COLS))
+        x = torch.randn(2, COLS, generator=torch.Generator().manual_seed(0))
+        with torch.inference_mode():
+            inside = matrix.linear(x).clone()
+        results.append((inside, matrix.linear(x), matrix.rows(torch.tensor([0, 1]))))
+
+    results: list = []
+    thread = threading.Thread(target=in_a_fresh_thread)
+    thread.start()
+    thread.join()
+    assert results, "the product outside inference mode raised"
+    inside, outside, _ = results[0]
+    torch.testing.assert_close(outside, inside, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("bits", sorted(bitplanes.WIDTHS))
 def test_bit_planes_unpack_what_they_packed(bits):
     codes = torch.randint(0, 1 << bits, (5, COLS), dtype=torch.uint8)

@@ -101,8 +101,10 @@ def test_training_equals_a_plain_pytorch_loop(mlp):
     run = train(s)
     assert list(run.steps_logged) == [0, 1, 2, 3, 4]
     np.testing.assert_allclose(run.train_loss[1:], ref_losses, rtol=1e-5)
+    # Adam divides by the gradient's running size, so float32 rounding in a tiny gradient (the reduction order
+    # depends on torch's thread count) moves a weight by ~1e-6; a wrong step moves it by ~lr = 1e-2.
     for name, tensor in ref.named_like_ours().items():
-        np.testing.assert_allclose(run.state[name], tensor.detach().numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(run.state[name], tensor.detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
     assert not np.allclose(run.state["unembed.weight"], ours.state_dict()["unembed.weight"].numpy())  # it moved
 
 
