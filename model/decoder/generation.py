@@ -445,14 +445,15 @@ def _affine(w: StepMatrix, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray
         blocks = torch.from_numpy(np.stack(_row_blocks(x)))                        # [n blocks, ROW_BLOCK, in]
         out = w.linear_blocks(blocks).numpy().reshape(-1, w.shape[0])[:x.shape[0]]  # [B, out]
     else:
-        out = np.concatenate([block @ w.T for block in _row_blocks(x)])[:x.shape[0]]  # [B, out]
+        out = np.concatenate([(w @ block.T).T for block in _row_blocks(x)])[:x.shape[0]]  # [B, out]
     return out if bias is None else out + bias
 
 
 def _row_blocks(x: np.ndarray) -> list[np.ndarray]:
     """x [B, ...] as blocks of exactly ROW_BLOCK rows, the last padded with zeros. BLAS rounds a row's product the
     same way whatever the other rows of an 8-row block are, but differently for 1 to 7 rows or past 16 (measured
-    with OpenBLAS): equal blocks make a generation's numbers the same alone and in any batch."""
+    with OpenBLAS): equal blocks make a generation's numbers the same alone and in any batch. The product is
+    W @ block^T: OpenBLAS takes 66 ms for SmolLM2's 120 matrices so, 110 ms as block @ W^T (2 threads)."""
     pad = -x.shape[0] % ROW_BLOCK
     if pad:
         x = np.concatenate((x, np.zeros((pad, *x.shape[1:]), x.dtype)))
