@@ -262,6 +262,11 @@ def generation_job(text: str, n: int, temperature: float, top_k: int, top_p: flo
     return _generation_jobs().job(key, n, work)
 
 
+def generations_running() -> int:
+    """How many generations the server is writing now (every session's)."""
+    return _generation_jobs().running()
+
+
 def head_matrix_csv(text: str, layer: int, head: int, hide_sink: bool) -> str:
     """One head's attention matrix as shown (sink hidden or not) as CSV: the download button's deferred data."""
     trace = get_trace(text)

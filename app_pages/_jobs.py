@@ -70,6 +70,11 @@ class JobRunner:
         threading.Thread(target=self._run, args=(job, work), daemon=True, name=f"job-{hash(key) & 0xFFFF:x}").start()
         return job
 
+    def running(self) -> int:
+        """How many jobs are running now."""
+        with self._lock:
+            return len(self._running)
+
     def _run(self, job: Job, work: Callable[[Job], Any]) -> None:
         try:
             with self._turn:

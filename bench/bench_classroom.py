@@ -4,6 +4,8 @@ For N in --sessions (default 10 and 30), against one `streamlit run app.py` (mod
   distinct  every student opens the app with their own short text (~60 tokens): the model runs N times
   shared    every student opens the same example text: one trace, shared
   long      (--long) every student opens their own ~500-token text: the memory case
+  generate  (--generate) every student opens Generate on their own prompt at once (32 new tokens, greedy): the
+            generations share each decoding step (model.decoder.batching); time to the written text on screen
 and prints, per case: the server's CPU-seconds per session (utime + stime of the server process, all threads,
 from /proc), its peak RSS (sampled every 50 ms), the time from navigation to the first heatmap drawn (median, max),
 and the p95 latency of a head switch (ArrowRight on the head slider) made by every student at once, --switches
@@ -11,6 +13,7 @@ rounds. The browsers run on the same 2 cores as the server, so these wall-clock 
 classroom (one browser per student machine); the CPU-seconds are the server's alone.
 
 Run (from the repository root): python -m bench.bench_classroom [--sessions 10 30] [--switches 3] [--long]
+[--generate | --only-generate]
 """
 from __future__ import annotations
 
@@ -46,6 +49,21 @@ OBSERVER_JS = """(() => {
   };
   requestAnimationFrame(tick);
 })();"""
+
+
+# Generate: the first time the app is idle with the written text and its candidates chart on screen.
+GENERATED_OBSERVER_JS = """(() => {
+  const idle = """ + IDLE_WITH_CHARTS_JS + """;
+  window.__doneAt = null;
+  const tick = () => {
+    if (window.__doneAt === null && document.querySelector('.st-key-gen_text') && idle(1)) {
+      window.__doneAt = performance.now();
+    }
+    requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+})();"""
+GENERATED_TOKENS = 32
 
 
 def text_for(student: int, n_words: int) -> str:
@@ -105,14 +123,14 @@ def wait_all(pages, timeout_s: float = TIMEOUT_S) -> list[float]:
     return out
 
 
-def open_class(browser, url: str, texts: list[str]):
-    """One context per student, all navigating at once; returns their pages."""
+def open_class(browser, url: str, texts: list[str], page_path: str = "/", observer: str = OBSERVER_JS):
+    """One context per student, all navigating at once to page_path with their text; returns their pages."""
     pages = []
     for text in texts:
         context = browser.new_context(viewport={"width": 1280, "height": 800})
-        context.add_init_script(OBSERVER_JS)
+        context.add_init_script(observer)
         page = context.new_page()
-        page.goto(f"{url}/?text={quote(text)}", wait_until="commit")
+        page.goto(f"{url}{page_path}{'&' if '?' in page_path else '?'}text={quote(text)}", wait_until="commit")
         pages.append(page)
     return pages
 
@@ -136,9 +154,10 @@ def p95(values: list[float]) -> float:
     return sorted(values)[max(0, int(round(0.95 * len(values))) - 1)]
 
 
-def run_case(browser, server: Server, name: str, texts: list[str], switches: int) -> dict:
+def run_case(browser, server: Server, name: str, texts: list[str], switches: int, generate: bool = False) -> dict:
     with ServerProbe(server.proc.pid) as probe:
-        pages = open_class(browser, server.url, texts)
+        pages = (open_class(browser, server.url, texts, f"/generate?n={GENERATED_TOKENS}&greedy=1",
+                            GENERATED_OBSERVER_JS) if generate else open_class(browser, server.url, texts))
         first = wait_all(pages)
         cpu_first = probe.cpu_s() - probe.cpu_start
         switch = switch_heads(pages, switches) if switches else []
@@ -154,6 +173,8 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, nargs="+", default=[10, 30])
     ap.add_argument("--switches", type=int, default=3, help="rounds of simultaneous head switches per case")
     ap.add_argument("--long", action="store_true", help="also the ~500-token texts case (memory)")
+    ap.add_argument("--generate", action="store_true", help="also every student generating at once")
+    ap.add_argument("--only-generate", action="store_true", help="only the generate case")
     args = ap.parse_args()
     log_dir = Path(tempfile.mkdtemp(prefix="bench_classroom_"))
     print("bench_classroom: one server, N Chromium sessions at once (browsers share the server's 2 cores)")
@@ -169,12 +190,17 @@ def main() -> None:
                 wait_all(warm)
                 warm[0].context.close()
                 base = k * 1000
-                cases = [("distinct ~60 tokens", [text_for(base + i, 48) for i in range(n)], args.switches),
-                         ("shared example", ["The little robot looked at the stars."] * n, args.switches)]
-                if args.long:
-                    cases.append(("distinct ~500 tokens", [text_for(base + 500 + i, 480) for i in range(n)], 0))
-                for name, texts, switches in cases:
-                    r = run_case(browser, server, name, texts, switches)
+                cases = [] if args.only_generate else [
+                    ("distinct ~60 tokens", [text_for(base + i, 48) for i in range(n)], args.switches, False),
+                    ("shared example", ["The little robot looked at the stars."] * n, args.switches, False)]
+                if args.long and not args.only_generate:
+                    cases.append(("distinct ~500 tokens", [text_for(base + 500 + i, 480) for i in range(n)], 0,
+                                  False))
+                if args.generate or args.only_generate:
+                    cases.append((f"generate {GENERATED_TOKENS} tokens", [text_for(base + 700 + i, 12)
+                                                                           for i in range(n)], 0, True))
+                for name, texts, switches, generate in cases:
+                    r = run_case(browser, server, name, texts, switches, generate)
                     print(f"{r['case']:<22} {r['n']:>3} {r['cpu_per_session']:>21.3f} {r['peak_mb']:>12.0f} "
                           f"{r['first_median']:>8.2f} / {r['first_max']:<7.2f} {r['switch_p95']:>18.2f}", flush=True)
             finally:
