@@ -18,8 +18,8 @@ from pathlib import Path
 from app_pages._model_pool import ModelPool
 from model.files.catalog import ModelInfo, describe, model_files
 
-# The built-in SmolLM2-135M (455 MB loaded) plus one 0.5B-class model (Qwen2.5-0.5B: 1.58 GB, its weights in float32).
-DEFAULT_MODEL_MEMORY_MB = 2100
+# The built-in SmolLM2-135M (434 MB loaded) plus one 0.5B-class model kept quantized (Qwen2.5-0.5B Q8_0: 530 MB).
+DEFAULT_MODEL_MEMORY_MB = 1024
 DEFAULT_MAX_UPLOAD_MB = 2048
 UPLOAD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ +-]{0,150}\.gguf")
 
