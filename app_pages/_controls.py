@@ -117,8 +117,9 @@ def model_picker(where) -> None:
     readable = {info.name: info for info in available if info.ok}
     builtin = models.info_of(default_model_path())
     st.session_state[MODEL_PICK] = st.session_state.get(S.MODEL.key) or BUILTIN_PICK
-    where.selectbox(_("Model"), options=[BUILTIN_PICK, *readable], key=MODEL_PICK, on_change=_copy_model_pick,
-                    format_func=lambda name: model_label(readable[name]) if name else model_label(builtin, True),
+    labels = {BUILTIN_PICK: model_label(builtin, True), **{name: model_label(info) for name, info in readable.items()}}
+    where.selectbox(_("Model"), options=list(labels), key=MODEL_PICK, on_change=_copy_model_pick,
+                    format_func=labels.__getitem__,             # translated here, in the script run
                     help=_("The built-in model and the GGUF files in this server's models folder ({folder}). The "
                            "settings stay; layer and head move into the new model's range.").format(
                         folder=models.models_dir()))
