@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from playwright.sync_api import expect
+
 from tests.e2e.browser_harness import RUN_COUNTER_INIT_JS
 from tests.e2e.test_browser import (
     MIN_CHART_PX,
@@ -123,7 +125,7 @@ def test_presenter_mode_in_chinese(app_url, new_page, screenshot_dir):
     row, switch = box(page, ".st-key-presenter_row"), box(page, ".st-key-presenter_row .st-key-present")
     assert row is not None and row["right"] <= width and row["bottom"] <= height, row
     assert switch is not None and switch["top"] < row["top"] + 40, f"the row wraps: {switch} in {row}"
-    assert "演示" in page.locator(".st-key-present").inner_text()
+    expect(page.locator(".st-key-present")).to_contain_text("演示", timeout=15_000)   # its label may draw later
     copy_out(save_screenshots(page, f"zh_presenter_{width}x{height}", screenshot_dir, scroll=False))
 
 
