@@ -36,6 +36,11 @@ SLIDER_MAX_JS = """(key) => {
 }"""
 
 
+def wait_for_grid(page, n_layers: int) -> None:
+    """Until the overview heatmap shows `n_layers` columns."""
+    page.wait_for_function(f"() => ({GRID_JS})() && ({GRID_JS})()[1] === {n_layers}", timeout=120_000)
+
+
 @pytest.fixture(scope="module")
 def models_url(tmp_path_factory):
     """A server whose models folder holds the tiny models; its base URL."""
@@ -59,7 +64,7 @@ def test_picking_a_model_redraws_with_its_shape_and_the_link_reopens_it(models_u
     combo.fill(name)                                                   # the list narrows to the model
     option = page.locator('[role="option"]', has_text=f"{name} · gpt2")
     rerun(page, option.click)
-    page.wait_for_function(f"() => ({GRID_JS})() && ({GRID_JS})()[1] === {tiny.n_layers}", timeout=120_000)
+    wait_for_grid(page, tiny.n_layers)
     assert_no_exception(page, "after picking a model")
     assert page.evaluate(GRID_JS) == [tiny.n_heads, tiny.n_layers]
     assert page.evaluate(SLIDER_MAX_JS, "layer") == tiny.n_layers - 1
@@ -72,6 +77,7 @@ def test_picking_a_model_redraws_with_its_shape_and_the_link_reopens_it(models_u
     fresh = new_page(*PROJECTOR)
     open_view(fresh, link)
     assert_no_exception(fresh, f"the shared link {link}")
+    wait_for_grid(fresh, tiny.n_layers)                                # the overview can draw after other charts
     assert fresh.evaluate(GRID_JS) == [tiny.n_heads, tiny.n_layers]
     assert digest(fresh, "w_overview") == shown
     assert name in controls(fresh, ["w_model"])["w_model"]["selected"]
