@@ -18,8 +18,8 @@ from pathlib import Path
 from app_pages._model_pool import ModelPool
 from model.files.catalog import ModelInfo, describe, model_files
 
-# The built-in SmolLM2-135M (434 MB loaded) plus one 0.5B-class model kept quantized (Qwen2.5-0.5B Q8_0: 530 MB).
-DEFAULT_MODEL_MEMORY_MB = 1024
+# The built-in SmolLM2-135M (513 MB loaded) plus one 0.5B-class model kept quantized (Qwen2.5-0.5B Q8_0: 530 MB).
+DEFAULT_MODEL_MEMORY_MB = 1088
 DEFAULT_MAX_UPLOAD_MB = 2048
 UPLOAD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ +-]{0,150}\.gguf")
 

@@ -16,7 +16,9 @@ the machine's load hits them alike; the load average is printed before and after
   our prompt pass with the full attention trace (lm.run_ids);
 - many streams: 10 concurrent 32-token generations (threads, distinct prompts and seeds; they share each decoding
   step) against one alone.
-Usage (from the repository root): python -m bench.bench_generate [--runs 5] [--no-reference]
+With --qwen05b the model is instead Qwen2.5-0.5B's shapes with random Q8_0 weights (bench.bench_models writes
+it; its matrices stay quantized in memory), with llama.cpp as the only reference; --model PATH runs any GGUF so.
+Usage (from the repository root): python -m bench.bench_generate [--runs 5] [--no-reference] [--qwen05b | --model P]
 """
 from __future__ import annotations
 
@@ -55,7 +57,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--no-reference", action="store_true", help="skip transformers")
+    parser.add_argument("--model", help="a GGUF file instead of the default model (no transformers reference)")
+    parser.add_argument("--qwen05b", action="store_true", help="Qwen2.5-0.5B's shapes, random Q8_0 weights")
     args = parser.parse_args()
+    if args.qwen05b:
+        import tempfile
+        from pathlib import Path
+
+        from bench.bench_models import write_model
+
+        args.model = str(Path(tempfile.mkdtemp()) / "qwen05b-q8_0.gguf")
+        write_model(Path(args.model), "Q8_0")
 
     import numpy as np
     import torch
@@ -63,7 +75,7 @@ def main() -> None:
     from model import load_model
     from model.decoder.generation import BlockWeights, IncrementalDecoder
 
-    lm = load_model()
+    lm = load_model(path=args.model) if args.model else load_model()
     cfg = lm.config
     ids = (lm.encode(PROMPT) * 2)[:PROMPT_TOKENS]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, numpy {np.__version__}; prompt "
@@ -76,7 +88,7 @@ def main() -> None:
     greedy_ids = lm.generate(ids, max_new_tokens=NEW_TOKENS, temperature=0).new_token_ids
     assert len(greedy_ids) == NEW_TOKENS, "the prompt reached end-of-sequence: pick another"
     same = None
-    if not args.no_reference:
+    if not args.no_reference and not args.model:
         import transformers
 
         from model.files.gguf import default_model_path
@@ -114,6 +126,7 @@ def main() -> None:
     x, x_ff = torch.randn(1, cfg.d_model), torch.randn(1, cfg.d_ff)
     x_np, x_ff_np = x[0].numpy(), x_ff[0].numpy()
     weights = [BlockWeights.of(block) for block in lm.blocks]
+    dense = all(isinstance(m, np.ndarray) for w in weights for m in (w.qkv, w.o, w.up, w.down))
 
     def numpy_products():
         for w in weights:
@@ -125,10 +138,10 @@ def main() -> None:
             linear(x, block.attn.w_qkv), linear(x, block.attn.w_o)
             linear(x, block.mlp.w_gate_up), linear(x_ff, block.mlp.w_down)
 
+    products = {"numpy": numpy_products, "torch F.linear": torch_products} if dense else {}
     with torch.inference_mode():
         parts = interleaved_medians({
-            "prompt": lambda: IncrementalDecoder(lm, len(ids)).feed(ids), "forward": feed_all,
-            "numpy": numpy_products, "torch F.linear": torch_products,
+            "prompt": lambda: IncrementalDecoder(lm, len(ids)).feed(ids), "forward": feed_all, **products,
         }, args.runs)
     step = (parts["forward"] - parts["prompt"]) / (NEW_TOKENS - 1)
     print(f"\nforward only: prompt ({len(ids)} tokens) {parts['prompt'] * 1e3:.1f} ms, then {step * 1e3:.1f} ms per "
@@ -136,8 +149,9 @@ def main() -> None:
     for name in modes:
         print(f"rest of a step, {name}: {(totals[name] - parts['forward']) / NEW_TOKENS * 1e3:.1f} ms "
               f"(choose and record the token)")
-    print(f"one step's 120 weight matrix-vector products: numpy (OpenBLAS) {parts['numpy'] * 1e3:.1f} ms, "
-          f"torch F.linear (MKL) {parts['torch F.linear'] * 1e3:.1f} ms")
+    if dense:
+        print(f"one step's {4 * cfg.n_layers} weight matrix-vector products: numpy (OpenBLAS) "
+              f"{parts['numpy'] * 1e3:.1f} ms, torch F.linear (MKL) {parts['torch F.linear'] * 1e3:.1f} ms")
     llama_cpp_reference(lm, ids, greedy_ids, totals, args.runs)
     many_streams(lm, args.runs)
     print(f"\nend: {load_average()}")

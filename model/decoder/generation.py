@@ -5,16 +5,12 @@ rope_cos_sin tables and half-split rotation), attending to the rotated keys and 
 step costs one token's compute. The cache lives in an IncrementalDecoder made per call: nothing is stored on the
 model, and one model can serve many threads at once.
 
-Two regimes, because torch's thread pool (OpenMP) and numpy's (OpenBLAS) spin against each other when their
-calls alternate (measured: prompts 5x and steps up to 20x slower):
-- a generation step (one row) runs wholly in numpy (IncrementalDecoder._step): BLAS for the weight products and
-  the attention over the cache, numpy for the norms, RoPE and SiLU of one row (torch's per-op overhead on one row
-  cost 14 ms of a 41 ms step). A matrix-vector product is memory-bound (reading the ~425 MB of float32 block weights
-  is the step's main cost, ~21 ms), and on this 2-core AMD machine OpenBLAS uses both cores where torch's MKL gemv
-  uses one (20 vs 42 ms per step);
-- the prompt (many rows) runs in torch, as the decoder's forward does, in chunks of PREFILL_CHUNK queries.
-The price: when other processes keep both cores busy, threaded BLAS waits on descheduled threads and a step gets
-slower than single-threaded MKL would be (bench/bench_generate.py times both on the machine as it is).
+A step (one new row per sequence) keeps its rows in numpy (torch's per-op overhead on one row cost 14 ms of a
+41 ms step: norms, RoPE, SiLU and softmax are numpy) and makes every matrix product with torch (MKL, one thread
+pool: numpy's OpenBLAS pool and torch's OpenMP pool spin against each other when their calls alternate). The
+weight products of all sequences in a step are one product of their rows padded to a multiple of ROW_BLOCK, so
+the weights are read once per step, and a row's numbers do not depend on the batch (see _affine). The prompt
+(many rows) runs in torch, as the decoder's forward does, in chunks of PREFILL_CHUNK queries.
 
 Choosing a token uses model/sampling.py: temperature, then top-k, then top-p, renormalize, then one draw from a
 numpy Generator made once per call from the seed (temperature 0: greedy argmax).
@@ -39,7 +35,7 @@ MAX_NEW_TOKENS = 256
 N_CANDIDATES = 10          # top candidates recorded per step
 PREFILL_CHUNK = 256        # prompt tokens per forward chunk: scores stay [H, 256, T]
 HEAD_CHUNK_ROWS = 1024     # LM-head rows converted to float32 at a time (2.4 MB)
-ROW_BLOCK = 8              # rows per weight product in a one-token step (see _row_blocks)
+ROW_BLOCK = 8              # rows per weight product in a one-token step: a multiple of it (see _affine)
 
 
 @dataclass(frozen=True)
@@ -223,8 +219,8 @@ class BlockWeights:
 class StepWeights:
     """What a one-token step reads, as numpy views of the model's float32 weights (quantized ones as they are), made
     once per model and shared by every generation (see steps_for): the blocks, the final norm, GPT-2's position table
-    and, for a Q8_0 LM head, its blocks laid out block-major (28 MB for SmolLM2): each chunk of rows is then nb
-    contiguous [chunk, 32] int8 slabs, converted and multiplied without a strided pass."""
+    and, for an LM head kept as Q8_0 (models too large for float32), its blocks laid out block-major: each chunk of
+    rows is then nb contiguous [chunk, 32] int8 slabs, converted and multiplied without a strided pass."""
 
     def __init__(self, lm):
         self.blocks = [BlockWeights.of(block) for block in lm.blocks]
@@ -232,11 +228,10 @@ class StepWeights:
         self.positions = _numpy(lm.position_embedding)                                # [P, D] (GPT-2) or None
         q8_head = isinstance(lm.lm_head, QuantizedMatrix) and lm.lm_head.format.name == "Q8_0"
         self.dense_head = None if q8_head else (
-            lm.lm_head.weight.numpy() if isinstance(lm.lm_head, DenseEmbedding) else lm.lm_head)  # [V, D]
+            lm.lm_head.weight if isinstance(lm.lm_head, DenseEmbedding) else lm.lm_head)    # [V, D]
         if self.dense_head is None:
-            values, scales = lm.lm_head.values.numpy(), lm.lm_head.scale.numpy()[..., 0]  # [V, nb, 32], [V, nb]
-            self.head_blocks = np.ascontiguousarray(values.transpose(1, 0, 2))        # [nb, V, 32] int8
-            self.head_scales = np.ascontiguousarray(scales.T)                         # [nb, V] float32
+            self.head_blocks = lm.lm_head.values.transpose(0, 1).contiguous()              # [nb, V, 32] int8
+            self.head_scales = lm.lm_head.scale[..., 0].T.contiguous()                     # [nb, V] float32
 
     def logits(self, xn: np.ndarray) -> np.ndarray:
         """Next-token logits [B, V] float32 of final-normed rows xn [B, D]."""
@@ -245,18 +240,17 @@ class StepWeights:
         # Q8_0: logit = sum over 32-value blocks b of scale_b * (int8 values_b . x_b): the scales are applied
         # after the block dot products, so the int8 -> float32 copy is the only pass over the table.
         n_blocks, vocab, block = self.head_blocks.shape
-        x_blocks = [np.ascontiguousarray(x.reshape(ROW_BLOCK, n_blocks, block).transpose(1, 2, 0))
-                    for x in _row_blocks(xn)]                                       # [nb, 32, 8] each
-        out = np.empty((vocab, len(x_blocks) * ROW_BLOCK), np.float32)              # [V, B padded]
-        buffer = np.empty((n_blocks, HEAD_CHUNK_ROWS, block), np.float32)
+        rows = _padded(xn)                                                            # [B padded, D]
+        x_blocks = torch.from_numpy(rows.reshape(len(rows), n_blocks, block)).permute(1, 2, 0)  # [nb, 32, Bp]
+        out = torch.empty(vocab, len(rows))                                           # [V, Bp]
+        buffer = torch.empty(n_blocks, HEAD_CHUNK_ROWS, block)
         for first in range(0, vocab, HEAD_CHUNK_ROWS):
-            rows = slice(first, first + HEAD_CHUNK_ROWS)
-            buf = buffer[:, : len(out[rows])]
-            buf[...] = self.head_blocks[:, rows]                                    # [nb, c, 32] float32
-            for i, x in enumerate(x_blocks):
-                dots = np.matmul(buf, x)                                            # [nb, c, 8]
-                out[rows, i * ROW_BLOCK:(i + 1) * ROW_BLOCK] = np.einsum("bvn,bv->vn", dots, self.head_scales[:, rows])
-        return out.T[:xn.shape[0]]
+            chunk = slice(first, first + HEAD_CHUNK_ROWS)
+            buf = buffer[:, :len(out[chunk])]
+            buf.copy_(self.head_blocks[:, chunk])                                     # [nb, c, 32] float32
+            dots = torch.matmul(buf, x_blocks)                                        # [nb, c, Bp]
+            torch.sum(dots * self.head_scales[:, chunk, None], dim=0, out=out[chunk])  # [c, Bp]
+        return out.T.numpy()[:len(xn)]
 
 
 _STEP_WEIGHTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -402,13 +396,13 @@ def _mix_one_query(q_rot: np.ndarray, keys: np.ndarray, values: np.ndarray) -> t
     [KV, T, hd] -> pattern [H, T], mixed [H, hd]."""
     H, hd = q_rot.shape
     kv_heads, T, _ = keys.shape
-    q = q_rot.reshape(kv_heads, H // kv_heads, hd)                                 # [KV, g, hd]
-    scores = np.matmul(q, keys.transpose(0, 2, 1))                                  # [KV, g, T]
+    q = torch.from_numpy(q_rot.reshape(kv_heads, H // kv_heads, hd))                # [KV, g, hd]
+    scores = torch.matmul(q, torch.from_numpy(keys).transpose(1, 2)).numpy()        # [KV, g, T]
     scores *= np.float32(1.0 / math.sqrt(hd))                                       # as the decoder: q.k, then scale
     scores -= scores.max(-1, keepdims=True)                                         # softmax over keys, in place
     pattern = np.exp(scores, out=scores)
     pattern /= pattern.sum(-1, keepdims=True)                                       # [KV, g, T]
-    mixed = np.matmul(pattern, values)                                              # [KV, g, hd]
+    mixed = torch.matmul(torch.from_numpy(pattern), torch.from_numpy(values)).numpy()  # [KV, g, hd]
     return pattern.reshape(H, T), mixed.reshape(H, hd)
 
 
@@ -424,40 +418,36 @@ def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     return np.concatenate((x1 * cos - x2 * sin, x1 * sin + x2 * cos), axis=-1)    # [..., hd]
 
 
-StepMatrix = np.ndarray | QuantizedMatrix | tuple   # float32 as numpy, or quantized (parts stacked by rows)
+StepMatrix = torch.Tensor | QuantizedMatrix | tuple   # float32 or quantized (parts stacked by rows)
 
 
 def _step_matrix(w: Weight) -> StepMatrix:
-    """What _affine multiplies by: a float32 matrix as a numpy view, quantized ones as they are."""
-    if isinstance(w, torch.Tensor):
-        return w.numpy()
+    """What _affine multiplies by: float32 and quantized matrices as they are, parts of a matrix each."""
     if isinstance(w, tuple):
         return tuple(_step_matrix(part) for part in w)
     return w
 
 
 def _affine(w: StepMatrix, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    """Rows x [B, in] through the matrix w [out, in] (and bias): [B, out], as products of exactly ROW_BLOCK rows.
-    A quantized matrix is dequantized a chunk at a time, each chunk multiplying every row block (torch)."""
+    """Rows x [B, in] through the matrix w [out, in] (and bias): [B, out], as one product W @ X^T of the rows padded
+    with zeros to a multiple of ROW_BLOCK. MKL rounds a row's product the same way for 2 to 40 rows (measured for
+    every matrix shape of SmolLM2), differently for one row (a matrix-vector product): never multiplying fewer
+    than ROW_BLOCK rows makes a sequence's numbers the same alone and in any batch. MKL takes 64 ms for SmolLM2's
+    120 matrices and 8 rows, 78 ms for 10, 64 ms for 16 (OpenBLAS: 83, 95, 92 ms). A quantized matrix is
+    dequantized a chunk at a time, each chunk multiplying all rows."""
     if isinstance(w, tuple):
         out = np.concatenate([_affine(part, x, None) for part in w], axis=1)       # [B, out]
-    elif isinstance(w, QuantizedMatrix):
-        blocks = torch.from_numpy(np.stack(_row_blocks(x)))                        # [n blocks, ROW_BLOCK, in]
-        out = w.linear_blocks(blocks).numpy().reshape(-1, w.shape[0])[:x.shape[0]]  # [B, out]
     else:
-        out = np.concatenate([(w @ block.T).T for block in _row_blocks(x)])[:x.shape[0]]  # [B, out]
+        rows = torch.from_numpy(_padded(x))                                        # [B padded, in]
+        product = w.linear(rows) if isinstance(w, QuantizedMatrix) else torch.mm(w, rows.T).T  # [B padded, out]
+        out = product.numpy()[:len(x)]                                             # [B, out]
     return out if bias is None else out + bias
 
 
-def _row_blocks(x: np.ndarray) -> list[np.ndarray]:
-    """x [B, ...] as blocks of exactly ROW_BLOCK rows, the last padded with zeros. BLAS rounds a row's product the
-    same way whatever the other rows of an 8-row block are, but differently for 1 to 7 rows or past 16 (measured
-    with OpenBLAS): equal blocks make a generation's numbers the same alone and in any batch. The product is
-    W @ block^T: OpenBLAS takes 66 ms for SmolLM2's 120 matrices so, 110 ms as block @ W^T (2 threads)."""
+def _padded(x: np.ndarray) -> np.ndarray:
+    """x [B, ...] with zero rows added up to a multiple of ROW_BLOCK."""
     pad = -x.shape[0] % ROW_BLOCK
-    if pad:
-        x = np.concatenate((x, np.zeros((pad, *x.shape[1:]), x.dtype)))
-    return [x[i:i + ROW_BLOCK] for i in range(0, x.shape[0], ROW_BLOCK)]
+    return np.concatenate((x, np.zeros((pad, *x.shape[1:]), x.dtype))) if pad else x
 
 
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:

@@ -135,23 +135,6 @@ class QuantizedMatrix:
             out += bias
         return out.view(*x.shape[:-1], n_rows)
 
-    def linear_blocks(self, blocks: torch.Tensor) -> torch.Tensor:
-        """Each block of rows [n, R, in] @ W^T -> [n, R, out], every block its own product of the same shape (a
-        row's result then does not depend on the other blocks: one sequence alone or in a batch gets the same
-        numbers), the weights dequantized once per chunk for all blocks."""
-        n_rows, n_cols = self._shape
-        n_blocks, block_rows, _ = blocks.shape
-        step = max(1, min(n_rows, CHUNK_VALUES // n_cols))
-        out_t = torch.empty(n_blocks, n_rows, block_rows)                         # [n, out, R]
-        weights = _thread_buffer("weights", step * n_cols, torch.float32)
-        for start in range(0, n_rows, step):
-            rows = slice(start, min(start + step, n_rows))
-            w = weights[:(rows.stop - start) * n_cols].view(-1, n_cols)            # [chunk, in]
-            self.dequantize_rows(rows, w)
-            for i in range(n_blocks):
-                torch.mm(w, blocks[i].T, out=out_t[i, rows])                       # [chunk, R]
-        return out_t.transpose(1, 2)                                               # [n, R, out]
-
     def rows(self, ids: torch.Tensor) -> torch.Tensor:
         """W[ids] as float32 [len(ids), in]."""
         picked = QuantizedMatrix.__new__(QuantizedMatrix)

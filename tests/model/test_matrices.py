@@ -170,13 +170,14 @@ def test_nbytes_as_planned_and_near_the_files(case):
     assert matrix.nbytes <= 1.25 * ROWS * row_bytes(type_name, COLS)
 
 
-def test_linear_blocks_each_block_alone_and_together(case):
-    """Every block of rows gets the numbers it gets alone (a generation's numbers do not depend on its batch)."""
+def test_a_row_gets_the_same_numbers_among_8_and_among_24_rows(case):
+    """A row's product does not depend on the other rows when at least 8 are multiplied (generation pads a step's
+    rows to a multiple of 8 so that a sequence gets the same numbers alone and in any batch)."""
     type_name, raw, expected = case
     matrix = QuantizedMatrix(raw, type_name, (ROWS, COLS))
-    x = torch.randn(3, 8, COLS, generator=torch.Generator().manual_seed(4))         # [blocks, rows, in]
-    together = matrix.linear_blocks(x)                                              # [3, 8, out]
+    x = torch.randn(24, COLS, generator=torch.Generator().manual_seed(4))            # [rows, in]
+    together = matrix.linear(x)                                                     # [24, out]
     for i in range(3):
-        np.testing.assert_array_equal(together[i].numpy(), matrix.linear_blocks(x[i:i + 1])[0].numpy())
+        np.testing.assert_array_equal(together[8 * i:8 * i + 8].numpy(), matrix.linear(x[8 * i:8 * i + 8]).numpy())
     reference_product = x.double() @ torch.from_numpy(expected).double().T
     assert relative_error(together, reference_product) < 1e-5
