@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import math
 import os
 import re
 import threading
@@ -24,9 +25,13 @@ DEFAULT_MAX_UPLOAD_MB = 2048
 UPLOAD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ +-]{0,150}\.gguf")
 
 
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    return int(raw) if raw.isdigit() and int(raw) > 0 else default
+def _env_mb(name: str, default: int) -> int:
+    """Bytes of the environment variable's megabytes (a positive number, decimals allowed), else of default."""
+    try:
+        mb = float(os.environ.get(name, "").strip())
+    except ValueError:
+        mb = default
+    return int((mb if math.isfinite(mb) and mb > 0 else default) * 2**20)
 
 
 def models_dir() -> Path:
@@ -36,7 +41,7 @@ def models_dir() -> Path:
 
 
 def memory_budget_bytes() -> int:
-    return _env_int("ATLAS_MODEL_MEMORY_MB", DEFAULT_MODEL_MEMORY_MB) * 2**20
+    return _env_mb("ATLAS_MODEL_MEMORY_MB", DEFAULT_MODEL_MEMORY_MB)
 
 
 def upload_allowed() -> bool:
@@ -44,7 +49,7 @@ def upload_allowed() -> bool:
 
 
 def max_upload_bytes() -> int:
-    return _env_int("ATLAS_MAX_UPLOAD_MB", DEFAULT_MAX_UPLOAD_MB) * 2**20
+    return _env_mb("ATLAS_MAX_UPLOAD_MB", DEFAULT_MAX_UPLOAD_MB)
 
 
 def identity(path: Path) -> tuple[str, int, int]:
