@@ -126,11 +126,12 @@ def main() -> None:
     x, x_ff = torch.randn(1, cfg.d_model), torch.randn(1, cfg.d_ff)
     x_np, x_ff_np = x[0].numpy(), x_ff[0].numpy()
     weights = [BlockWeights.of(block) for block in lm.blocks]
-    dense = all(isinstance(m, np.ndarray) for w in weights for m in (w.qkv, w.o, w.up, w.down))
+    dense = all(isinstance(m, torch.Tensor) for w in weights for m in (w.qkv, w.o, w.up, w.down))
+    as_numpy = [[m.numpy() for m in (w.qkv, w.o, w.up, w.down)] for w in weights] if dense else []
 
     def numpy_products():
-        for w in weights:
-            w.qkv @ x_np, w.o @ x_np, w.up @ x_np, w.down @ x_ff_np
+        for qkv, o, up, down in as_numpy:
+            qkv @ x_np, o @ x_np, up @ x_np, down @ x_ff_np
 
     def torch_products():
         for block in lm.blocks:

@@ -189,7 +189,7 @@ class NormWeights:
 
 @dataclass(frozen=True)
 class BlockWeights:
-    """numpy views of one block's weights, for the one-token step."""
+    """One block's weights for the one-token step: matrices as the model holds them, norms and biases as numpy."""
 
     attn_norm: NormWeights
     qkv: StepMatrix               # [(H + 2 KV) hd, D]
@@ -217,7 +217,7 @@ class BlockWeights:
 
 
 class StepWeights:
-    """What a one-token step reads, as numpy views of the model's float32 weights (quantized ones as they are), made
+    """What a one-token step reads: the model's weight matrices as they are (float32 tensors or quantized), made
     once per model and shared by every generation (see steps_for): the blocks, the final norm, GPT-2's position table
     and, for an LM head kept as Q8_0 (models too large for float32), its blocks laid out block-major: each chunk of
     rows is then nb contiguous [chunk, 32] int8 slabs, converted and multiplied without a strided pass."""
