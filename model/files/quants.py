@@ -55,8 +55,6 @@ FORMATS = {f.name: f for f in (
     QuantFormat("Q6_K", 256, 210, kernels.q6_k, bits=6, offset=-32, group=16),
 )}
 SUPPORTED_TYPES = tuple(FORMATS)
-Q8_0_BLOCK = FORMATS["Q8_0"].block_values
-Q8_0_BYTES = FORMATS["Q8_0"].block_bytes
 
 
 def quant_format(type_name: str) -> QuantFormat:

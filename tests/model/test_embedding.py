@@ -8,7 +8,7 @@ from gguf.quants import dequantize as gguf_dequantize
 
 from model.decoder import matrices
 from model.decoder.embedding import QuantizedEmbedding
-from model.files.quants import Q8_0_BYTES
+from model.files.quants import quant_format
 
 COLS = 96                             # 3 blocks of 32 per row
 CHUNK_ROWS = 64
@@ -22,7 +22,7 @@ def small_chunks(monkeypatch):
 
 def random_q8_table(rng: np.random.Generator) -> np.ndarray:
     """[ROWS, bytes per row] uint8 of valid Q8_0 blocks: random fp16 scales, random int8 values."""
-    blocks = rng.integers(0, 256, size=(ROWS * COLS // 32, Q8_0_BYTES), dtype=np.uint8)
+    blocks = rng.integers(0, 256, size=(ROWS * COLS // 32, quant_format("Q8_0").block_bytes), dtype=np.uint8)
     blocks[:, :2] = rng.normal(0, 0.05, size=(len(blocks), 1)).astype(np.float16).view(np.uint8)
     return blocks.reshape(ROWS, -1)
 
