@@ -6,11 +6,14 @@ step costs one token's compute. The cache lives in an IncrementalDecoder made pe
 model, and one model can serve many threads at once.
 
 A step (one new row per sequence) keeps its rows in numpy (torch's per-op overhead on one row cost 14 ms of a
-41 ms step: norms, RoPE, SiLU and softmax are numpy) and makes every matrix product with torch (MKL, one thread
-pool: numpy's OpenBLAS pool and torch's OpenMP pool spin against each other when their calls alternate). The
-weight products of all sequences in a step are one product of their rows padded to a multiple of ROW_BLOCK, so
-the weights are read once per step, and a row's numbers do not depend on the batch (see _affine). The prompt
-(many rows) runs in torch, as the decoder's forward does, in chunks of PREFILL_CHUNK queries.
+41 ms step: norms, RoPE and SiLU are numpy). A weight matrix holding Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 values is
+multiplied as int8 codes by the native kernel (model.decoder.int8_blocks: a quarter to a third of float32's bytes,
+each row computed the same way in any batch), the attention over the cache by one native call per layer and
+sequence (model.native.attention); without a C compiler, or for other matrices, products run in torch (MKL, one
+thread pool: numpy's OpenBLAS pool and torch's OpenMP pool spin against each other when their calls alternate) as
+one product of the step's rows padded to a multiple of ROW_BLOCK, so the weights are read once per step and a row's
+numbers do not depend on the batch (see _affine). The prompt (many rows) runs in torch, as the decoder's forward
+does, in chunks of PREFILL_CHUNK queries.
 
 Choosing a token uses model/sampling.py: temperature, then top-k, then top-p, renormalize, then one draw from a
 numpy Generator made once per call from the seed (temperature 0: greedy argmax).
@@ -28,8 +31,10 @@ import torch
 
 from model.decoder.blocks import SwiGLU, Weight
 from model.decoder.embedding import DenseEmbedding
+from model.decoder.int8_blocks import Int8Blocks, int8_blocks_of
 from model.decoder.matrices import QuantizedMatrix
 from model.lessons import sampling
+from model.native import attention as native_attention
 
 MAX_NEW_TOKENS = 256
 N_CANDIDATES = 10          # top candidates recorded per step
@@ -217,26 +222,27 @@ class BlockWeights:
 
 
 class StepWeights:
-    """What a one-token step reads: the model's weight matrices as they are (float32 tensors or quantized), made
-    once per model and shared by every generation (see steps_for): the blocks, the final norm, GPT-2's position table
-    and, for an LM head kept as Q8_0 (models too large for float32), its blocks laid out block-major: each chunk of
-    rows is then nb contiguous [chunk, 32] int8 slabs, converted and multiplied without a strided pass."""
+    """What a one-token step reads, made once per model and shared by every generation (see steps_for): the blocks,
+    the final norm, GPT-2's position table and the LM head. A matrix holding int8-coded values (Q8_0 kept quantized,
+    or float32 dequantized from Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1) is multiplied as int8 by the native kernel
+    (model.decoder.int8_blocks); others as they are. Without the kernel, an LM head kept as Q8_0 is laid out
+    block-major: each chunk of rows is then nb contiguous [chunk, 32] int8 slabs, converted and multiplied without a
+    strided pass."""
 
     def __init__(self, lm):
         self.blocks = [BlockWeights.of(block) for block in lm.blocks]
         self.out_norm = NormWeights.of(lm.out_norm)
         self.positions = _numpy(lm.position_embedding)                                # [P, D] (GPT-2) or None
-        q8_head = isinstance(lm.lm_head, QuantizedMatrix) and lm.lm_head.format.name == "Q8_0"
-        self.dense_head = None if q8_head else (
-            lm.lm_head.weight if isinstance(lm.lm_head, DenseEmbedding) else lm.lm_head)    # [V, D]
-        if self.dense_head is None:
-            self.head_blocks = lm.lm_head.values.transpose(0, 1).contiguous()              # [nb, V, 32] int8
-            self.head_scales = lm.lm_head.scale[..., 0].T.contiguous()                     # [nb, V] float32
+        head = lm.lm_head.weight if isinstance(lm.lm_head, DenseEmbedding) else lm.lm_head   # [V, D]
+        self.head = _step_matrix(head)
+        if isinstance(self.head, QuantizedMatrix) and self.head.format.name == "Q8_0":
+            self.head_blocks = head.values.transpose(0, 1).contiguous()                   # [nb, V, 32] int8
+            self.head_scales = head.scale[..., 0].T.contiguous()                          # [nb, V] float32
 
     def logits(self, xn: np.ndarray) -> np.ndarray:
         """Next-token logits [B, V] float32 of final-normed rows xn [B, D]."""
-        if self.dense_head is not None:
-            return _affine(self.dense_head, xn, None)
+        if not hasattr(self, "head_blocks"):
+            return _affine(self.head, xn, None)
         # Q8_0: logit = sum over 32-value blocks b of scale_b * (int8 values_b . x_b): the scales are applied
         # after the block dot products, so the int8 -> float32 copy is the only pass over the table.
         n_blocks, vocab, block = self.head_blocks.shape
@@ -348,6 +354,7 @@ def step_rows(decoders: Sequence[IncrementalDecoder], token_ids: Sequence[int],
         cos = np.stack([d.cos_np[p] for d, p in zip(decoders, at, strict=True)])[:, None]  # [B, 1, hd/2]
         sin = np.stack([d.sin_np[p] for d, p in zip(decoders, at, strict=True)])[:, None]  # [B, 1, hd/2]
     mixed = np.empty((B, n_q, hd), np.float32)                                      # [B, H, hd]
+    mix = _mix_one_query_native if native_attention.available() else _mix_one_query
     for layer, w in enumerate(w_all.blocks):
         qkv = _affine(w.qkv, w.attn_norm(x), w.qkv_bias)                            # [B, (H + 2 KV) hd]
         q, k = qkv[:, :n_q * hd].reshape(B, n_q, hd), qkv[:, n_q * hd:n_qk].reshape(B, n_kv, hd)
@@ -359,7 +366,7 @@ def step_rows(decoders: Sequence[IncrementalDecoder], token_ids: Sequence[int],
         for b, (d, p) in enumerate(zip(decoders, at, strict=True)):
             d.k[layer, :, p] = k[b]
             d.v[layer, :, p] = v[b]
-            rows[b][layer], mixed[b] = _mix_one_query(q[b], d.k[layer, :, :p + 1], d.v[layer, :, :p + 1])
+            rows[b][layer], mixed[b] = mix(q[b], d.k[layer, :, :p + 1], d.v[layer, :, :p + 1])
         x = x + _affine(w.o, mixed.reshape(B, -1), w.o_bias)                         # [B, D]
         up = _affine(w.up, w.mlp_norm(x), w.up_bias)                                 # [B, 2 F] or [B, F]
         if w.gated:
@@ -406,6 +413,11 @@ def _mix_one_query(q_rot: np.ndarray, keys: np.ndarray, values: np.ndarray) -> t
     return pattern.reshape(H, T), mixed.reshape(H, hd)
 
 
+def _mix_one_query_native(q_rot: np.ndarray, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """_mix_one_query in one native call (model.native.attention): pattern [H, T], mixed [H, hd]."""
+    return native_attention.one_query_attention(q_rot, keys, values, 1.0 / math.sqrt(q_rot.shape[-1]))
+
+
 def _rms_rows(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """decoder.rms_norm of each row of x [..., D] in numpy float32 (also Qwen3's per-head q/k norm)."""
     return x * (np.float32(1.0) / np.sqrt((x * x).mean(-1, keepdims=True) + np.float32(eps))) * weight
@@ -418,14 +430,17 @@ def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     return np.concatenate((x1 * cos - x2 * sin, x1 * sin + x2 * cos), axis=-1)    # [..., hd]
 
 
-StepMatrix = torch.Tensor | QuantizedMatrix | tuple   # float32 or quantized (parts stacked by rows)
+StepMatrix = torch.Tensor | QuantizedMatrix | Int8Blocks | tuple   # parts stacked by rows: a tuple
 
 
 def _step_matrix(w: Weight) -> StepMatrix:
-    """What _affine multiplies by: float32 and quantized matrices as they are, parts of a matrix each."""
+    """What _affine multiplies by: int8 blocks where the matrix holds int8-coded values and the native kernel runs,
+    else the float32 or quantized matrix as it is; parts of a matrix each."""
     if isinstance(w, tuple):
         return tuple(_step_matrix(part) for part in w)
-    return w
+    blocks = int8_blocks_of(w)
+    return w if blocks is None else blocks
+
 
 
 def _affine(w: StepMatrix, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
@@ -434,9 +449,12 @@ def _affine(w: StepMatrix, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray
     every matrix shape of SmolLM2), differently for one row (a matrix-vector product): never multiplying fewer
     than ROW_BLOCK rows makes a sequence's numbers the same alone and in any batch. MKL takes 64 ms for SmolLM2's
     120 matrices and 8 rows, 78 ms for 10, 64 ms for 16 (OpenBLAS: 83, 95, 92 ms). A quantized matrix is
-    dequantized a chunk at a time, each chunk multiplying all rows."""
+    dequantized a chunk at a time, each chunk multiplying all rows. Int8Blocks need no padding: the native kernel
+    computes a row the same way in any batch."""
     if isinstance(w, tuple):
         out = np.concatenate([_affine(part, x, None) for part in w], axis=1)       # [B, out]
+    elif isinstance(w, Int8Blocks):
+        out = w.linear(x)                                                          # [B, out]
     else:
         rows = torch.from_numpy(_padded(x))                                        # [B padded, in]
         product = w.linear(rows) if isinstance(w, QuantizedMatrix) else torch.mm(w, rows.T).T  # [B padded, out]

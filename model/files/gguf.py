@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from model.decoder.config import ModelConfig
+from model.decoder.int8_blocks import copy_nbytes
 from model.decoder.matrices import QuantizedMatrix, quantized_nbytes
 from model.errors import ModelLoadError
 from model.files.architectures import ARCHITECTURES, NEUTRAL_VALUES, Architecture
@@ -279,12 +280,16 @@ def keeps_quantized(tensors) -> bool:
 
 def memory_needed(tensors, keep_quantized: bool) -> int:
     """Bytes the loaded weights take: float32 for every tensor, except the matrices kept quantized (all 2-D
-    weights but F32 ones and GPT-2's position table) when keep_quantized."""
+    weights but F32 ones and GPT-2's position table) when keep_quantized; a float32 matrix of a format the
+    generation step multiplies as int8 also counts that copy (model.decoder.int8_blocks, made on first generation)."""
     total = 0
     for t in tensors:
         kind, shape = t.tensor_type.name, tuple(int(n) for n in reversed(t.shape))
         matrix = len(shape) == 2 and t.name != "position_embd.weight" and kind != "F32"
-        total += quantized_nbytes(kind, shape) if keep_quantized and matrix else 4 * int(t.n_elements)
+        if keep_quantized and matrix:
+            total += quantized_nbytes(kind, shape)
+        else:
+            total += 4 * int(t.n_elements) + (copy_nbytes(kind, shape) if matrix else 0)
     return total
 
 

@@ -45,11 +45,13 @@ def assert_same(alone, batched):
 
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory):
+    """F16 llama and gpt2 (float32 products in torch), Q4_1 llama and Q8_0 gpt2 (the native int8 step)."""
     folder = tmp_path_factory.mktemp("batching")
     out = {}
-    for arch in ("llama", "gpt2"):
-        write_tiny(folder / f"{arch}.gguf", Tiny(arch=arch))
-        out[arch] = folder / f"{arch}.gguf"
+    for arch, quant in (("llama", "F16"), ("gpt2", "F16"), ("llama", "Q4_1"), ("gpt2", "Q8_0")):
+        name = arch if quant == "F16" else f"{arch}-{quant}"
+        write_tiny(folder / f"{name}.gguf", Tiny(arch=arch, quant=quant))
+        out[name] = folder / f"{name}.gguf"
     return out
 
 
@@ -61,9 +63,10 @@ def test_ten_threads_on_the_default_model_equal_their_runs_alone(lm):
         assert_same(a, b)
 
 
-@pytest.mark.parametrize("arch", ["llama", "gpt2"])
-def test_batched_equals_alone_for_each_architecture(tiny_models, arch):
-    lm = load_model(path=tiny_models[arch])
+@pytest.mark.parametrize("arch, keep_quantized", [("llama", False), ("gpt2", False), ("llama-Q4_1", False),
+                                                  ("gpt2-Q8_0", False), ("gpt2-Q8_0", True)])
+def test_batched_equals_alone_for_each_architecture(tiny_models, arch, keep_quantized):
+    lm = load_model(path=tiny_models[arch], keep_quantized=keep_quantized)
     jobs = [(PROMPTS[i], SETTINGS[i % len(SETTINGS)]) for i in range(6)]
     alone = [lm.generate(p, max_new_tokens=12, **s) for p, s in jobs]
     batched = concurrently([lambda p=p, s=s: lm.generate(p, max_new_tokens=12, **s) for p, s in jobs])

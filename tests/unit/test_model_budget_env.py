@@ -17,4 +17,4 @@ def test_the_model_budget_reads_megabytes(monkeypatch, raw, expected):
 
 def test_an_unset_budget_is_the_default(monkeypatch):
     monkeypatch.delenv("ATLAS_MODEL_MEMORY_MB", raising=False)
-    assert _models.memory_budget_bytes() == 1088 * 2**20
+    assert _models.memory_budget_bytes() == 1152 * 2**20

@@ -25,12 +25,15 @@ def test_a_readable_file_is_described_without_loading(folder):
     assert info.file_bytes == (folder / "tiny-gpt2.gguf").stat().st_size
 
 
-def test_memory_counts_float32_for_every_tensor_of_a_small_model(folder):
+def test_memory_counts_float32_for_every_tensor_of_a_small_model_and_the_steps_int8_copy(folder):
     import gguf
 
     tensors = gguf.GGUFReader(folder / "tiny-gpt2.gguf").tensors
-    assert any(t.tensor_type.name == "Q8_0" for t in tensors)          # quantized in the file, float32 when loaded
-    assert memory_needed(tensors) == 4 * sum(int(t.n_elements) for t in tensors)
+    q8_matrices = [int(t.n_elements) for t in tensors
+                   if t.tensor_type.name == "Q8_0" and len(t.shape) == 2 and t.name != "position_embd.weight"]
+    assert q8_matrices                                                  # quantized in the file, float32 when loaded
+    step_copy = sum(n + n // 32 * 4 for n in q8_matrices)               # an int8 a value, a float32 scale per 32
+    assert memory_needed(tensors) == 4 * sum(int(t.n_elements) for t in tensors) + step_copy
 
 
 def test_a_folder_lists_every_gguf_with_the_reason_for_a_broken_one(folder):

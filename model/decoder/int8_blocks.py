@@ -1,0 +1,149 @@
+"""Int8Blocks: a matrix multiplied as integer codes by the native kernel (model.native.int8_linear) in the one-token
+generation step: 0.75 (4-bit codes) to 1.25 bytes a weight read per step instead of float32's 4, and a row's numbers
+the same in any batch.
+
+Made from a QuantizedMatrix of type Q8_0 (its int8 values and scales, shared, not copied) or from a float32 matrix
+that a Q8_0, Q4_0, Q5_0, Q4_1 or Q5_1 tensor was dequantized into (the built-in model: Q4_1 blocks, a Q8_0 table).
+In those formats every 32 values of a row are scale * code (+ offset), the codes integers: Q8_0 from -127 to 127
+with the largest magnitude at +-127 (scale = amax / 127), Q4_0 / Q5_0 with the extreme value at code -8 / -16,
+Q4_1 / Q5_1 from 0 to 15 / 31 with the minimum as offset and the maximum at the top code; scales and offsets are
+float16. Codes, scales and offsets are recovered and checked to give back every float32 value exactly (scale * code
++ offset, as gguf dequantizes), or the matrix is not converted and the step multiplies it as float32.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from model.decoder.matrices import QuantizedMatrix
+from model.native import int8_linear as kernel
+
+RECOVER_CHUNK = 1 << 20       # float32 values checked at a time (4 MB and its temporaries)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """How one format puts its 32 values on codes: symmetric (scale = extreme value / extreme_code, no offset) or
+    with an offset (offset = minimum, scale = (maximum - minimum) / top)."""
+
+    low: int
+    high: int
+    extreme_code: int | None = None
+
+    @property
+    def has_offset(self) -> bool:
+        """Stored with offsets: Q4_1 / Q5_1, and Q4_0 (its codes -8..7 kept as 0..15, offset -8 scale)."""
+        return self.extreme_code is None or self.nibbles
+
+    @property
+    def nibbles(self) -> bool:
+        """4-bit codes, stored two to a byte."""
+        return self.high - self.low == 15
+
+
+LAYOUTS = {
+    "Q8_0": _Layout(-127, 127, extreme_code=127),
+    "Q4_0": _Layout(-8, 7, extreme_code=-8),
+    "Q5_0": _Layout(-16, 15, extreme_code=-16),
+    "Q4_1": _Layout(0, 15),
+    "Q5_1": _Layout(0, 31),
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Int8Blocks:
+    """codes times scales [out, in / 32] float32, plus offsets [out, in / 32] float32 (or None): codes int8
+    [out, in], or uint8 [out, in / 2] with two 4-bit codes a byte (nibbles: Q4_0 / Q4_1 values)."""
+
+    codes: torch.Tensor
+    scales: torch.Tensor
+    offsets: torch.Tensor | None
+    nibbles: bool = False
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.scales.shape[0], self.scales.shape[1] * kernel.BLOCK
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in (self.codes, self.scales, self.offsets) if t is not None)
+
+    def linear(self, x: np.ndarray) -> np.ndarray:
+        """Rows x [B, in] float32 -> x @ W^T [B, out] float32; a row's numbers are the same in any batch."""
+        return kernel.int8_linear(self.codes, self.scales, self.offsets, x, self.nibbles)
+
+
+def copy_nbytes(type_name: str, shape: tuple[int, int]) -> int:
+    """Bytes of the Int8Blocks copy a float32 matrix dequantized from this GGUF type gets (0: none)."""
+    layout = LAYOUTS.get(type_name)
+    if layout is None:
+        return 0
+    n_values = int(shape[0]) * int(shape[1])
+    code_bytes = n_values // 2 if layout.nibbles else n_values
+    return code_bytes + n_values // kernel.BLOCK * 4 * (2 if layout.has_offset else 1)
+
+
+def int8_blocks_of(w) -> Int8Blocks | None:
+    """w as Int8Blocks when the native kernel runs here and w is a Q8_0 QuantizedMatrix or float32 holding one of
+    LAYOUTS' values exactly; else None (the caller multiplies w as it is)."""
+    if not kernel.available():
+        return None
+    if isinstance(w, QuantizedMatrix):
+        if w.format.name != "Q8_0":
+            return None
+        return Int8Blocks(w.values.reshape(w.shape), w.scale[..., 0].contiguous(), None)
+    if isinstance(w, torch.Tensor) and w.dtype == torch.float32 and w.dim() == 2 and w.shape[1] % kernel.BLOCK == 0:
+        for layout in LAYOUTS.values():
+            blocks = _recovered(w, layout)
+            if blocks is not None:
+                return blocks
+    return None
+
+
+def _recovered(w: torch.Tensor, layout: _Layout) -> Int8Blocks | None:
+    """The codes, scales and offsets in `layout` that give w [out, in] exactly, or None."""
+    n_rows, n_cols = w.shape
+    per_row = n_cols // kernel.BLOCK
+    codes = torch.empty(n_rows, n_cols // 2, dtype=torch.uint8) if layout.nibbles else \
+        torch.empty(n_rows, n_cols, dtype=torch.int8)                                  # [out, in / 2] or [out, in]
+    scales = torch.empty(n_rows, per_row)                                              # [out, in / 32]
+    offsets = torch.empty(n_rows, per_row) if layout.has_offset else None             # [out, in / 32]
+    step = max(1, RECOVER_CHUNK // n_cols)
+    for start in range(0, n_rows, step):
+        rows = slice(start, min(start + step, n_rows))
+        blocks = w[rows].reshape(-1, kernel.BLOCK)                                     # [b, 32]
+        if layout.extreme_code is None:
+            low, high = blocks.amin(1), blocks.amax(1)                                 # [b] each
+            scale = _float16((high - low) / layout.high)                               # [b]
+            offset = low
+        else:
+            extreme = blocks.gather(1, blocks.abs().argmax(1, keepdim=True))[:, 0]     # [b] signed
+            scale = _float16(extreme / layout.extreme_code)                            # [b]
+            offset = torch.zeros_like(scale)
+        divisor = torch.where(scale == 0, torch.ones_like(scale), scale)[:, None]      # [b, 1]
+        block_codes = torch.round((blocks - offset[:, None]) / divisor)                # [b, 32]
+        if block_codes.min() < layout.low or block_codes.max() > layout.high or \
+                not torch.equal(block_codes * scale[:, None] + offset[:, None], blocks):
+            return None
+        if layout.nibbles:
+            codes[rows] = _nibbles(block_codes - layout.low).view(-1, n_cols // 2)
+            offset = offset + layout.low * scale                                       # Q4_0: -8 scale (exact)
+        else:
+            codes[rows] = block_codes.to(torch.int8).view(-1, n_cols)
+        scales[rows] = scale.view(-1, per_row)
+        if offsets is not None:
+            offsets[rows] = offset.view(-1, per_row)
+    return Int8Blocks(codes, scales, offsets, layout.nibbles)
+
+
+def _nibbles(codes: torch.Tensor) -> torch.Tensor:
+    """codes [b, 32] from 0 to 15 -> [b, 16] uint8: byte j holds code j (low nibble) and code j + 16 (high)."""
+    as_bytes = codes.to(torch.uint8)
+    return as_bytes[:, :16] | (as_bytes[:, 16:] << 4)
+
+
+def _float16(x: torch.Tensor) -> torch.Tensor:
+    """x rounded to float16, as float32 (scales are stored as float16 in every layout here)."""
+    return x.to(torch.float16).to(torch.float32)

@@ -1,0 +1,1 @@
+"""Native kernels (C, built at first use, see build.py) with the Python calls that run them."""

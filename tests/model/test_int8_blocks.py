@@ -1,0 +1,83 @@
+"""The one-token step's int8 matrices (model/decoder/int8_blocks.py, model/native/int8_linear.c): recovered exactly
+from what gguf dequantizes each format into, multiplied within float32 rounding of an independent float64 product,
+and a row's numbers the same whatever rows are multiplied with it (what batched == alone rests on)."""
+import gguf
+import numpy as np
+import pytest
+import torch
+
+from model.decoder.int8_blocks import Int8Blocks, copy_nbytes, int8_blocks_of
+from model.decoder.matrices import QuantizedMatrix
+from model.native import int8_linear
+
+pytestmark = pytest.mark.skipif(not int8_linear.available(), reason="no C compiler / CPU without AVX2: torch path")
+
+# format -> (4-bit codes stored two a byte, has offsets)
+LAYOUTS = {"Q8_0": (False, False), "Q4_0": (True, True), "Q5_0": (False, False), "Q4_1": (True, True),
+           "Q5_1": (False, True)}
+
+
+def gguf_values(kind: str, shape=(96, 320), seed=0) -> np.ndarray:
+    """Random float32 quantized to kind and dequantized by the gguf package (the reference)."""
+    qtype = gguf.GGMLQuantizationType[kind]
+    data = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return gguf.dequantize(gguf.quantize(data, qtype), qtype).astype(np.float32)
+
+
+@pytest.mark.parametrize("kind", list(LAYOUTS))
+def test_each_format_is_recovered_and_multiplies_as_the_dequantized_matrix(kind):
+    values = gguf_values(kind)
+    blocks = int8_blocks_of(torch.from_numpy(values))
+    assert blocks is not None and (blocks.nibbles, blocks.offsets is not None) == LAYOUTS[kind]
+    assert blocks.nbytes == copy_nbytes(kind, values.shape)
+    x = np.random.default_rng(1).standard_normal((5, values.shape[1])).astype(np.float32)
+    reference = x.astype(np.float64) @ values.astype(np.float64).T                 # [5, 96]
+    got = blocks.linear(x)
+    assert got.dtype == np.float32 and got.shape == (5, values.shape[0])
+    assert np.abs(got - reference).max() <= 2e-6 * np.abs(reference).max()
+
+
+@pytest.mark.parametrize("kind", ["Q8_0", "Q4_1"])
+def test_a_row_gets_the_same_numbers_in_any_batch(kind):
+    blocks = int8_blocks_of(torch.from_numpy(gguf_values(kind, (130, 256))))
+    x = np.random.default_rng(2).standard_normal((11, 256)).astype(np.float32)
+    together = blocks.linear(x)
+    for rows in (slice(0, 1), slice(3, 4), slice(0, 3), slice(2, 6), slice(1, 10), slice(0, 11)):
+        assert np.array_equal(blocks.linear(x[rows]), together[rows]), rows
+
+
+@pytest.mark.parametrize("values", [
+    np.random.default_rng(3).standard_normal((8, 64)).astype(np.float32),           # plain float32
+    gguf_values("F16", (8, 64)),                                                     # float16 values
+    np.zeros((8, 48), np.float32),                                                   # width not a multiple of 32
+], ids=["float32", "float16", "width-48"])
+def test_matrices_not_held_in_these_formats_stay_float32(values):
+    assert int8_blocks_of(torch.from_numpy(values)) is None
+
+
+def test_one_changed_value_keeps_the_matrix_float32():
+    values = gguf_values("Q4_1", (16, 64))
+    values[7, 40] = np.nextafter(values[7, 40], np.float32(np.inf))                  # no longer scale * code + min
+    assert int8_blocks_of(torch.from_numpy(values)) is None
+
+
+def test_a_q8_0_matrix_kept_quantized_is_shared_not_copied():
+    data = np.random.default_rng(4).standard_normal((64, 128)).astype(np.float32)
+    raw = gguf.quantize(data, gguf.GGMLQuantizationType.Q8_0)
+    matrix = QuantizedMatrix(raw, "Q8_0", (64, 128))
+    blocks = int8_blocks_of(matrix)
+    assert isinstance(blocks, Int8Blocks) and blocks.codes.data_ptr() == matrix.values.data_ptr()
+    x = np.random.default_rng(5).standard_normal((2, 128)).astype(np.float32)
+    reference = x.astype(np.float64) @ gguf.dequantize(raw, gguf.GGMLQuantizationType.Q8_0).astype(np.float64).T
+    assert np.abs(blocks.linear(x) - reference).max() <= 2e-6 * np.abs(reference).max()
+
+
+def test_other_formats_kept_quantized_are_left_to_the_torch_path():
+    raw = gguf.quantize(np.ones((4, 64), np.float32), gguf.GGMLQuantizationType.Q4_0)
+    assert int8_blocks_of(QuantizedMatrix(raw, "Q4_0", (4, 64))) is None
+
+
+def test_wrong_shapes_are_refused():
+    blocks = int8_blocks_of(torch.from_numpy(gguf_values("Q8_0", (8, 64))))
+    with pytest.raises(ValueError):
+        blocks.linear(np.zeros((2, 32), np.float32))
