@@ -18,7 +18,8 @@ PAGE_MODULES = ("viz.generation", "viz.inside", "viz.mask", "viz.params", "viz.p
 
 def warm_up() -> None:
     """Fetch the model package if it is missing, import pandas (see router.py), torch and the first view's modules,
-    load the model, run the default text, import the other pages' modules, freeze what is loaded out of the garbage
+    load the model, run the default text, import the other pages' modules, prepare the generation step (~1.5 s),
+    freeze what is loaded out of the garbage
     collector's walks. The collector is paused meanwhile (model.heap.paused_gc): the ~1M objects these imports and
     the load make are long-lived, and collections walking them took ~0.5 s of a cold start."""
     try:
@@ -35,10 +36,14 @@ def warm_up() -> None:
             from app_pages import _caches as caches
             from app_pages._examples import default_text
 
-            caches.load_shared_model()
+            lm = caches.load_shared_model()
             caches.get_trace(default_text())
             for module in PAGE_MODULES:
                 importlib.import_module(module)
+            from model.decoder.generation import steps_for
+
+            steps_for(lm)      # the generation step's int8 copies and native kernels: not on the first Generate click
+
         caches.freeze_long_lived()
     except Exception:  # the first session retries and shows an actionable message
         LOG.exception("warm-up failed; the first visitor's session loads the model instead")

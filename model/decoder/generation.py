@@ -354,7 +354,7 @@ def step_rows(decoders: Sequence[IncrementalDecoder], token_ids: Sequence[int],
         cos = np.stack([d.cos_np[p] for d, p in zip(decoders, at, strict=True)])[:, None]  # [B, 1, hd/2]
         sin = np.stack([d.sin_np[p] for d, p in zip(decoders, at, strict=True)])[:, None]  # [B, 1, hd/2]
     mixed = np.empty((B, n_q, hd), np.float32)                                      # [B, H, hd]
-    mix = _mix_one_query_native if native_attention.available() else _mix_one_query
+    native = native_attention.available()
     for layer, w in enumerate(w_all.blocks):
         qkv = _affine(w.qkv, w.attn_norm(x), w.qkv_bias)                            # [B, (H + 2 KV) hd]
         q, k = qkv[:, :n_q * hd].reshape(B, n_q, hd), qkv[:, n_q * hd:n_qk].reshape(B, n_kv, hd)
@@ -366,7 +366,15 @@ def step_rows(decoders: Sequence[IncrementalDecoder], token_ids: Sequence[int],
         for b, (d, p) in enumerate(zip(decoders, at, strict=True)):
             d.k[layer, :, p] = k[b]
             d.v[layer, :, p] = v[b]
-            rows[b][layer], mixed[b] = mix(q[b], d.k[layer, :, :p + 1], d.v[layer, :, :p + 1])
+        keys = [d.k[layer, :, :p + 1] for d, p in zip(decoders, at, strict=True)]     # [KV, T_b, hd] each
+        values = [d.v[layer, :, :p + 1] for d, p in zip(decoders, at, strict=True)]
+        if native:
+            pattern, mixed = native_attention.one_query_attention(q, keys, values, 1.0 / math.sqrt(hd))
+            for b, p in enumerate(at):
+                rows[b][layer] = pattern[b, :, :p + 1]                               # [H, T_b]
+        else:
+            for b in range(B):
+                rows[b][layer], mixed[b] = _mix_one_query(q[b], keys[b], values[b])
         x = x + _affine(w.o, mixed.reshape(B, -1), w.o_bias)                         # [B, D]
         up = _affine(w.up, w.mlp_norm(x), w.up_bias)                                 # [B, 2 F] or [B, F]
         if w.gated:
@@ -413,14 +421,13 @@ def _mix_one_query(q_rot: np.ndarray, keys: np.ndarray, values: np.ndarray) -> t
     return pattern.reshape(H, T), mixed.reshape(H, hd)
 
 
-def _mix_one_query_native(q_rot: np.ndarray, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """_mix_one_query in one native call (model.native.attention): pattern [H, T], mixed [H, hd]."""
-    return native_attention.one_query_attention(q_rot, keys, values, 1.0 / math.sqrt(q_rot.shape[-1]))
-
-
 def _rms_rows(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
-    """decoder.rms_norm of each row of x [..., D] in numpy float32 (also Qwen3's per-head q/k norm)."""
-    return x * (np.float32(1.0) / np.sqrt((x * x).mean(-1, keepdims=True) + np.float32(eps))) * weight
+    """decoder.rms_norm of each row of x [..., D] in numpy float32 (also Qwen3's per-head q/k norm). The mean is
+    np.mean's own arithmetic (a float32 sum, then / D) without its Python-level overhead (a third of a norm)."""
+    square_mean = np.add.reduce(x * x, axis=-1, keepdims=True)                      # [..., 1]
+    square_mean /= np.float32(x.shape[-1])
+    square_mean += np.float32(eps)
+    return x * (np.float32(1.0) / np.sqrt(square_mean)) * weight
 
 
 def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:

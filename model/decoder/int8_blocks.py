@@ -21,6 +21,7 @@ from model.decoder.matrices import QuantizedMatrix
 from model.native import int8_linear as kernel
 
 RECOVER_CHUNK = 1 << 20       # float32 values checked at a time (4 MB and its temporaries)
+SAMPLE_ROWS = 4               # rows tried in each layout before the whole matrix
 
 
 @dataclass(frozen=True)
@@ -96,9 +97,8 @@ def int8_blocks_of(w) -> Int8Blocks | None:
         return Int8Blocks(w.values.reshape(w.shape), w.scale[..., 0].contiguous(), None)
     if isinstance(w, torch.Tensor) and w.dtype == torch.float32 and w.dim() == 2 and w.shape[1] % kernel.BLOCK == 0:
         for layout in LAYOUTS.values():
-            blocks = _recovered(w, layout)
-            if blocks is not None:
-                return blocks
+            if _recovered(w[:SAMPLE_ROWS], layout) is not None:                     # cheap test first
+                return _recovered(w, layout)
     return None
 
 

@@ -1,9 +1,10 @@
 """Native kernels: C sources next to this file, compiled at first use by the system's C compiler (gcc / cc, or $CC)
 into a cache folder and loaded with ctypes (no Python headers, no torch headers: a compile takes about a second).
 
-A built library is kept under its source's and flags' hash, so later processes load it at once. Without a compiler,
-on a CPU the kernel has no code for, or with ATLAS_NATIVE=0, `library` returns None and callers keep their torch
-path. The library is linked against libgomp, which torch has already loaded: both share one OpenMP thread pool.
+A built library is kept under the hash of its source, the headers beside it and the flags, so later processes load it
+at once. Without a compiler, on a CPU the kernel has no code for, or with ATLAS_NATIVE=0, `library` returns None and
+callers keep their torch path. Kernels split their work with worker_pool.h (their own threads), not OpenMP
+(`-fopenmp-simd` only vectorises the loops marked `omp simd`).
 """
 from __future__ import annotations
 
@@ -18,9 +19,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import torch
-
-FLAGS = ("-O3", "-fPIC", "-shared", "-fopenmp")
+FLAGS = ("-O3", "-fPIC", "-shared", "-pthread", "-fopenmp-simd")
 COMPILE_TIMEOUT_S = 120
 _log = logging.getLogger(__name__)
 
@@ -49,12 +48,12 @@ def library(source_name: str) -> ctypes.CDLL | None:
         _log.warning("No C compiler found (gcc / cc): generation runs without the native int8 kernel.")
         return None
     source = Path(__file__).with_name(source_name)
-    key = hashlib.sha256(source.read_bytes() + " ".join((compiler, *FLAGS, "-lm")).encode()).hexdigest()[:16]
+    headers = b"".join(h.read_bytes() for h in sorted(source.parent.glob("*.h")))
+    key = hashlib.sha256(source.read_bytes() + headers + " ".join((compiler, *FLAGS, "-lm")).encode()).hexdigest()[:16]
     target = cache_dir() / f"{source.stem}-{key}.so"
     try:
         if not target.exists():
             _compile(compiler, source, target)
-        torch.get_num_threads()                     # torch (and its libgomp) is loaded before the library
         return ctypes.CDLL(str(target))
     except (OSError, subprocess.SubprocessError) as error:
         _log.warning("Could not build %s (%s): generation runs without the native int8 kernel.", source.name,

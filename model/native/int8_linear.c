@@ -6,7 +6,8 @@ c: the codes, int8 [N, K] (nibbles = 0), or 4-bit [N, K / 2] (nibbles = 1: byte 
 low nibble and code j + 16 in its high nibble, GGUF's Q4_0 / Q4_1 order); s: float32 [N, K / 32]; o: float32
 [N, K / 32] or NULL (no offsets); x: float32 [M, K]; y: float32 [M, N]. Each y[m, n] is one thread's fixed sequence of operations whatever M and the thread count (one
 vector accumulators per (m, n) for even and odd blocks, the offsets in one scalar accumulator, then the lanes added),
-so a row's numbers do not depend on the rows beside it. The codes are read once for every ROWS rows of x. Built at first use by
+so a row's numbers do not depend on the rows beside it. The codes are read once for every tile of up to 4 rows of x
+(8-row tiles spilled registers and ran slower per row). Built at first use by
 model/native/build.py; int8_linear_level() says which instruction set this CPU runs (0: none, use the fallback). */
 #include <stddef.h>
 #include <stdint.h>
@@ -15,7 +16,8 @@ model/native/build.py; int8_linear_level() says which instruction set this CPU r
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define ROWS 4
+#include "worker_pool.h"
+
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 /* sum over blocks of o[b] * xs[b]: xs holds each block's sum of x (see int8_linear) */
@@ -54,12 +56,12 @@ ALWAYS_INLINE void block_avx512(const int8_t *cn, const float *sn, const float *
     }
 }
 
-/* Output n for R rows of x (R = 1 or ROWS, fixed at compile time so the accumulators stay in registers). Even and
+/* Output n for R rows of x (R = 1, 2 or 4, fixed at compile time so the accumulators stay in registers). Even and
 odd blocks go to two accumulators (two dependency chains), added at the end: the same order for every R. */
 __attribute__((target("avx512f")))
 ALWAYS_INLINE void dot_rows_avx512(const int8_t *cn, const float *sn, const float *x, int64_t K, int64_t B,
                                    const int nibbles, const int R, float *out) {
-    __m512 even[ROWS], odd[ROWS];
+    __m512 even[4], odd[4];
     for (int i = 0; i < R; i++) even[i] = odd[i] = _mm512_setzero_ps();
     int64_t b = 0;
     for (; b + 1 < B; b += 2) {
@@ -70,22 +72,25 @@ ALWAYS_INLINE void dot_rows_avx512(const int8_t *cn, const float *sn, const floa
     for (int i = 0; i < R; i++) out[i] = _mm512_reduce_add_ps(_mm512_add_ps(even[i], odd[i]));
 }
 
-/* Output n for every row of x. */
+/* Output n for every row of x, in tiles of 4, then fewer: a row's arithmetic is the same in any tile. */
 __attribute__((target("avx512f")))
 ALWAYS_INLINE void output_avx512(const int8_t *c, const float *s, const float *o, const float *xs, const float *x,
                                  float *y, int64_t M, int64_t N, int64_t K, int64_t n, const int nibbles) {
-    const int64_t B = K / 32, row_bytes = nibbles ? K / 2 : K;
-    float dots[ROWS];
-    for (int64_t m0 = 0; m0 < M; m0 += ROWS) {
-        const int64_t rows = M - m0 < ROWS ? M - m0 : ROWS;
-        if (rows == ROWS) {
-            dot_rows_avx512(c + n * row_bytes, s + n * B, x + m0 * K, K, B, nibbles, ROWS, dots);
-        } else {
-            for (int64_t i = 0; i < rows; i++)
-                dot_rows_avx512(c + n * row_bytes, s + n * B, x + (m0 + i) * K, K, B, nibbles, 1, dots + i);
+    const int64_t B = K / 32;
+    const int8_t *cn = c + n * (nibbles ? K / 2 : K);
+    const float *sn = s + n * B;
+    float dots[4];
+    for (int64_t m = 0; m < M;) {
+        const int64_t left = M - m;
+        const int R = left >= 4 ? 4 : left >= 2 ? 2 : 1;
+        switch (R) {
+            case 4: dot_rows_avx512(cn, sn, x + m * K, K, B, nibbles, 4, dots); break;
+            case 2: dot_rows_avx512(cn, sn, x + m * K, K, B, nibbles, 2, dots); break;
+            default: dot_rows_avx512(cn, sn, x + m * K, K, B, nibbles, 1, dots);
         }
-        for (int64_t i = 0; i < rows; i++)
-            y[(m0 + i) * N + n] = dots[i] + (o ? offset_term(o + n * B, xs + (m0 + i) * B, B) : 0.0f);
+        for (int i = 0; i < R; i++)
+            y[(m + i) * N + n] = dots[i] + (o ? offset_term(o + n * B, xs + (m + i) * B, B) : 0.0f);
+        m += R;
     }
 }
 
@@ -125,7 +130,7 @@ ALWAYS_INLINE void block_avx2(const int8_t *cn, const float *sn, const float *x,
 __attribute__((target("avx2,fma")))
 ALWAYS_INLINE void dot_rows_avx2(const int8_t *cn, const float *sn, const float *x, int64_t K, int64_t B,
                                  const int nibbles, const int R, float *out) {
-    __m256 even[ROWS], odd[ROWS];
+    __m256 even[4], odd[4];
     for (int i = 0; i < R; i++) even[i] = odd[i] = _mm256_setzero_ps();
     int64_t b = 0;
     for (; b + 1 < B; b += 2) {
@@ -142,39 +147,49 @@ ALWAYS_INLINE void dot_rows_avx2(const int8_t *cn, const float *sn, const float 
     }
 }
 
-/* Output n for every row of x. */
+/* Output n for every row of x, in tiles of 4, then fewer: a row's arithmetic is the same in any tile. */
 __attribute__((target("avx2,fma")))
 ALWAYS_INLINE void output_avx2(const int8_t *c, const float *s, const float *o, const float *xs, const float *x,
                                  float *y, int64_t M, int64_t N, int64_t K, int64_t n, const int nibbles) {
-    const int64_t B = K / 32, row_bytes = nibbles ? K / 2 : K;
-    float dots[ROWS];
-    for (int64_t m0 = 0; m0 < M; m0 += ROWS) {
-        const int64_t rows = M - m0 < ROWS ? M - m0 : ROWS;
-        if (rows == ROWS) {
-            dot_rows_avx2(c + n * row_bytes, s + n * B, x + m0 * K, K, B, nibbles, ROWS, dots);
-        } else {
-            for (int64_t i = 0; i < rows; i++)
-                dot_rows_avx2(c + n * row_bytes, s + n * B, x + (m0 + i) * K, K, B, nibbles, 1, dots + i);
+    const int64_t B = K / 32;
+    const int8_t *cn = c + n * (nibbles ? K / 2 : K);
+    const float *sn = s + n * B;
+    float dots[4];
+    for (int64_t m = 0; m < M;) {
+        const int64_t left = M - m;
+        const int R = left >= 4 ? 4 : left >= 2 ? 2 : 1;
+        switch (R) {
+            case 4: dot_rows_avx2(cn, sn, x + m * K, K, B, nibbles, 4, dots); break;
+            case 2: dot_rows_avx2(cn, sn, x + m * K, K, B, nibbles, 2, dots); break;
+            default: dot_rows_avx2(cn, sn, x + m * K, K, B, nibbles, 1, dots);
         }
-        for (int64_t i = 0; i < rows; i++)
-            y[(m0 + i) * N + n] = dots[i] + (o ? offset_term(o + n * B, xs + (m0 + i) * B, B) : 0.0f);
+        for (int i = 0; i < R; i++)
+            y[(m + i) * N + n] = dots[i] + (o ? offset_term(o + n * B, xs + (m + i) * B, B) : 0.0f);
+        m += R;
     }
 }
 
-/* One parallel loop over outputs per instruction set and code width: the width is a constant where the loop body is
-compiled (a run-time flag inside OpenMP's outlined loop left the block loop branchy and spilling). */
-#define PARALLEL_OUTPUTS(name, isa, target_isa, nibbles)                                                           \
-    __attribute__((target(target_isa)))                                                                          \
-    static void name(const int8_t *c, const float *s, const float *o, const float *xs, const float *x, float *y,   \
-                     int64_t M, int64_t N, int64_t K, int threads) {                                               \
-        _Pragma("omp parallel for schedule(static) num_threads(threads)")                                        \
-        for (int64_t n = 0; n < N; n++) output_##isa(c, s, o, xs, x, y, M, N, K, n, nibbles);                     \
+typedef struct {
+    const int8_t *c;
+    const float *s, *o, *xs, *x;
+    float *y;
+    int64_t M, N, K;
+} job_t;
+
+/* Outputs start..stop-1 of a job, one function per instruction set and code width: the width is a constant where
+the block loop is compiled (a run-time flag there left it branchy and spilling). */
+#define OUTPUT_RANGE(name, isa, target_isa, nibbles)                                                                \
+    __attribute__((target(target_isa)))                                                                           \
+    static void name(const void *p, int64_t start, int64_t stop) {                                                 \
+        const job_t *j = p;                                                                                       \
+        for (int64_t n = start; n < stop; n++)                                                                    \
+            output_##isa(j->c, j->s, j->o, j->xs, j->x, j->y, j->M, j->N, j->K, n, nibbles);                      \
     }
 
-PARALLEL_OUTPUTS(linear_avx512_q8, avx512, "avx512f", 0)
-PARALLEL_OUTPUTS(linear_avx512_q4, avx512, "avx512f", 1)
-PARALLEL_OUTPUTS(linear_avx2_q8, avx2, "avx2,fma", 0)
-PARALLEL_OUTPUTS(linear_avx2_q4, avx2, "avx2,fma", 1)
+OUTPUT_RANGE(outputs_avx512_q8, avx512, "avx512f", 0)
+OUTPUT_RANGE(outputs_avx512_q4, avx512, "avx512f", 1)
+OUTPUT_RANGE(outputs_avx2_q8, avx2, "avx2,fma", 0)
+OUTPUT_RANGE(outputs_avx2_q4, avx2, "avx2,fma", 1)
 
 int int8_linear_level(void) {
     static int level = -1;
@@ -200,8 +215,9 @@ int int8_linear(const int8_t *c, const float *s, const float *o, const float *x,
             xs[i] = total;
         }
     }
-    if (int8_linear_level() == 2) (nibbles ? linear_avx512_q4 : linear_avx512_q8)(c, s, o, xs, x, y, M, N, K, threads);
-    else if (int8_linear_level() == 1) (nibbles ? linear_avx2_q4 : linear_avx2_q8)(c, s, o, xs, x, y, M, N, K, threads);
+    const job_t job = {c, s, o, xs, x, y, M, N, K};
+    if (int8_linear_level() == 2) parallel_range(nibbles ? outputs_avx512_q4 : outputs_avx512_q8, &job, N, threads);
+    else if (int8_linear_level() == 1) parallel_range(nibbles ? outputs_avx2_q4 : outputs_avx2_q8, &job, N, threads);
     free(xs);
     return 0;
 }

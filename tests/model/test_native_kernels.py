@@ -27,18 +27,23 @@ def reference_attention(q, keys, values):
 
 
 @pytest.mark.skipif(not attention.available(), reason="no C compiler: torch path")
-@pytest.mark.parametrize("heads, kv_heads, length", [(4, 2, 1), (9, 3, 37), (8, 8, 300)])
-def test_one_query_attention_matches_float64(heads, kv_heads, length):
-    rng = np.random.default_rng(length)
+@pytest.mark.parametrize("heads, kv_heads, lengths", [(4, 2, [1]), (9, 3, [37, 5, 120]), (8, 8, [300, 1])])
+def test_one_query_attention_matches_float64_for_each_sequence_of_a_batch(heads, kv_heads, lengths):
+    rng = np.random.default_rng(len(lengths))
     hd = 16
-    cache_k = rng.standard_normal((kv_heads, length + 20, hd)).astype(np.float32) * 3   # room for more positions
-    cache_v = rng.standard_normal((kv_heads, length + 20, hd)).astype(np.float32)
-    q = rng.standard_normal((heads, hd)).astype(np.float32)
-    pattern, out = attention.one_query_attention(q, cache_k[:, :length], cache_v[:, :length], 1 / np.sqrt(hd))
-    want_pattern, want_out = reference_attention(q, cache_k[:, :length], cache_v[:, :length])
-    np.testing.assert_allclose(pattern, want_pattern, atol=1e-6)
-    np.testing.assert_allclose(out, want_out, atol=1e-5)
-    np.testing.assert_allclose(pattern.sum(-1), 1, atol=1e-6)
+    caches = [(rng.standard_normal((kv_heads, n + 20, hd)).astype(np.float32) * 3,       # room for more positions
+               rng.standard_normal((kv_heads, n + 20, hd)).astype(np.float32)) for n in lengths]
+    keys = [k[:, :n] for (k, _), n in zip(caches, lengths, strict=True)]
+    values = [v[:, :n] for (_, v), n in zip(caches, lengths, strict=True)]
+    q = rng.standard_normal((len(lengths), heads, hd)).astype(np.float32)
+    pattern, out = attention.one_query_attention(q, keys, values, 1 / np.sqrt(hd))
+    for b, n in enumerate(lengths):
+        want_pattern, want_out = reference_attention(q[b], keys[b], values[b])
+        np.testing.assert_allclose(pattern[b, :, :n], want_pattern, atol=1e-6)
+        np.testing.assert_allclose(out[b], want_out, atol=1e-5)
+        alone_pattern, alone_out = attention.one_query_attention(q[b:b + 1], keys[b:b + 1], values[b:b + 1],
+                                                                 1 / np.sqrt(hd))
+        assert np.array_equal(alone_pattern[0], pattern[b, :, :n]) and np.array_equal(alone_out[0], out[b])
 
 
 PROBE = """
