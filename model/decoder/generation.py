@@ -8,8 +8,8 @@ model, and one model can serve many threads at once.
 A step (one new row per sequence) keeps its rows in numpy (torch's per-op overhead on one row cost 14 ms of a
 41 ms step: norms, RoPE and SiLU are numpy). A weight matrix holding Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 values is
 multiplied as int8 codes by the native kernel (model.decoder.int8_blocks: a quarter to a third of float32's bytes,
-each row computed the same way in any batch), the attention over the cache by one native call per layer and
-sequence (model.native.attention); without a C compiler, or for other matrices, products run in torch (MKL, one
+each row computed the same way in any batch), the attention over the caches by one native call per layer for the
+whole batch (model.native.attention); without a C compiler, or for other matrices, products run in torch (MKL, one
 thread pool: numpy's OpenBLAS pool and torch's OpenMP pool spin against each other when their calls alternate) as
 one product of the step's rows padded to a multiple of ROW_BLOCK, so the weights are read once per step and a row's
 numbers do not depend on the batch (see _affine). The prompt (many rows) runs in torch, as the decoder's forward
@@ -235,13 +235,14 @@ class StepWeights:
         self.positions = _numpy(lm.position_embedding)                                # [P, D] (GPT-2) or None
         head = lm.lm_head.weight if isinstance(lm.lm_head, DenseEmbedding) else lm.lm_head   # [V, D]
         self.head = _step_matrix(head)
+        self.head_blocks = self.head_scales = None
         if isinstance(self.head, QuantizedMatrix) and self.head.format.name == "Q8_0":
             self.head_blocks = head.values.transpose(0, 1).contiguous()                   # [nb, V, 32] int8
             self.head_scales = head.scale[..., 0].T.contiguous()                          # [nb, V] float32
 
     def logits(self, xn: np.ndarray) -> np.ndarray:
         """Next-token logits [B, V] float32 of final-normed rows xn [B, D]."""
-        if not hasattr(self, "head_blocks"):
+        if self.head_blocks is None:
             return _affine(self.head, xn, None)
         # Q8_0: logit = sum over 32-value blocks b of scale_b * (int8 values_b . x_b): the scales are applied
         # after the block dot products, so the int8 -> float32 copy is the only pass over the table.
@@ -447,7 +448,6 @@ def _step_matrix(w: Weight) -> StepMatrix:
         return tuple(_step_matrix(part) for part in w)
     blocks = int8_blocks_of(w)
     return w if blocks is None else blocks
-
 
 
 def _affine(w: StepMatrix, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:

@@ -12,6 +12,7 @@ float16. Codes, scales and offsets are recovered and checked to give back every 
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,9 +72,13 @@ class Int8Blocks:
     def nbytes(self) -> int:
         return sum(t.nbytes for t in (self.codes, self.scales, self.offsets) if t is not None)
 
+    @functools.cached_property
+    def _matrix(self) -> kernel.Int8Matrix:
+        return kernel.Int8Matrix(self.codes, self.scales, self.offsets, self.nibbles)
+
     def linear(self, x: np.ndarray) -> np.ndarray:
         """Rows x [B, in] float32 -> x @ W^T [B, out] float32; a row's numbers are the same in any batch."""
-        return kernel.int8_linear(self.codes, self.scales, self.offsets, x, self.nibbles)
+        return self._matrix(x)
 
 
 def copy_nbytes(type_name: str, shape: tuple[int, int]) -> int:

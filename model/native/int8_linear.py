@@ -30,25 +30,38 @@ def available() -> bool:
     return _kernel() is not None
 
 
+class Int8Matrix:
+    """A matrix W = codes * scales [N, K / 32] (+ offsets [N, K / 32]) per 32 values, checked once, multiplied with
+    little per-call work (a generation step makes ~120 products): codes int8 [N, K], or uint8 [N, K / 2] with two
+    4-bit codes a byte when nibbles (GGUF's Q4 order within each block of 16 bytes). Keeps its tensors alive."""
+
+    def __init__(self, codes: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor | None, nibbles: bool):
+        n, k = scales.shape[0], scales.shape[1] * BLOCK
+        want = (torch.uint8, (n, k // 2)) if nibbles else (torch.int8, (n, k))
+        if scales.dim() != 2 or (codes.dtype, tuple(codes.shape)) != want or scales.dtype != torch.float32 or (
+                offsets is not None and (offsets.dtype != torch.float32 or offsets.shape != scales.shape)):
+            raise ValueError(f"int8_linear needs codes {want} for float32 scales [N, K/{BLOCK}] {tuple(scales.shape)}, "
+                             f"got codes {codes.dtype} {tuple(codes.shape)}, scales {scales.dtype}")
+        if not all(t is None or t.is_contiguous() for t in (codes, scales, offsets)):
+            raise ValueError("int8_linear's codes, scales and offsets must be contiguous")
+        self.tensors = (codes, scales, offsets)
+        self.n, self.k, self.nibbles = n, k, int(nibbles)
+        self.pointers = (codes.data_ptr(), scales.data_ptr(), None if offsets is None else offsets.data_ptr())
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """x [M, K] float32 @ W^T -> [M, N] float32, on torch's number of threads. Call only where available()."""
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        if x.ndim != 2 or x.shape[1] != self.k:
+            raise ValueError(f"x must be [M, {self.k}], got {x.shape}")
+        out = np.empty((x.shape[0], self.n), np.float32)                             # [M, N]
+        status = _kernel()(*self.pointers, x.ctypes.data, out.ctypes.data, x.shape[0], self.n, self.k,
+                           torch.get_num_threads(), self.nibbles)
+        if status != 0:
+            raise MemoryError(f"int8_linear could not allocate {x.shape[0] * self.k // BLOCK} block sums")
+        return out
+
+
 def int8_linear(codes: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor | None, x: np.ndarray,
                 nibbles: bool) -> np.ndarray:
-    """x [M, K] float32 @ W^T -> [M, N] float32 for W = codes * scales [N, K / 32] (+ offsets [N, K / 32]) per 32
-    values; codes int8 [N, K], or uint8 [N, K / 2] two 4-bit codes a byte when nibbles (GGUF's Q4 order within each
-    block of 16 bytes). Runs on torch's number of threads. Call only where available()."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    n, k = scales.shape[0], x.shape[-1]
-    blocks = (n, k // BLOCK)
-    want = (torch.uint8, (n, k // 2)) if nibbles else (torch.int8, (n, k))
-    if x.ndim != 2 or k % BLOCK or (codes.dtype, tuple(codes.shape)) != want or any(
-            t is not None and (tuple(t.shape) != blocks or t.dtype != torch.float32) for t in (scales, offsets)):
-        raise ValueError(f"int8_linear: x [M, K] (K a multiple of {BLOCK}) {x.shape}, codes {want} and float32 "
-                         f"scales {blocks} do not match: codes {codes.dtype} {tuple(codes.shape)}, scales "
-                         f"{scales.dtype} {tuple(scales.shape)}")
-    if not all(t is None or t.is_contiguous() for t in (codes, scales, offsets)):
-        raise ValueError("int8_linear's codes, scales and offsets must be contiguous")
-    out = np.empty((x.shape[0], n), np.float32)                                      # [M, N]
-    status = _kernel()(codes.data_ptr(), scales.data_ptr(), None if offsets is None else offsets.data_ptr(),
-                       x.ctypes.data, out.ctypes.data, x.shape[0], n, k, torch.get_num_threads(), int(nibbles))
-    if status != 0:
-        raise MemoryError(f"int8_linear could not allocate {x.shape[0] * k // BLOCK} block sums")
-    return out
+    """x [M, K] float32 @ W^T -> [M, N] float32 for W as in Int8Matrix (checked at every call)."""
+    return Int8Matrix(codes, scales, offsets, nibbles)(x)
