@@ -72,27 +72,6 @@ ALWAYS_INLINE void dot_rows_avx512(const int8_t *cn, const float *sn, const floa
     for (int i = 0; i < R; i++) out[i] = _mm512_reduce_add_ps(_mm512_add_ps(even[i], odd[i]));
 }
 
-/* Output n for every row of x, in tiles of 4, then fewer: a row's arithmetic is the same in any tile. */
-__attribute__((target("avx512f")))
-ALWAYS_INLINE void output_avx512(const int8_t *c, const float *s, const float *o, const float *xs, const float *x,
-                                 float *y, int64_t M, int64_t N, int64_t K, int64_t n, const int nibbles) {
-    const int64_t B = K / 32;
-    const int8_t *cn = c + n * (nibbles ? K / 2 : K);
-    const float *sn = s + n * B;
-    float dots[4];
-    for (int64_t m = 0; m < M;) {
-        const int64_t left = M - m;
-        const int R = left >= 4 ? 4 : left >= 2 ? 2 : 1;
-        switch (R) {
-            case 4: dot_rows_avx512(cn, sn, x + m * K, K, B, nibbles, 4, dots); break;
-            case 2: dot_rows_avx512(cn, sn, x + m * K, K, B, nibbles, 2, dots); break;
-            default: dot_rows_avx512(cn, sn, x + m * K, K, B, nibbles, 1, dots);
-        }
-        for (int i = 0; i < R; i++)
-            y[(m + i) * N + n] = dots[i] + (o ? offset_term(o + n * B, xs + (m + i) * B, B) : 0.0f);
-        m += R;
-    }
-}
 
 /* The 32 codes of a block as four 8-lane float vectors. */
 __attribute__((target("avx2,fma")))
@@ -147,27 +126,34 @@ ALWAYS_INLINE void dot_rows_avx2(const int8_t *cn, const float *sn, const float 
     }
 }
 
-/* Output n for every row of x, in tiles of 4, then fewer: a row's arithmetic is the same in any tile. */
-__attribute__((target("avx2,fma")))
-ALWAYS_INLINE void output_avx2(const int8_t *c, const float *s, const float *o, const float *xs, const float *x,
-                                 float *y, int64_t M, int64_t N, int64_t K, int64_t n, const int nibbles) {
-    const int64_t B = K / 32;
-    const int8_t *cn = c + n * (nibbles ? K / 2 : K);
-    const float *sn = s + n * B;
-    float dots[4];
-    for (int64_t m = 0; m < M;) {
-        const int64_t left = M - m;
-        const int R = left >= 4 ? 4 : left >= 2 ? 2 : 1;
-        switch (R) {
-            case 4: dot_rows_avx2(cn, sn, x + m * K, K, B, nibbles, 4, dots); break;
-            case 2: dot_rows_avx2(cn, sn, x + m * K, K, B, nibbles, 2, dots); break;
-            default: dot_rows_avx2(cn, sn, x + m * K, K, B, nibbles, 1, dots);
-        }
-        for (int i = 0; i < R; i++)
-            y[(m + i) * N + n] = dots[i] + (o ? offset_term(o + n * B, xs + (m + i) * B, B) : 0.0f);
-        m += R;
+
+/* Output n for every row of x, in tiles of 4, then fewer: a row's arithmetic is the same in any tile. One
+definition per instruction set (its dot_rows_<isa>). */
+#define OUTPUT(isa, target_isa)                                                                                   \
+    __attribute__((target(target_isa)))                                                                           \
+    ALWAYS_INLINE void output_##isa(const int8_t *c, const float *s, const float *o, const float *xs,               \
+                                    const float *x, float *y, int64_t M, int64_t N, int64_t K, int64_t n,          \
+                                    const int nibbles) {                                                          \
+        const int64_t B = K / 32;                                                                                 \
+        const int8_t *cn = c + n * (nibbles ? K / 2 : K);                                                         \
+        const float *sn = s + n * B;                                                                              \
+        float dots[4];                                                                                            \
+        for (int64_t m = 0; m < M;) {                                                                             \
+            const int64_t left = M - m;                                                                           \
+            const int R = left >= 4 ? 4 : left >= 2 ? 2 : 1;                                                      \
+            switch (R) {                                                                                          \
+                case 4: dot_rows_##isa(cn, sn, x + m * K, K, B, nibbles, 4, dots); break;                         \
+                case 2: dot_rows_##isa(cn, sn, x + m * K, K, B, nibbles, 2, dots); break;                         \
+                default: dot_rows_##isa(cn, sn, x + m * K, K, B, nibbles, 1, dots);                               \
+            }                                                                                                     \
+            for (int i = 0; i < R; i++)                                                                           \
+                y[(m + i) * N + n] = dots[i] + (o ? offset_term(o + n * B, xs + (m + i) * B, B) : 0.0f);          \
+            m += R;                                                                                               \
+        }                                                                                                         \
     }
-}
+
+OUTPUT(avx512, "avx512f")
+OUTPUT(avx2, "avx2,fma")
 
 typedef struct {
     const int8_t *c;
