@@ -57,7 +57,7 @@ class Int8Matrix:
         status = _kernel()(*self.pointers, x.ctypes.data, out.ctypes.data, x.shape[0], self.n, self.k,
                            torch.get_num_threads(), self.nibbles)
         if status != 0:
-            raise MemoryError(f"int8_linear could not allocate {x.shape[0] * self.k // BLOCK} block sums")
+            raise RuntimeError("int8_linear: this CPU has neither AVX2 + FMA nor AVX-512")
         return out
 
 
