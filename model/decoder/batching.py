@@ -3,7 +3,8 @@
 One GenerationBatcher per model runs a thread that keeps every active generation's KV cache (an
 IncrementalDecoder each) and advances all of them by one token per step with generation.step_rows, which reads the
 weights once for the whole batch: a one-token step is memory-bound, so B sequences cost little more than one.
-Requests join at the next step (their prompt is run first, alone) and leave when they reach max_new_tokens, the
+Requests join at the next step (the prompts of those joining together are run first, short ones in one pass
+over the weights, see generation.feed_together) and leave when they reach max_new_tokens, the
 end-of-sequence token, or are cancelled (the caller stopped iterating, or its on_step returned True). Each request
 keeps its own random generator and its own cache, so its tokens are the ones it would get alone. When no request is
 left the thread ends.
@@ -97,8 +98,7 @@ class GenerationBatcher:
                     return
             try:
                 with torch.inference_mode():
-                    active = [r for r in active if not r.cancelled.is_set()] + \
-                        [r for r in joining if self._start(r)]
+                    active = [r for r in active if not r.cancelled.is_set()] + self._start(joining)
                     if active:
                         self._step(active)
                 active = [r for r in active if not self._finished(r)]
@@ -107,13 +107,18 @@ class GenerationBatcher:
                     r.steps.put(exc)
                 active = []
 
-    def _start(self, r: Request) -> bool:
-        """Run r's prompt (alone) and choose its first token; False when r is already done."""
-        r.decoder = G.IncrementalDecoder(self.lm, len(r.prompt_ids) + r.settings.max_new_tokens - 1)
-        r.rng = np.random.default_rng(r.settings.seed)
-        logits, row = r.decoder.feed(r.prompt_ids)
-        self._choose(r, logits, row)
-        return not self._finished(r)
+    def _start(self, joining: list[Request]) -> list[Request]:
+        """Run the joining requests' prompts (short ones in one pass, see generation.feed_together) and choose their
+        first tokens; returns those not already done."""
+        if not joining:
+            return []
+        for r in joining:
+            r.decoder = G.IncrementalDecoder(self.lm, len(r.prompt_ids) + r.settings.max_new_tokens - 1)
+            r.rng = np.random.default_rng(r.settings.seed)
+        fed = G.feed_together([r.decoder for r in joining], [r.prompt_ids for r in joining])
+        for r, (logits, row) in zip(joining, fed, strict=True):
+            self._choose(r, logits, row)
+        return [r for r in joining if not self._finished(r)]
 
     def _step(self, batch: list[Request]) -> None:
         rows = [np.empty((self.lm.config.n_layers, self.lm.config.n_heads, r.decoder.length + 1), np.float16)

@@ -12,8 +12,10 @@ each row computed the same way in any batch), the attention over the caches by o
 whole batch (model.native.attention); without a C compiler, or for other matrices, products run in torch (MKL, one
 thread pool: numpy's OpenBLAS pool and torch's OpenMP pool spin against each other when their calls alternate) as
 one product of the step's rows padded to a multiple of ROW_BLOCK, so the weights are read once per step and a row's
-numbers do not depend on the batch (see _affine). The prompt (many rows) runs in torch, as the decoder's forward
-does, in chunks of PREFILL_CHUNK queries.
+numbers do not depend on the batch (see _affine). A prompt of up to ROWS_PREFILL_MAX tokens runs the same way, its
+tokens as rows (with other prompts joining a batch at once) when every matrix goes through the native kernel;
+a longer one, or without the kernel, runs in torch, as the decoder's forward does, in chunks of PREFILL_CHUNK
+queries (see feed_together).
 
 Choosing a token uses model/sampling.py: temperature, then top-k, then top-p, renormalize, then one draw from a
 numpy Generator made once per call from the seed (temperature 0: greedy argmax).
@@ -41,6 +43,7 @@ N_CANDIDATES = 10          # top candidates recorded per step
 PREFILL_CHUNK = 256        # prompt tokens per forward chunk: scores stay [H, 256, T]
 HEAD_CHUNK_ROWS = 1024     # LM-head rows converted to float32 at a time (2.4 MB)
 ROW_BLOCK = 8              # rows per weight product in a one-token step: a multiple of it (see _affine)
+ROWS_PREFILL_MAX = 48      # prompts up to this many tokens run as rows through the int8 kernel (see feed_together)
 
 
 @dataclass(frozen=True)
@@ -152,23 +155,30 @@ class TokenDistribution:
 
 
 def next_token_distribution(logits: np.ndarray, settings: GenerationSettings) -> TokenDistribution:
-    """Temperature, then top-k, then top-p, renormalized (model/sampling.py); greedy keeps the argmax only."""
+    """Temperature, then top-k, then top-p, renormalized (model/sampling.py); greedy keeps the argmax only. Skips the
+    passes that change nothing (temperature 1, no top-k / top-p): the same numbers, a third of a step's choosing."""
     raw = sampling.softmax(logits)
     if settings.greedy:
         keep = np.zeros(raw.shape, dtype=bool)
         keep[int(np.argmax(logits))] = True          # first maximum, as torch.argmax
         return TokenDistribution(raw, raw, keep, keep.astype(np.float64))
-    probs = sampling.softmax(logits, settings.temperature)
+    probs = raw if settings.temperature == 1.0 else sampling.softmax(logits, settings.temperature)
+    if settings.top_k == 0 and settings.top_p == 1.0:
+        return TokenDistribution(raw, probs, probs > 0, probs / probs.sum())    # what filter_probs gives then
     keep, kept = sampling.filter_probs(probs, settings.top_k, settings.top_p)
     return TokenDistribution(raw, probs, keep, kept)
 
 
 def choose_token(dist: TokenDistribution, rng: np.random.Generator) -> int:
-    """One draw from the filtered distribution (a one-hot distribution, as greedy's, consumes no randomness)."""
+    """One draw from the filtered distribution (a one-hot distribution, as greedy's, consumes no randomness): the
+    inverse-CDF draw of sampling.sample_with over the kept entries, without re-checking a distribution made here."""
     kept = np.flatnonzero(dist.keep)
     if len(kept) == 1:
         return int(kept[0])
-    return int(sampling.sample_with(dist.sampling, 1, rng)[0])
+    cdf = np.cumsum(dist.sampling[kept])                                            # [n kept]
+    cdf /= cdf[-1]
+    cdf[-1] = 1.0
+    return int(kept[np.searchsorted(cdf, rng.random(1), side="right")][0])
 
 
 @dataclass(frozen=True)
@@ -229,12 +239,17 @@ class StepWeights:
     block-major: each chunk of rows is then nb contiguous [chunk, 32] int8 slabs, converted and multiplied without a
     strided pass."""
 
+    all_native: bool              # every matrix multiplied by the native int8 kernel (see feed_together)
+
     def __init__(self, lm):
         self.blocks = [BlockWeights.of(block) for block in lm.blocks]
         self.out_norm = NormWeights.of(lm.out_norm)
         self.positions = _numpy(lm.position_embedding)                                # [P, D] (GPT-2) or None
         head = lm.lm_head.weight if isinstance(lm.lm_head, DenseEmbedding) else lm.lm_head   # [V, D]
         self.head = _step_matrix(head)
+        matrices = [m for b in self.blocks for m in (b.qkv, b.o, b.up, b.down)] + [self.head]
+        self.all_native = native_attention.available() and all(
+            isinstance(part, Int8Blocks) for m in matrices for part in (m if isinstance(m, tuple) else (m,)))
         self.head_blocks = self.head_scales = None
         if isinstance(self.head, QuantizedMatrix) and self.head.format.name == "Q8_0":
             self.head_blocks = head.values.transpose(0, 1).contiguous()                   # [nb, V, 32] int8
@@ -296,19 +311,18 @@ class IncrementalDecoder:
     def feed(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Run ids (continuing the cached tokens) through the model. Returns the logits after the last one
         [V] float32 and its attention row [n_layers, n_heads, length] float16."""
-        cfg = self.lm.config
-        if not 1 <= len(ids) <= self.capacity - self.length:
-            raise ValueError(f"Can feed 1 to {self.capacity - self.length} more tokens, got {len(ids)}")
-        with torch.inference_mode():
-            for start in range(0, len(ids), PREFILL_CHUNK):
-                chunk = ids[start:start + PREFILL_CHUNK]
-                last = start + PREFILL_CHUNK >= len(ids)
-                row = np.empty((cfg.n_layers, cfg.n_heads, self.length + len(chunk)), np.float16) if last else None
-                if len(chunk) == 1:
-                    x = step_rows([self], [chunk[0]], [row])[0]                      # [D]
-                else:
-                    x = self._forward(torch.tensor(list(chunk)), row)[-1].numpy()    # [D]
-        return self.weights.logits(self.weights.out_norm(x[None]))[0], row
+        return feed_together([self], [ids])[0]
+
+    def forward_chunks(self, ids: Sequence[int], row: np.ndarray) -> np.ndarray:
+        """ids through the decoder's torch forward, PREFILL_CHUNK at a time; the last one's attention row into row.
+        Returns the last block's output for the last token [D]."""
+        for start in range(0, len(ids), PREFILL_CHUNK):
+            chunk, keep = ids[start:start + PREFILL_CHUNK], start + PREFILL_CHUNK >= len(ids)
+            if len(chunk) == 1:
+                x = step_rows([self], chunk, [row if keep else None])                # [1, D]
+            else:
+                x = self._forward(torch.tensor(list(chunk)), row if keep else None).numpy()  # [n, D]
+        return x[-1]
 
     def _forward(self, ids: torch.Tensor, row: np.ndarray | None) -> torch.Tensor:
         """ids [n > 1] at positions length..length+n-1 through every block; caches their keys and values."""
@@ -336,26 +350,73 @@ class IncrementalDecoder:
         return attn.output(mixed), pattern                                         # [n, D], [H, n, T]
 
 
+def feed_together(decoders: Sequence[IncrementalDecoder], id_lists: Sequence[Sequence[int]]) -> list[
+        tuple[np.ndarray, np.ndarray]]:
+    """Each decoder's ids (continuing its cached tokens) through the model: [(logits [V] float32 after its last
+    token, that token's attention row [n_layers, n_heads, length] float16)]. Runs of up to ROWS_PREFILL_MAX tokens
+    go through step_rows together, one pass over the weights for all of them, when every matrix is multiplied by the
+    native kernel (whose rows do not depend on each other: each decoder gets the numbers it would get alone); longer
+    ones, or without the kernel, through the decoder's torch forward (MKL), one decoder and PREFILL_CHUNK tokens at
+    a time."""
+    for d, ids in zip(decoders, id_lists, strict=True):
+        if not 1 <= len(ids) <= d.capacity - d.length:
+            raise ValueError(f"Can feed 1 to {d.capacity - d.length} more tokens, got {len(ids)}")
+    cfg = decoders[0].lm.config
+    rows_path = [len(ids) == 1 or (len(ids) <= ROWS_PREFILL_MAX and d.weights.all_native)
+                 for d, ids in zip(decoders, id_lists, strict=True)]
+    last: list[np.ndarray | None] = [None] * len(decoders)                          # [D] each
+    rows = [np.empty((cfg.n_layers, cfg.n_heads, d.length + len(ids)), np.float16)
+            for d, ids in zip(decoders, id_lists, strict=True)]
+    together = [i for i, fast in enumerate(rows_path) if fast]
+    with torch.inference_mode():
+        if together:
+            x = step_rows([decoders[i] for i in together for _ in id_lists[i]],
+                          [t for i in together for t in id_lists[i]],
+                          [rows[i] if j == len(id_lists[i]) - 1 else None for i in together
+                           for j in range(len(id_lists[i]))])                       # [sum n, D]
+            ends = np.cumsum([len(id_lists[i]) for i in together]) - 1
+            for i, end in zip(together, ends, strict=True):
+                last[i] = x[end]
+        for i, fast in enumerate(rows_path):
+            if not fast:
+                last[i] = decoders[i].forward_chunks(id_lists[i], rows[i])
+    weights = decoders[0].weights
+    logits = weights.logits(weights.out_norm(np.stack(last)))                        # [B, V]
+    return list(zip(logits, rows, strict=True))
+
+
 def step_rows(decoders: Sequence[IncrementalDecoder], token_ids: Sequence[int],
-              rows: Sequence[np.ndarray]) -> np.ndarray:
-    """One new token per sequence through every block, in numpy (see the module docstring), each at its own
-    position with its own KV cache; the weight products of all sequences are one matrix product, so the weights
-    are read once per step whatever the number of sequences. Writes each sequence's attention row into rows[b]
-    ([n_layers, n_heads, length + 1]) and returns the last block's outputs [B, D]."""
+              rows: Sequence[np.ndarray | None]) -> np.ndarray:
+    """Tokens through every block in numpy (see the module docstring), token b continuing decoders[b]'s cache: one
+    new token per sequence (a generation step), or a decoder listed for several consecutive tokens (a prompt, its
+    tokens in order: each attends to the ones before it). The weight products of all rows are one matrix product,
+    so the weights are read once whatever the number of rows. Writes token b's attention row into rows[b]
+    ([n_layers, n_heads, position + 1]; None: not kept) and returns the last block's outputs [B, D]."""
     first = decoders[0]
     cfg, w_all = first.lm.config, first.weights
     B, hd, n_q, n_kv = len(decoders), cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
     n_qk = (n_q + n_kv) * hd
-    at = np.array([d.length for d in decoders])                                     # [B] positions
+    runs: list[tuple[IncrementalDecoder, int, int]] = []                            # (decoder, first row, count)
+    for b, d in enumerate(decoders):
+        if runs and runs[-1][0] is d and runs[-1][1] + runs[-1][2] == b:
+            runs[-1] = (d, runs[-1][1], runs[-1][2] + 1)
+        else:
+            runs.append((d, b, 1))
+    if len({id(d) for d, _, _ in runs}) != len(runs):
+        raise ValueError("step_rows needs each sequence's tokens next to each other")
+    at = np.concatenate([d.length + np.arange(count) for d, _, count in runs])     # [B] positions
     x = first.lm.embedding.rows(torch.tensor(list(token_ids))).numpy()             # [B, D]
     if w_all.positions is not None:
         x = x + w_all.positions[at]                                                  # [B, D]
     rope = first.cos_np is not None
     if rope:
-        cos = np.stack([d.cos_np[p] for d, p in zip(decoders, at, strict=True)])[:, None]  # [B, 1, hd/2]
-        sin = np.stack([d.sin_np[p] for d, p in zip(decoders, at, strict=True)])[:, None]  # [B, 1, hd/2]
+        cos = np.concatenate([d.cos_np[d.length:d.length + count] for d, _, count in runs])[:, None]  # [B, 1, hd/2]
+        sin = np.concatenate([d.sin_np[d.length:d.length + count] for d, _, count in runs])[:, None]  # [B, 1, hd/2]
     mixed = np.empty((B, n_q, hd), np.float32)                                      # [B, H, hd]
     native = native_attention.available()
+    if native:
+        attend = native_attention.CachedAttention([d.k for d in decoders], [d.v for d in decoders], at,
+                                                  [r is not None for r in rows], n_q)
     for layer, w in enumerate(w_all.blocks):
         qkv = _affine(w.qkv, w.attn_norm(x), w.qkv_bias)                            # [B, (H + 2 KV) hd]
         q, k = qkv[:, :n_q * hd].reshape(B, n_q, hd), qkv[:, n_q * hd:n_qk].reshape(B, n_kv, hd)
@@ -364,18 +425,16 @@ def step_rows(decoders: Sequence[IncrementalDecoder], token_ids: Sequence[int],
         if rope:
             q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)                       # [B, H, hd], [B, KV, hd]
         v = qkv[:, n_qk:].reshape(B, n_kv, hd)                                      # [B, KV, hd]
-        for b, (d, p) in enumerate(zip(decoders, at, strict=True)):
-            d.k[layer, :, p] = k[b]
-            d.v[layer, :, p] = v[b]
-        keys = [d.k[layer, :, :p + 1] for d, p in zip(decoders, at, strict=True)]     # [KV, T_b, hd] each
-        values = [d.v[layer, :, :p + 1] for d, p in zip(decoders, at, strict=True)]
         if native:
-            pattern, mixed = native_attention.one_query_attention(q, keys, values, 1.0 / math.sqrt(hd))
-            for b, p in enumerate(at):
-                rows[b][layer] = pattern[b, :, :p + 1]                               # [H, T_b]
+            mixed = attend(layer, q, k, v, 1.0 / math.sqrt(hd))                     # caches written, [B, H, hd]
         else:
-            for b in range(B):
-                rows[b][layer], mixed[b] = _mix_one_query(q[b], keys[b], values[b])
+            for d, b, count in runs:
+                d.k[layer, :, d.length:d.length + count] = k[b:b + count].transpose(1, 0, 2)
+                d.v[layer, :, d.length:d.length + count] = v[b:b + count].transpose(1, 0, 2)
+            for b, (d, p) in enumerate(zip(decoders, at, strict=True)):
+                pattern, mixed[b] = _mix_one_query(q[b], d.k[layer, :, :p + 1], d.v[layer, :, :p + 1])
+                if rows[b] is not None:
+                    rows[b][layer] = pattern                                         # [H, T_b]
         x = x + _affine(w.o, mixed.reshape(B, -1), w.o_bias)                         # [B, D]
         up = _affine(w.up, w.mlp_norm(x), w.up_bias)                                 # [B, 2 F] or [B, F]
         if w.gated:
@@ -385,8 +444,12 @@ def step_rows(decoders: Sequence[IncrementalDecoder], token_ids: Sequence[int],
         else:
             act = _gelu_tanh(up)                                                     # [B, F]
         x = x + _affine(w.down, act, w.down_bias)                                    # [B, D]
-    for d in decoders:
-        d.length += 1
+    if native:
+        for b, row in enumerate(rows):
+            if row is not None:
+                row[...] = attend.pattern(b)                                         # [L, H, T_b]
+    for d, _, count in runs:
+        d.length += count
     return x
 
 

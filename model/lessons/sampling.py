@@ -21,29 +21,33 @@ def _check_temperature(temperature: float) -> float:
 
 
 def _shifted(logits, temperature: float, axis: int) -> np.ndarray:
-    """(logits - max) / T in float64: the largest entry becomes 0, masked (-inf) entries stay -inf."""
-    x = np.asarray(logits, dtype=np.float64)
+    """(logits - max) / T in float64, a new array: the largest entry becomes 0, masked (-inf) entries stay -inf.
+    Works in place on its own copy (a generation step calls it on 49,152 logits per sequence)."""
+    x = np.array(logits, dtype=np.float64)
     if x.size == 0:
         raise ValueError("softmax needs at least one logit")
-    if np.isnan(x).any():
-        raise ValueError("logits contain NaN")
     t = _check_temperature(temperature)
     top = np.max(x, axis=axis, keepdims=True)
+    if np.isnan(top).any():        # max propagates NaN
+        raise ValueError("logits contain NaN")
     if np.isneginf(top).any():
         raise ValueError("every logit is -inf (everything is masked): there is nothing to normalize")
     pos_inf = np.isposinf(top)
     with np.errstate(over="ignore", invalid="ignore"):
-        z = (x - top) / t          # <= 0 everywhere; a difference that overflows becomes -inf, i.e. weight 0
+        x -= top                   # <= 0 everywhere; a difference that overflows becomes -inf, i.e. weight 0
+        if t != 1.0:
+            x /= t
     if pos_inf.any():              # +inf logits share all the mass equally
-        z = np.where(pos_inf, np.where(np.isposinf(x), 0.0, -np.inf), z)
-    return z
+        x = np.where(pos_inf, np.where(np.isposinf(np.asarray(logits, dtype=np.float64)), 0.0, -np.inf), x)
+    return x
 
 
 def softmax(logits, temperature: float = 1.0, axis: int = -1) -> np.ndarray:
     """exp(x_i / T) / sum_j exp(x_j / T) along axis, float64; -inf logits get probability 0."""
-    z = _shifted(logits, temperature, axis)
-    e = np.exp(z)
-    return e / e.sum(axis=axis, keepdims=True)
+    e = _shifted(logits, temperature, axis)
+    np.exp(e, out=e)
+    e /= e.sum(axis=axis, keepdims=True)
+    return e
 
 
 def log_softmax(logits, temperature: float = 1.0, axis: int = -1) -> np.ndarray:
@@ -55,9 +59,10 @@ def log_softmax(logits, temperature: float = 1.0, axis: int = -1) -> np.ndarray:
 def entropy_bits(probs, axis: int = -1) -> np.ndarray | float:
     """Shannon entropy -sum p log2 p in bits, with 0 log 0 = 0. Uniform over n choices gives log2(n)."""
     p = np.asarray(probs, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.where(p > 0, p * np.log2(np.where(p > 0, p, 1.0)), 0.0)
-    h = np.maximum(-terms.sum(axis=axis), 0.0)   # tiny negative rounding -> 0
+    logs = np.zeros(p.shape)
+    np.log2(p, out=logs, where=p > 0)                                               # 0 where p is 0
+    logs *= p                    # not p @ logs: a BLAS call wakes numpy's OpenBLAS threads, which then spin
+    h = np.maximum(-logs.sum(axis=axis), 0.0)    # tiny negative rounding -> 0
     return float(h) if np.ndim(h) == 0 else h
 
 

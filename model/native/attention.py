@@ -1,5 +1,6 @@
-"""One query per head over each sequence's KV cache (one_query_attention.c): a one-token step's attention for the
-whole batch in one call per layer instead of a dozen small torch / numpy operations per sequence."""
+"""A one-token step's attention over the KV caches (one_query_attention.c): for every row of the batch, its key and
+value written into its sequence's cache and its query attending over it, in one call per layer instead of a dozen
+small numpy operations per row."""
 from __future__ import annotations
 
 import ctypes
@@ -16,8 +17,8 @@ def _kernel():
     lib = library("one_query_attention.c")
     if lib is None:
         return None
-    fn = lib.one_query_attention
-    fn.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 5 + [ctypes.c_float] + [ctypes.c_void_p] * 2
+    fn = lib.cached_attention
+    fn.argtypes = [ctypes.c_void_p] * 8 + [ctypes.c_int64] * 7 + [ctypes.c_float] + [ctypes.c_void_p] * 3
     fn.restype = None
     return fn
 
@@ -27,28 +28,56 @@ def available() -> bool:
     return _kernel() is not None
 
 
-def one_query_attention(q: np.ndarray, keys: Sequence[np.ndarray], values: Sequence[np.ndarray],
-                        scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """q [B, H, hd] float32; keys[b], values[b] [KV, T_b, hd] float32 (views of caches: rows contiguous, any stride
-    between KV heads) -> pattern [B, H, max T_b] (sequence b's first T_b columns: softmax((q . k) * scale)), out
-    [B, H, hd] (the mix of values). Call only where available()."""
-    B, H, hd = q.shape
-    row = (hd * 4, 4)
-    for k, v in zip(keys, values, strict=True):
-        if k.dtype != np.float32 or v.dtype != np.float32 or k.shape != v.shape or k.shape[2] != hd or \
-                H % k.shape[0] or k.strides[1:] != row or v.strides[1:] != row or k.strides[0] != v.strides[0]:
-            raise ValueError(f"one_query_attention needs float32 keys / values [KV, T, {hd}] with contiguous rows "
-                             f"for {H} query heads, got {k.shape} {k.dtype} and {v.shape} {v.dtype}")
-    if len(keys) != B or len({k.shape[0] for k in keys}) > 1:
-        raise ValueError(f"one_query_attention needs {B} sequences with the same number of KV heads")
-    q = np.ascontiguousarray(q, dtype=np.float32)
-    lengths = np.array([k.shape[1] for k in keys], np.int64)                         # [B]
-    max_len = int(lengths.max())
-    pattern = np.empty((B, H, max_len), np.float32)                                  # [B, H, max T]
-    out = np.empty((B, H, hd), np.float32)                                           # [B, H, hd]
-    k_addr = np.array([k.ctypes.data for k in keys], np.uint64)                      # [B]
-    v_addr = np.array([v.ctypes.data for v in values], np.uint64)                    # [B]
-    strides = np.array([k.strides[0] // 4 for k in keys], np.int64)                 # [B] floats between KV heads
-    _kernel()(q.ctypes.data, k_addr.ctypes.data, v_addr.ctypes.data, strides.ctypes.data, lengths.ctypes.data, B, H,
-              keys[0].shape[0], hd, max_len, scale, pattern.ctypes.data, out.ctypes.data)
-    return pattern, out
+class CachedAttention:
+    """The caches of a step's rows, checked once for the step's layers: row b is a new token at positions[b] of the
+    sequence whose caches are keys[b] and values[b] ([n_layers, KV, capacity, hd] float32, C order; rows of one
+    sequence in position order), its attention pattern kept when keep[b]. Call only where available()."""
+
+    def __init__(self, keys: Sequence[np.ndarray], values: Sequence[np.ndarray], positions: Sequence[int],
+                 keep: Sequence[bool], n_heads: int):
+        checked: dict[int, tuple[int, int, int]] = {}
+        for k, v, p in zip(keys, values, positions, strict=True):
+            if id(k) not in checked:
+                if k.dtype != np.float32 or k.shape != v.shape or v.dtype != np.float32 or k.ndim != 4 or \
+                        not (k.flags.c_contiguous and v.flags.c_contiguous) or n_heads % k.shape[1]:
+                    raise ValueError(f"CachedAttention needs float32 C-order caches [L, KV, C, hd] for {n_heads} "
+                                     f"query heads, got {k.shape} {k.dtype} and {v.shape} {v.dtype}")
+                checked[id(k)] = (k.ctypes.data, v.ctypes.data, k.shape[2])
+            if not 0 <= p < k.shape[2]:
+                raise ValueError(f"position {p} is outside a cache of {k.shape[2]} positions")
+        if len({k.shape[:2] + k.shape[3:] for k in keys}) != 1:
+            raise ValueError("CachedAttention needs caches of the same layers, KV heads and head size")
+        self.n_layers, self.kv_heads, _, self.head_dim = keys[0].shape
+        self.n_heads = n_heads
+        addresses = [checked[id(k)] for k in keys]
+        self.k_addr = np.array([a[0] for a in addresses], np.uint64)                 # [B]
+        self.v_addr = np.array([a[1] for a in addresses], np.uint64)                 # [B]
+        self.capacity = np.array([a[2] for a in addresses], np.int64)                # [B]
+        self.positions = np.array(positions, np.int64)                               # [B]
+        self.slot = np.cumsum(keep, dtype=np.int64) - 1                              # [B] index among kept rows
+        self.slot[~np.asarray(keep, bool)] = -1
+        self.max_len = int(self.positions.max()) + 1
+        self.patterns = np.empty((int(np.sum(keep)), self.n_layers, n_heads, self.max_len), np.float32)
+        self._scratch = np.empty((n_heads, self.max_len), np.float32)
+
+    def __call__(self, layer: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) -> np.ndarray:
+        """Layer `layer`: q [B, H, hd], the rows' new keys and values k, v [B, KV, hd] (written into the caches) ->
+        the mix of values [B, H, hd]."""
+        B, hd = len(self.positions), self.head_dim
+        if q.shape != (B, self.n_heads, hd) or k.shape != (B, self.kv_heads, hd) or v.shape != k.shape or \
+                not 0 <= layer < self.n_layers:
+            raise ValueError(f"CachedAttention needs q [{B}, {self.n_heads}, {hd}], k and v [{B}, {self.kv_heads}, "
+                             f"{hd}] and a layer below {self.n_layers}, got {q.shape}, {k.shape}, {v.shape}, {layer}")
+        q, k, v = (np.ascontiguousarray(a, dtype=np.float32) for a in (q, k, v))
+        out = np.empty((B, self.n_heads, hd), np.float32)                            # [B, H, hd]
+        _kernel()(q.ctypes.data, k.ctypes.data, v.ctypes.data, self.k_addr.ctypes.data, self.v_addr.ctypes.data,
+                  self.capacity.ctypes.data, self.positions.ctypes.data, self.slot.ctypes.data, B, self.n_heads,
+                  self.kv_heads, hd, layer, self.n_layers, self.max_len, scale, self.patterns.ctypes.data,
+                  self._scratch.ctypes.data, out.ctypes.data)
+        return out
+
+    def pattern(self, b: int) -> np.ndarray:
+        """Kept row b's attention, every layer: [n_layers, H, positions[b] + 1] float32."""
+        if self.slot[b] < 0:
+            raise ValueError(f"row {b}'s attention was not kept")
+        return self.patterns[self.slot[b], :, :, :self.positions[b] + 1]

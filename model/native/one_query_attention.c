@@ -1,11 +1,12 @@
-/* One new query per head attending over its sequence's cached positions (a one-token generation step), for every
-sequence of a batch, grouped-query: query head h reads KV head h / (H / KV). For each head: s_j = (q . k_j) * scale,
-p = softmax(s), out = sum_j p_j v_j, in float32, in a fixed order: a sequence's numbers do not depend on the other
-sequences in the batch.
+/* One layer of a step's attention over KV caches: row b (a new token of some sequence, at position[b]) writes its key
+and value into its sequence's cache, then its query attends over positions 0..position[b], grouped-query: query head
+h reads KV head h / (H / KV). For each head: s_j = (q . k_j) * scale, p = softmax(s), out = sum_j p_j v_j, in
+float32, in a fixed order: a row's numbers do not depend on the other rows. Rows run in order, so several rows of
+one sequence (a prompt's tokens, in order) each see the keys of the ones before them.
 
-q: [B, H, hd]; sequence b's keys and values: k_addr[b], v_addr[b] point at [KV, *, hd] with kv_stride[b] floats from
-one KV head to the next (a cache with room for more positions), positions 0..lengths[b]-1 used; pattern:
-[B, H, max_len] (row b, head h: its first lengths[b] entries); out: [B, H, hd]. Built at first use by
+q: [B, H, hd]; k_new, v_new: [B, KV, hd]; row b's cache: k_addr[b], v_addr[b] point at [n_layers, KV, capacity[b],
+hd] float32 (C order); patterns: [kept rows, n_layers, H, max_len], row b's softmax into slot[b] (its first
+position[b] + 1 entries), or into scratch [H, max_len] when slot[b] < 0; out: [B, H, hd]. Built at first use by
 model/native/build.py. */
 #include <math.h>
 #include <stdint.h>
@@ -42,10 +43,20 @@ static void attend(const float *q, const float *k, const float *v, int64_t H, in
     }
 }
 
-void one_query_attention(const float *q, const uint64_t *k_addr, const uint64_t *v_addr, const int64_t *kv_stride,
-                         const int64_t *lengths, int64_t B, int64_t H, int64_t KV, int64_t hd, int64_t max_len,
-                         float scale, float *pattern, float *out) {
-    for (int64_t b = 0; b < B; b++)
-        attend(q + b * H * hd, (const float *)(uintptr_t)k_addr[b], (const float *)(uintptr_t)v_addr[b], H, KV,
-               lengths[b], hd, kv_stride[b], scale, pattern + b * H * max_len, max_len, out + b * H * hd);
+void cached_attention(const float *q, const float *k_new, const float *v_new, const uint64_t *k_addr,
+                      const uint64_t *v_addr, const int64_t *capacity, const int64_t *position, const int64_t *slot,
+                      int64_t B, int64_t H, int64_t KV, int64_t hd, int64_t layer, int64_t n_layers, int64_t max_len,
+                      float scale, float *patterns, float *scratch, float *out) {
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t pos = position[b], kv_stride = capacity[b] * hd;
+        float *k = (float *)(uintptr_t)k_addr[b] + layer * KV * kv_stride;
+        float *v = (float *)(uintptr_t)v_addr[b] + layer * KV * kv_stride;
+        for (int64_t kv = 0; kv < KV; kv++)
+            for (int64_t i = 0; i < hd; i++) {
+                k[kv * kv_stride + pos * hd + i] = k_new[(b * KV + kv) * hd + i];
+                v[kv * kv_stride + pos * hd + i] = v_new[(b * KV + kv) * hd + i];
+            }
+        float *pattern = slot[b] >= 0 ? patterns + (slot[b] * n_layers + layer) * H * max_len : scratch;
+        attend(q + b * H * hd, k, v, H, KV, pos + 1, hd, kv_stride, scale, pattern, max_len, out + b * H * hd);
+    }
 }

@@ -1,4 +1,4 @@
-"""Native kernels: the one-query attention against a float64 numpy reference, and the build falling back to the
+"""Native kernels: the cached attention against a float64 numpy reference, and the build falling back to the
 torch paths (never failing) where no compiler works or ATLAS_NATIVE=0."""
 import json
 import os
@@ -27,23 +27,42 @@ def reference_attention(q, keys, values):
 
 
 @pytest.mark.skipif(not attention.available(), reason="no C compiler: torch path")
-@pytest.mark.parametrize("heads, kv_heads, lengths", [(4, 2, [1]), (9, 3, [37, 5, 120]), (8, 8, [300, 1])])
-def test_one_query_attention_matches_float64_for_each_sequence_of_a_batch(heads, kv_heads, lengths):
+@pytest.mark.parametrize("heads, kv_heads, lengths, new", [
+    (4, 2, [0], [1]), (9, 3, [37, 5, 120], [1, 1, 1]), (8, 8, [300, 1], [1, 1]), (6, 2, [0, 9], [7, 3])])
+def test_cached_attention_writes_the_caches_and_matches_float64_for_each_row(heads, kv_heads, lengths, new):
+    """Sequences with lengths[s] cached positions get new[s] tokens each (a step: 1; a prompt: several, in order)."""
     rng = np.random.default_rng(len(lengths))
-    hd = 16
-    caches = [(rng.standard_normal((kv_heads, n + 20, hd)).astype(np.float32) * 3,       # room for more positions
-               rng.standard_normal((kv_heads, n + 20, hd)).astype(np.float32)) for n in lengths]
-    keys = [k[:, :n] for (k, _), n in zip(caches, lengths, strict=True)]
-    values = [v[:, :n] for (_, v), n in zip(caches, lengths, strict=True)]
-    q = rng.standard_normal((len(lengths), heads, hd)).astype(np.float32)
-    pattern, out = attention.one_query_attention(q, keys, values, 1 / np.sqrt(hd))
-    for b, n in enumerate(lengths):
-        want_pattern, want_out = reference_attention(q[b], keys[b], values[b])
-        np.testing.assert_allclose(pattern[b, :, :n], want_pattern, atol=1e-6)
+    hd, n_layers, layer = 16, 3, 1
+    caches = [(rng.standard_normal((n_layers, kv_heads, n + m + 5, hd)).astype(np.float32) * 3,
+               rng.standard_normal((n_layers, kv_heads, n + m + 5, hd)).astype(np.float32))
+              for n, m in zip(lengths, new, strict=True)]
+    before = [(k.copy(), v.copy()) for k, v in caches]
+    seq = [s for s, m in enumerate(new) for _ in range(m)]                         # row -> sequence
+    positions = [lengths[s] + i for s, m in enumerate(new) for i in range(m)]
+    B = len(seq)
+    q = rng.standard_normal((B, heads, hd)).astype(np.float32)
+    k_new, v_new = (rng.standard_normal((B, kv_heads, hd)).astype(np.float32) for _ in range(2))
+    keep = [b % 2 == 0 for b in range(B)]
+    attend = attention.CachedAttention([caches[s][0] for s in seq], [caches[s][1] for s in seq], positions, keep,
+                                       heads)
+    out = attend(layer, q, k_new, v_new, 1 / np.sqrt(hd))
+    for b, (s, p) in enumerate(zip(seq, positions, strict=True)):
+        k, v = caches[s]
+        assert np.array_equal(k[layer, :, p], k_new[b]) and np.array_equal(v[layer, :, p], v_new[b])
+        want_pattern, want_out = reference_attention(q[b], k[layer, :, :p + 1], v[layer, :, :p + 1])
         np.testing.assert_allclose(out[b], want_out, atol=1e-5)
-        alone_pattern, alone_out = attention.one_query_attention(q[b:b + 1], keys[b:b + 1], values[b:b + 1],
-                                                                 1 / np.sqrt(hd))
-        assert np.array_equal(alone_pattern[0], pattern[b, :, :n]) and np.array_equal(alone_out[0], out[b])
+        if keep[b]:
+            np.testing.assert_allclose(attend.pattern(b)[layer], want_pattern, atol=1e-6)
+    for s, (k, v) in enumerate(caches):                                            # nothing else written
+        untouched = np.ones(k.shape[2], bool)
+        untouched[lengths[s]:lengths[s] + new[s]] = False
+        assert np.array_equal(k[:, :, untouched], before[s][0][:, :, untouched])
+        assert np.array_equal(k[[0, 2]], before[s][0][[0, 2]]) and np.array_equal(v[[0, 2]], before[s][1][[0, 2]])
+    last = B - 1                                                                   # alone: the same numbers
+    s, p = seq[last], positions[last]
+    alone = attention.CachedAttention([caches[s][0]], [caches[s][1]], [p], [True], heads)
+    alone_out = alone(layer, q[last:], k_new[last:], v_new[last:], 1 / np.sqrt(hd))
+    assert np.array_equal(alone_out[0], out[last])
 
 
 PROBE = """
