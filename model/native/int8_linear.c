@@ -31,24 +31,31 @@ ALWAYS_INLINE void widen32_avx512(const int8_t *cb, const int nibbles, __m512 *w
     }
 }
 
-/* Block b of output n for R rows of x: the block's weights code * scale (exact in float32: an 8-bit code times a
-half-precision scale needs at most 19 bits) + offset (one rounding), the same float32 values as gguf's dequantization,
-then one multiply-add per 16 values into the row's two accumulators. */
+/* Block b's 32 weights of one output: code * scale (exact in float32: an 8-bit code times a half-precision scale
+needs at most 19 bits) + offset (one rounding), the same float32 values as gguf's dequantization. */
 __attribute__((target("avx512f")))
-ALWAYS_INLINE void block_avx512(const int8_t *cn, const float *sn, const float *on, const float *x, int64_t K,
-                                int64_t b, const int nibbles, const int R, __m512 *lo, __m512 *hi) {
-    __m512 w0, w1;
-    widen32_avx512(cn + b * (nibbles ? 16 : 32), nibbles, &w0, &w1);
+ALWAYS_INLINE void weights_avx512(const int8_t *cn, const float *sn, const float *on, int64_t b, const int nibbles,
+                                  __m512 *w0, __m512 *w1) {
+    widen32_avx512(cn + b * (nibbles ? 16 : 32), nibbles, w0, w1);
     const __m512 scale = _mm512_set1_ps(sn[b]);
-    w0 = _mm512_mul_ps(w0, scale);
-    w1 = _mm512_mul_ps(w1, scale);
+    *w0 = _mm512_mul_ps(*w0, scale);
+    *w1 = _mm512_mul_ps(*w1, scale);
     if (on) {
         const __m512 offset = _mm512_set1_ps(on[b]);
-        w0 = _mm512_add_ps(w0, offset);
-        w1 = _mm512_add_ps(w1, offset);
+        *w0 = _mm512_add_ps(*w0, offset);
+        *w1 = _mm512_add_ps(*w1, offset);
     }
+}
+
+/* Block b of output n for R rows of x (a tile, see pack_tiles): one multiply-add per 16 values into each row's two
+accumulators. */
+__attribute__((target("avx512f")))
+ALWAYS_INLINE void block_avx512(const int8_t *cn, const float *sn, const float *on, const float *x, int64_t b,
+                                const int nibbles, const int R, __m512 *lo, __m512 *hi) {
+    __m512 w0, w1;
+    weights_avx512(cn, sn, on, b, nibbles, &w0, &w1);
     for (int i = 0; i < R; i++) {
-        const float *xb = x + i * K + b * 32;
+        const float *xb = x + (b * R + i) * 32;
         lo[i] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xb), lo[i]);
         hi[i] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xb + 16), hi[i]);
     }
@@ -58,14 +65,13 @@ ALWAYS_INLINE void block_avx512(const int8_t *cn, const float *sn, const float *
 0-15 and 16-31 of every block go to two accumulators (two dependency chains), added at the end: the same order for
 every R. */
 __attribute__((target("avx512f")))
-ALWAYS_INLINE void dot_rows_avx512(const int8_t *cn, const float *sn, const float *on, const float *x, int64_t K,
+ALWAYS_INLINE void dot_rows_avx512(const int8_t *cn, const float *sn, const float *on, const float *x,
                                    int64_t B, const int nibbles, const int R, float *out) {
     __m512 lo[8], hi[8];
     for (int i = 0; i < R; i++) lo[i] = hi[i] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < B; b++) block_avx512(cn, sn, on, x, K, b, nibbles, R, lo, hi);
+    for (int64_t b = 0; b < B; b++) block_avx512(cn, sn, on, x, b, nibbles, R, lo, hi);
     for (int i = 0; i < R; i++) out[i] = _mm512_reduce_add_ps(_mm512_add_ps(lo[i], hi[i]));
 }
-
 
 /* The 32 codes of a block as four 8-lane float vectors. */
 __attribute__((target("avx2,fma")))
@@ -83,12 +89,10 @@ ALWAYS_INLINE void widen32_avx2(const int8_t *cb, const int nibbles, __m256 w[4]
     }
 }
 
-/* Block b of output n for R rows of x, as block_avx512: values 0-7 and 16-23 into lo, 8-15 and 24-31 into hi (the
-same sums in another order: AVX2 and AVX-512 results may differ in the last bits). */
+/* Block b's weights of one output, as weights_avx512: values 0-7, 8-15, 16-23, 24-31 in w[0..3]. */
 __attribute__((target("avx2,fma")))
-ALWAYS_INLINE void block_avx2(const int8_t *cn, const float *sn, const float *on, const float *x, int64_t K,
-                              int64_t b, const int nibbles, const int R, __m256 *lo, __m256 *hi) {
-    __m256 w[4];
+ALWAYS_INLINE void weights_avx2(const int8_t *cn, const float *sn, const float *on, int64_t b, const int nibbles,
+                                __m256 w[4]) {
     widen32_avx2(cn + b * (nibbles ? 16 : 32), nibbles, w);
     const __m256 scale = _mm256_set1_ps(sn[b]);
     for (int j = 0; j < 4; j++) w[j] = _mm256_mul_ps(w[j], scale);
@@ -96,8 +100,17 @@ ALWAYS_INLINE void block_avx2(const int8_t *cn, const float *sn, const float *on
         const __m256 offset = _mm256_set1_ps(on[b]);
         for (int j = 0; j < 4; j++) w[j] = _mm256_add_ps(w[j], offset);
     }
+}
+
+/* Block b of output n for R rows of x, as block_avx512: values 0-7 and 16-23 into lo, 8-15 and 24-31 into hi (the
+same sums in another order: AVX2 and AVX-512 results may differ in the last bits). */
+__attribute__((target("avx2,fma")))
+ALWAYS_INLINE void block_avx2(const int8_t *cn, const float *sn, const float *on, const float *x, int64_t b,
+                              const int nibbles, const int R, __m256 *lo, __m256 *hi) {
+    __m256 w[4];
+    weights_avx2(cn, sn, on, b, nibbles, w);
     for (int i = 0; i < R; i++) {
-        const float *xb = x + i * K + b * 32;
+        const float *xb = x + (b * R + i) * 32;
         lo[i] = _mm256_fmadd_ps(w[0], _mm256_loadu_ps(xb), lo[i]);
         hi[i] = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(xb + 8), hi[i]);
         lo[i] = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(xb + 16), lo[i]);
@@ -105,22 +118,24 @@ ALWAYS_INLINE void block_avx2(const int8_t *cn, const float *sn, const float *on
     }
 }
 
-/* As dot_rows_avx512; called with R = 1, 2 or 4 (16 vector registers: 8-row tiles would spill). */
 __attribute__((target("avx2,fma")))
-ALWAYS_INLINE void dot_rows_avx2(const int8_t *cn, const float *sn, const float *on, const float *x, int64_t K,
-                                 int64_t B, const int nibbles, const int R, float *out) {
-    __m256 lo[8], hi[8];
-    for (int i = 0; i < R; i++) lo[i] = hi[i] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < B; b++) block_avx2(cn, sn, on, x, K, b, nibbles, R, lo, hi);
-    for (int i = 0; i < R; i++) {
-        const __m256 sum = _mm256_add_ps(lo[i], hi[i]);
-        __m128 h = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
-        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_add_ss(h, _mm_movehdup_ps(h));
-        out[i] = _mm_cvtss_f32(h);
-    }
+ALWAYS_INLINE float sum_lanes_avx2(__m256 lo, __m256 hi) {
+    const __m256 sum = _mm256_add_ps(lo, hi);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
 }
 
+/* As dot_rows_avx512; R = 1, 2 or 4 (16 vector registers: 8-row tiles would spill). */
+__attribute__((target("avx2,fma")))
+ALWAYS_INLINE void dot_rows_avx2(const int8_t *cn, const float *sn, const float *on, const float *x, int64_t B,
+                                 const int nibbles, const int R, float *out) {
+    __m256 lo[8], hi[8];
+    for (int i = 0; i < R; i++) lo[i] = hi[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < B; b++) block_avx2(cn, sn, on, x, b, nibbles, R, lo, hi);
+    for (int i = 0; i < R; i++) out[i] = sum_lanes_avx2(lo[i], hi[i]);
+}
 
 typedef struct {
     const int8_t *c;
@@ -129,37 +144,50 @@ typedef struct {
     int64_t M, N, K;
 } job_t;
 
-/* Rows of x per tile: up to `widest`, and no more than fit TILE_BYTES, so a tile stays in the L1 cache while the
-outputs' codes stream past it. */
+/* Rows of x in the tile starting `left` rows before the end: up to `widest`, and no more than fit TILE_BYTES, so a
+tile stays in the L1 cache while the outputs' codes stream past it; then 4, 2, 1. */
 #define TILE_BYTES 20480
-static int tile_rows(int64_t K, int widest) {
-    int rows = widest;
-    while (rows > 1 && rows * K * (int64_t)sizeof(float) > TILE_BYTES) rows /= 2;
-    return rows;
+static int tile_rows(int64_t left, int64_t K, int widest) {
+    int most = widest;
+    while (most > 1 && most * K * (int64_t)sizeof(float) > TILE_BYTES) most /= 2;
+    return left >= most ? most : left >= 4 ? 4 : left >= 2 ? 2 : 1;
 }
 
-/* Outputs start..stop-1 of a job for every row of x, a tile of rows at a time (8, 4, 2 or 1: a row's arithmetic is
-the same in any tile). One function per instruction set and code width: the width is a constant where the block
-loop is compiled (a run-time flag there left it branchy and spilling). */
+/* x [M, K] with each tile of R rows (tile_rows) laid out block by block, [K / 32][R][32], in memory aligned to
+64-byte cache lines: a block's rows are contiguous and no load spans two lines (numpy's rows, 16-byte aligned, took
+a third longer). */
+static void pack_tiles(const float *x, float *packed, int64_t M, int64_t K, int widest) {
+    for (int64_t m = 0; m < M;) {
+        const int R = tile_rows(M - m, K, widest);
+        for (int64_t b = 0; b < K / 32; b++)
+            for (int i = 0; i < R; i++)
+                for (int v = 0; v < 32; v++) packed[m * K + (b * R + i) * 32 + v] = x[(m + i) * K + b * 32 + v];
+        m += R;
+    }
+}
+
+/* Outputs start..stop-1 of a job for every row of x (packed by pack_tiles), a tile of rows at a time (8, 4, 2 or 1:
+a row's arithmetic is the same in any tile). One function per instruction set and code width: the width is a
+constant where the block loop is compiled (a run-time flag there left it branchy and spilling). Four outputs at a
+time for one row (more independent chains) measured faster with the codes in cache, slower streaming them from
+memory, as a generation step does. */
 #define OUTPUT_RANGE(name, isa, target_isa, nibbles, widest)                                                      \
     __attribute__((target(target_isa)))                                                                           \
     static void name(const void *p, int64_t start, int64_t stop) {                                                 \
         const job_t *j = p;                                                                                       \
-        const int64_t K = j->K, B = K / 32, N = j->N;                                                             \
-        const int most = tile_rows(K, widest);                                                                    \
+        const int64_t K = j->K, B = K / 32, N = j->N, stride = nibbles ? K / 2 : K;                               \
         float dots[8];                                                                                            \
         for (int64_t m = 0; m < j->M;) {                                                                          \
-            const int64_t left = j->M - m;                                                                        \
-            const int R = left >= most ? most : left >= 4 ? 4 : left >= 2 ? 2 : 1;                                \
+            const int R = tile_rows(j->M - m, K, widest);                                                         \
             const float *x = j->x + m * K;                                                                        \
             for (int64_t n = start; n < stop; n++) {                                                              \
-                const int8_t *cn = j->c + n * (nibbles ? K / 2 : K);                                              \
+                const int8_t *cn = j->c + n * stride;                                                             \
                 const float *sn = j->s + n * B, *on = j->o ? j->o + n * B : NULL;                                 \
                 switch (R) {                                                                                      \
-                    case 8: dot_rows_##isa(cn, sn, on, x, K, B, nibbles, 8, dots); break;                         \
-                    case 4: dot_rows_##isa(cn, sn, on, x, K, B, nibbles, 4, dots); break;                         \
-                    case 2: dot_rows_##isa(cn, sn, on, x, K, B, nibbles, 2, dots); break;                         \
-                    default: dot_rows_##isa(cn, sn, on, x, K, B, nibbles, 1, dots);                               \
+                    case 8: dot_rows_##isa(cn, sn, on, x, B, nibbles, 8, dots); break;                            \
+                    case 4: dot_rows_##isa(cn, sn, on, x, B, nibbles, 4, dots); break;                            \
+                    case 2: dot_rows_##isa(cn, sn, on, x, B, nibbles, 2, dots); break;                            \
+                    default: dot_rows_##isa(cn, sn, on, x, B, nibbles, 1, dots);                                  \
                 }                                                                                                 \
                 for (int i = 0; i < R; i++) j->y[(m + i) * N + n] = dots[i];                                      \
             }                                                                                                     \
@@ -182,13 +210,22 @@ int int8_linear_level(void) {
     return level;
 }
 
-/* Returns 0 (the kernel ran), or -1 on a CPU without AVX2 + FMA (int8_linear_level() == 0). */
+/* Returns 0 (the kernel ran), -1 on a CPU without AVX2 + FMA (int8_linear_level() == 0), -2 when the packed copy
+of x could not be allocated. */
 int int8_linear(const int8_t *c, const float *s, const float *o, const float *x, float *y,
                 int64_t M, int64_t N, int64_t K, int threads, int nibbles) {
-    const job_t job = {c, s, o, x, y, M, N, K};
-    if (int8_linear_level() == 2) parallel_range(nibbles ? outputs_avx512_q4 : outputs_avx512_q8, &job, N, threads);
-    else if (int8_linear_level() == 1) parallel_range(nibbles ? outputs_avx2_q4 : outputs_avx2_q8, &job, N, threads);
-    else return -1;
+    const int level = int8_linear_level(), widest = level == 2 ? 8 : 4;
+    if (level == 0) return -1;
+    float *packed = NULL;
+    if (M > 1) {                                  /* one row is its own packing */
+        packed = aligned_alloc(64, (size_t)(M * K) * sizeof(float));   /* K / 32 whole lines: every load aligned */
+        if (!packed) return -2;
+        pack_tiles(x, packed, M, K, widest);
+    }
+    const job_t job = {c, s, o, packed ? packed : x, y, M, N, K};
+    if (level == 2) parallel_range(nibbles ? outputs_avx512_q4 : outputs_avx512_q8, &job, N, threads);
+    else parallel_range(nibbles ? outputs_avx2_q4 : outputs_avx2_q8, &job, N, threads);
+    free(packed);
     return 0;
 }
 

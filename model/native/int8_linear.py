@@ -56,6 +56,8 @@ class Int8Matrix:
         out = np.empty((x.shape[0], self.n), np.float32)                             # [M, N]
         status = _kernel()(*self.pointers, x.ctypes.data, out.ctypes.data, x.shape[0], self.n, self.k,
                            torch.get_num_threads(), self.nibbles)
+        if status == -2:
+            raise MemoryError(f"int8_linear could not allocate a copy of x {x.shape}")
         if status != 0:
             raise RuntimeError("int8_linear: this CPU has neither AVX2 + FMA nor AVX-512")
         return out
