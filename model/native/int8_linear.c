@@ -146,7 +146,7 @@ typedef struct {
 
 /* Rows of x in the tile starting `left` rows before the end: up to `widest`, and no more than fit TILE_BYTES, so a
 tile stays in the L1 cache while the outputs' codes stream past it; then 4, 2, 1. */
-#define TILE_BYTES 20480
+#define TILE_BYTES 28672
 static int tile_rows(int64_t left, int64_t K, int widest) {
     int most = widest;
     while (most > 1 && most * K * (int64_t)sizeof(float) > TILE_BYTES) most /= 2;
