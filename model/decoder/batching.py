@@ -19,6 +19,7 @@ import queue
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +28,7 @@ import torch
 from model.decoder import generation as G
 
 _DONE = object()
+SHARED_CHOICE_ROWS = 4     # from this many requests, a helper thread chooses half of a step's tokens
 
 
 @dataclass(eq=False)
@@ -51,6 +53,7 @@ class GenerationBatcher:
 
     def __init__(self, lm):
         self.lm = lm
+        self._helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="generation-choice")
         self._joining: list[Request] = []
         self._lock = threading.Condition()
         self._running = False
@@ -116,8 +119,7 @@ class GenerationBatcher:
             r.decoder = G.IncrementalDecoder(self.lm, len(r.prompt_ids) + r.settings.max_new_tokens - 1)
             r.rng = np.random.default_rng(r.settings.seed)
         fed = G.feed_together([r.decoder for r in joining], [r.prompt_ids for r in joining])
-        for r, (logits, row) in zip(joining, fed, strict=True):
-            self._choose(r, logits, row)
+        self._choose(joining, [logits for logits, _ in fed], [row for _, row in fed])
         return [r for r in joining if not self._finished(r)]
 
     def _step(self, batch: list[Request]) -> None:
@@ -125,16 +127,28 @@ class GenerationBatcher:
                 for r in batch]
         x = G.step_rows([r.decoder for r in batch], [r.next_token for r in batch], rows)   # [B, D]
         weights = batch[0].decoder.weights
-        logits = weights.logits(weights.out_norm(x))                                      # [B, V]
-        for r, row_logits, row in zip(batch, logits, rows, strict=True):
-            self._choose(r, row_logits, row)
+        self._choose(batch, weights.logits(weights.out_norm(x)), rows)                    # logits [B, V]
 
-    def _choose(self, r: Request, logits: np.ndarray, row: np.ndarray) -> None:
+    def _choose(self, batch: list[Request], logits: Sequence[np.ndarray], rows: Sequence[np.ndarray]) -> None:
+        """Each request's next token from its logits [V] and attention row. From SHARED_CHOICE_ROWS requests, the
+        helper thread decides half of them meanwhile (numpy's passes over the vocabulary release the GIL: the
+        second core is otherwise idle then); on_step always runs here, in order."""
+        work = list(zip(batch, logits, rows, strict=True))
+        half = len(work) // 2 if len(work) >= SHARED_CHOICE_ROWS else 0
+        helped = self._helper.submit(lambda: [self._decide(*item) for item in work[:half]]) if half else None
+        steps = [self._decide(*item) for item in work[half:]]
+        steps = (helped.result() if helped else []) + steps
+        for r, step in zip(batch, steps, strict=True):
+            self._record(r, step)
+
+    def _decide(self, r: Request, logits: np.ndarray, row: np.ndarray) -> G.GenerationStep:
+        """r's next step: its distribution, one draw with r's generator, the record."""
         dist = G.next_token_distribution(logits, r.settings)
-        token_id = G.choose_token(dist, r.rng)
-        step = G.record_step(self.lm, r.made, token_id, dist, row)
+        return G.record_step(self.lm, r.made, G.choose_token(dist, r.rng), dist, row)
+
+    def _record(self, r: Request, step: G.GenerationStep) -> None:
         r.made += 1
-        r.next_token = token_id
+        r.next_token = step.token_id
         if r.on_step is None:
             r.steps.put(step)
             return

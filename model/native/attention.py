@@ -8,17 +8,19 @@ import functools
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 
 from model.native.build import library
 
 
 @functools.cache
 def _kernel():
-    lib = library("one_query_attention.c")
+    lib = library()
     if lib is None:
         return None
     fn = lib.cached_attention
-    fn.argtypes = [ctypes.c_void_p] * 8 + [ctypes.c_int64] * 7 + [ctypes.c_float] + [ctypes.c_void_p] * 3
+    fn.argtypes = [ctypes.c_void_p] * 8 + [ctypes.c_int64] * 7 + [ctypes.c_float] + [ctypes.c_void_p] * 3 + \
+        [ctypes.c_int]
     fn.restype = None
     return fn
 
@@ -58,11 +60,11 @@ class CachedAttention:
         self.slot[~np.asarray(keep, bool)] = -1
         self.max_len = int(self.positions.max()) + 1
         self.patterns = np.empty((int(np.sum(keep)), self.n_layers, n_heads, self.max_len), np.float32)
-        self._scratch = np.empty((n_heads, self.max_len), np.float32)
+        self._scratch = np.empty((len(self.positions), n_heads, self.max_len), np.float32)
 
     def __call__(self, layer: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) -> np.ndarray:
         """Layer `layer`: q [B, H, hd], the rows' new keys and values k, v [B, KV, hd] (written into the caches) ->
-        the mix of values [B, H, hd]."""
+        the mix of values [B, H, hd], rows split across torch's number of threads."""
         B, hd = len(self.positions), self.head_dim
         if q.shape != (B, self.n_heads, hd) or k.shape != (B, self.kv_heads, hd) or v.shape != k.shape or \
                 not 0 <= layer < self.n_layers:
@@ -73,7 +75,7 @@ class CachedAttention:
         _kernel()(q.ctypes.data, k.ctypes.data, v.ctypes.data, self.k_addr.ctypes.data, self.v_addr.ctypes.data,
                   self.capacity.ctypes.data, self.positions.ctypes.data, self.slot.ctypes.data, B, self.n_heads,
                   self.kv_heads, hd, layer, self.n_layers, self.max_len, scale, self.patterns.ctypes.data,
-                  self._scratch.ctypes.data, out.ctypes.data)
+                  self._scratch.ctypes.data, out.ctypes.data, torch.get_num_threads())
         return out
 
     def pattern(self, b: int) -> np.ndarray:

@@ -1,10 +1,12 @@
-"""Native kernels: C sources next to this file, compiled at first use by the system's C compiler (gcc / cc, or $CC)
-into a cache folder and loaded with ctypes (no Python headers, no torch headers: a compile takes about a second).
+"""Native kernels: the C sources next to this file, compiled together at first use by the system's C compiler
+(gcc / cc, or $CC) into one library in a cache folder and loaded with ctypes (no Python headers, no torch headers: a
+compile takes about two seconds).
 
-A built library is kept under the hash of its source, the headers beside it and the flags, so later processes load it
-at once. Without a compiler, on a CPU the kernel has no code for, or with ATLAS_NATIVE=0, `library` returns None and
-callers keep their torch path. Kernels split their work with worker_pool.h (their own threads), not OpenMP
-(`-fopenmp-simd` only vectorises the loops marked `omp simd`).
+The library is kept under the hash of the sources, the headers beside them and the flags, so later processes load it
+at once. Without a compiler, on a CPU the kernels have no code for, or with ATLAS_NATIVE=0, `library` returns None
+and callers keep their torch path. Kernels split their work with worker_pool.h (their own threads), not OpenMP
+(`-fopenmp-simd` only vectorises the loops marked `omp simd`); one library, so one pool: two pools' idle workers
+spun against each other between a step's kernel calls.
 """
 from __future__ import annotations
 
@@ -38,37 +40,37 @@ def cache_dir() -> Path:
 
 
 @functools.cache
-def library(source_name: str) -> ctypes.CDLL | None:
-    """The compiled C source `source_name` (a file in this folder), built once per source and flags; None where it
-    cannot be built or loaded (the reason is logged once)."""
+def library() -> ctypes.CDLL | None:
+    """The compiled kernels, built once per sources and flags; None where they cannot be built or loaded (the reason
+    is logged once)."""
     if not enabled() or platform.machine().lower() not in {"x86_64", "amd64"}:
         return None
     compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
     if compiler is None:
-        _log.warning("No C compiler found (gcc / cc): generation runs without the native int8 kernel.")
+        _log.warning("No C compiler found (gcc / cc): generation runs without the native kernels.")
         return None
-    source = Path(__file__).with_name(source_name)
-    headers = b"".join(h.read_bytes() for h in sorted(source.parent.glob("*.h")))
-    key = hashlib.sha256(source.read_bytes() + headers + " ".join((compiler, *FLAGS, "-lm")).encode()).hexdigest()[:16]
-    target = cache_dir() / f"{source.stem}-{key}.so"
+    folder = Path(__file__).parent
+    sources = sorted(folder.glob("*.c"))
+    text = b"".join(f.read_bytes() for f in sources + sorted(folder.glob("*.h")))
+    key = hashlib.sha256(text + " ".join((compiler, *FLAGS, "-lm")).encode()).hexdigest()[:16]
+    target = cache_dir() / f"kernels-{key}.so"
     try:
         if not target.exists():
-            _compile(compiler, source, target)
+            _compile(compiler, sources, target)
         return ctypes.CDLL(str(target))
     except (OSError, subprocess.SubprocessError) as error:
-        _log.warning("Could not build %s (%s): generation runs without the native int8 kernel.", source.name,
-                     str(error)[-500:])
+        _log.warning("Could not build the native kernels (%s): generation runs without them.", str(error)[-500:])
         return None
 
 
-def _compile(compiler: str, source: Path, target: Path) -> None:
+def _compile(compiler: str, sources: list[Path], target: Path) -> None:
     """Compiles into a temporary file beside target, then renames it (another process may build the same)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
     try:
-        done = subprocess.run([compiler, *FLAGS, str(source), "-o", tmp, "-lm"], capture_output=True, text=True,
-                              timeout=COMPILE_TIMEOUT_S)
+        done = subprocess.run([compiler, *FLAGS, *map(str, sources), "-o", tmp, "-lm"], capture_output=True,
+                              text=True, timeout=COMPILE_TIMEOUT_S)
         if done.returncode != 0:
             raise OSError(f"{compiler} failed: {done.stderr.strip()}")
         os.replace(tmp, target)

@@ -17,7 +17,7 @@ BLOCK = 32                 # values per scale / offset
 
 @functools.cache
 def _kernel():
-    lib = library("int8_linear.c")
+    lib = library()
     if lib is None or lib.int8_linear_level() == 0:
         return None
     lib.int8_linear.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_int] * 2

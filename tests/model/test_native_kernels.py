@@ -27,12 +27,13 @@ def reference_attention(q, keys, values):
 
 
 @pytest.mark.skipif(not attention.available(), reason="no C compiler: torch path")
-@pytest.mark.parametrize("heads, kv_heads, lengths, new", [
-    (4, 2, [0], [1]), (9, 3, [37, 5, 120], [1, 1, 1]), (8, 8, [300, 1], [1, 1]), (6, 2, [0, 9], [7, 3])])
-def test_cached_attention_writes_the_caches_and_matches_float64_for_each_row(heads, kv_heads, lengths, new):
+@pytest.mark.parametrize("heads, kv_heads, hd, lengths, new", [
+    (4, 2, 16, [0], [1]), (9, 3, 64, [37, 5, 120], [1, 1, 1]), (8, 8, 16, [300, 1], [1, 1]),
+    (6, 2, 32, [0, 9], [7, 3]), (4, 1, 24, [11, 2], [1, 4])])                      # 24: the portable C loops
+def test_cached_attention_writes_the_caches_and_matches_float64_for_each_row(heads, kv_heads, hd, lengths, new):
     """Sequences with lengths[s] cached positions get new[s] tokens each (a step: 1; a prompt: several, in order)."""
     rng = np.random.default_rng(len(lengths))
-    hd, n_layers, layer = 16, 3, 1
+    n_layers, layer = 3, 1
     caches = [(rng.standard_normal((n_layers, kv_heads, n + m + 5, hd)).astype(np.float32) * 3,
                rng.standard_normal((n_layers, kv_heads, n + m + 5, hd)).astype(np.float32))
               for n, m in zip(lengths, new, strict=True)]

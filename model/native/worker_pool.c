@@ -1,0 +1,108 @@
+/* The worker pool of worker_pool.h. */
+#include "worker_pool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#define MAX_WORKERS 15
+#define SPIN_NS 500000          /* 0.5 ms: longer than the gaps between a step's kernel calls */
+#define CHUNKS_PER_THREAD 4
+
+static struct {
+    pthread_mutex_t busy;                  /* held by the calling thread for the whole call */
+    pthread_mutex_t sleep_lock;
+    pthread_cond_t wake;
+    atomic_uint_least64_t task;            /* generation << 32 | next chunk index */
+    atomic_int_least64_t done;             /* chunks finished in this generation */
+    range_fn fn;
+    const void *args;
+    int64_t n, chunk, chunks;
+    int workers;
+} pool = {.busy = PTHREAD_MUTEX_INITIALIZER, .sleep_lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+static int64_t monotonic_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Take and run chunks of generation `generation` until none is left or the generation changed. */
+static void run_chunks(uint64_t generation) {
+    for (;;) {
+        uint64_t seen = atomic_load_explicit(&pool.task, memory_order_acquire);
+        if ((seen >> 32) != generation || (int64_t)(seen & 0xffffffffu) >= pool.chunks) return;
+        if (!atomic_compare_exchange_weak_explicit(&pool.task, &seen, seen + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        const int64_t start = (int64_t)(seen & 0xffffffffu) * pool.chunk;
+        const int64_t stop = start + pool.chunk < pool.n ? start + pool.chunk : pool.n;
+        pool.fn(pool.args, start, stop);
+        atomic_fetch_add_explicit(&pool.done, 1, memory_order_acq_rel);
+    }
+}
+
+static void *worker_main(void *unused) {
+    (void)unused;
+    uint64_t last = 0;
+    for (;;) {
+        int64_t spin_start = monotonic_ns();
+        uint64_t generation;
+        for (int i = 0;; i++) {
+            generation = atomic_load_explicit(&pool.task, memory_order_acquire) >> 32;
+            if (generation != last) break;
+            if ((i & 255) == 255 && monotonic_ns() - spin_start > SPIN_NS) {
+                pthread_mutex_lock(&pool.sleep_lock);
+                while ((atomic_load_explicit(&pool.task, memory_order_acquire) >> 32) == last)
+                    pthread_cond_wait(&pool.wake, &pool.sleep_lock);
+                pthread_mutex_unlock(&pool.sleep_lock);
+                spin_start = monotonic_ns();
+            }
+            cpu_relax();
+        }
+        last = generation;
+        run_chunks(generation);
+    }
+    return NULL;
+}
+
+/* fn(args, start, stop) over 0..n split across the caller and threads - 1 workers. */
+void parallel_range(range_fn fn, const void *args, int64_t n, int threads) {
+    if (threads > MAX_WORKERS + 1) threads = MAX_WORKERS + 1;
+    if (threads < 2 || n < 2 * CHUNKS_PER_THREAD || pthread_mutex_trylock(&pool.busy) != 0) {
+        fn(args, 0, n);
+        return;
+    }
+    while (pool.workers < threads - 1) {
+        pthread_t thread;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        const int failed = pthread_create(&thread, &attr, worker_main, NULL);
+        pthread_attr_destroy(&attr);
+        if (failed) break;
+        pool.workers++;
+    }
+    const int64_t chunks = (int64_t)threads * CHUNKS_PER_THREAD;
+    pool.fn = fn;
+    pool.args = args;
+    pool.n = n;
+    pool.chunk = (n + chunks - 1) / chunks;
+    pool.chunks = (n + pool.chunk - 1) / pool.chunk;
+    atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
+    const uint64_t generation = (atomic_load_explicit(&pool.task, memory_order_relaxed) >> 32) + 1;
+    pthread_mutex_lock(&pool.sleep_lock);
+    atomic_store_explicit(&pool.task, generation << 32, memory_order_release);
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.sleep_lock);
+    run_chunks(generation);
+    while (atomic_load_explicit(&pool.done, memory_order_acquire) < pool.chunks) cpu_relax();
+    pthread_mutex_unlock(&pool.busy);
+}
