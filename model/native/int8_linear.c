@@ -5,8 +5,9 @@ c: the codes, int8 [N, K] (nibbles = 0), or 4-bit [N, K / 2] (nibbles = 1: byte 
 low nibble and code j + 16 in its high nibble, GGUF's Q4_0 / Q4_1 order); s: float32 [N, K / 32]; o: float32
 [N, K / 32] or NULL (no offsets); x: float32 [M, K]; y: float32 [M, N]. Each y[m, n] is one thread's fixed sequence
 of operations whatever M and the thread count (each block's weights multiplied into two vector accumulators per
-(m, n), then their lanes added), so a row's numbers do not depend on the rows beside it. The codes are widened and scaled once for every tile of up to 8 rows of x
-(AVX-512; 4 with AVX2's 16 registers). Built at first use by model/native/build.py; int8_linear_level() says which instruction set this CPU runs (0: none, use the fallback). */
+(m, n), then their lanes added), so a row's numbers do not depend on the rows beside it. The codes are widened and
+scaled once for every tile of up to 8 rows of x (AVX-512; 4 with AVX2's 16 registers). Built at first use by
+model/native/build.py; int8_linear_level() says which instruction set this CPU runs (0: none, use the fallback). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@ of operations whatever M and the thread count (each block's weights multiplied i
 #include "worker_pool.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
+#define MAX_TILE 8              /* rows of x per tile with AVX-512 (16 accumulators; 10 or 12 rows spilled) */
 
 /* The 32 codes of a block as two 16-lane float vectors. */
 __attribute__((target("avx512f")))
@@ -67,7 +69,7 @@ every R. */
 __attribute__((target("avx512f")))
 ALWAYS_INLINE void dot_rows_avx512(const int8_t *cn, const float *sn, const float *on, const float *x,
                                    int64_t B, const int nibbles, const int R, float *out) {
-    __m512 lo[8], hi[8];
+    __m512 lo[MAX_TILE], hi[MAX_TILE];
     for (int i = 0; i < R; i++) lo[i] = hi[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < B; b++) block_avx512(cn, sn, on, x, b, nibbles, R, lo, hi);
     for (int i = 0; i < R; i++) out[i] = _mm512_reduce_add_ps(_mm512_add_ps(lo[i], hi[i]));
@@ -131,7 +133,7 @@ ALWAYS_INLINE float sum_lanes_avx2(__m256 lo, __m256 hi) {
 __attribute__((target("avx2,fma")))
 ALWAYS_INLINE void dot_rows_avx2(const int8_t *cn, const float *sn, const float *on, const float *x, int64_t B,
                                  const int nibbles, const int R, float *out) {
-    __m256 lo[8], hi[8];
+    __m256 lo[MAX_TILE], hi[MAX_TILE];
     for (int i = 0; i < R; i++) lo[i] = hi[i] = _mm256_setzero_ps();
     for (int64_t b = 0; b < B; b++) block_avx2(cn, sn, on, x, b, nibbles, R, lo, hi);
     for (int i = 0; i < R; i++) out[i] = sum_lanes_avx2(lo[i], hi[i]);
@@ -144,13 +146,15 @@ typedef struct {
     int64_t M, N, K;
 } job_t;
 
-/* Rows of x in the tile starting `left` rows before the end: up to `widest`, and no more than fit TILE_BYTES, so a
-tile stays in the L1 cache while the outputs' codes stream past it; then 4, 2, 1. */
+/* Rows of x in the tile starting `left` rows before the end: the rows left split evenly into as few tiles as hold
+at most `widest` rows and TILE_BYTES each (a tile stays in the L1 cache while the outputs' codes stream past it):
+10 rows are two tiles of 5, 16 two of 8. */
 #define TILE_BYTES 28672
 static int tile_rows(int64_t left, int64_t K, int widest) {
-    int most = widest;
-    while (most > 1 && most * K * (int64_t)sizeof(float) > TILE_BYTES) most /= 2;
-    return left >= most ? most : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    int64_t most = widest;
+    while (most > 1 && most * K * (int64_t)sizeof(float) > TILE_BYTES) most--;
+    const int64_t tiles = (left + most - 1) / most;
+    return (int)((left + tiles - 1) / tiles);
 }
 
 /* x [M, K] with each tile of R rows (tile_rows) laid out block by block, [K / 32][R][32], in memory aligned to
@@ -166,17 +170,23 @@ static void pack_tiles(const float *x, float *packed, int64_t M, int64_t K, int 
     }
 }
 
-/* Outputs start..stop-1 of a job for every row of x (packed by pack_tiles), a tile of rows at a time (8, 4, 2 or 1:
+/* Outputs start..stop-1 of a job for every row of x (packed by pack_tiles), a tile of rows at a time (1 to 8:
 a row's arithmetic is the same in any tile). One function per instruction set and code width: the width is a
 constant where the block loop is compiled (a run-time flag there left it branchy and spilling). Four outputs at a
 time for one row (more independent chains) measured faster with the codes in cache, slower streaming them from
 memory, as a generation step does. */
+#define TILE_CASE(isa, R)                                                                                         \
+    case R:                                                                                                       \
+        dot_rows_##isa(cn, sn, on, x, B, nibble_codes, R, dots);                                                  \
+        break;
+
 #define OUTPUT_RANGE(name, isa, target_isa, nibbles, widest)                                                      \
     __attribute__((target(target_isa)))                                                                           \
     static void name(const void *p, int64_t start, int64_t stop) {                                                 \
         const job_t *j = p;                                                                                       \
+        const int nibble_codes = nibbles;                                                                         \
         const int64_t K = j->K, B = K / 32, N = j->N, stride = nibbles ? K / 2 : K;                               \
-        float dots[8];                                                                                            \
+        float dots[MAX_TILE];                                                                                     \
         for (int64_t m = 0; m < j->M;) {                                                                          \
             const int R = tile_rows(j->M - m, K, widest);                                                         \
             const float *x = j->x + m * K;                                                                        \
@@ -184,9 +194,8 @@ memory, as a generation step does. */
                 const int8_t *cn = j->c + n * stride;                                                             \
                 const float *sn = j->s + n * B, *on = j->o ? j->o + n * B : NULL;                                 \
                 switch (R) {                                                                                      \
-                    case 8: dot_rows_##isa(cn, sn, on, x, B, nibbles, 8, dots); break;                            \
-                    case 4: dot_rows_##isa(cn, sn, on, x, B, nibbles, 4, dots); break;                            \
-                    case 2: dot_rows_##isa(cn, sn, on, x, B, nibbles, 2, dots); break;                            \
+                    TILE_CASE(isa, 8) TILE_CASE(isa, 7) TILE_CASE(isa, 6) TILE_CASE(isa, 5)                       \
+                    TILE_CASE(isa, 4) TILE_CASE(isa, 3) TILE_CASE(isa, 2)                                         \
                     default: dot_rows_##isa(cn, sn, on, x, B, nibbles, 1, dots);                                  \
                 }                                                                                                 \
                 for (int i = 0; i < R; i++) j->y[(m + i) * N + n] = dots[i];                                      \
@@ -214,7 +223,7 @@ int int8_linear_level(void) {
 of x could not be allocated. */
 int int8_linear(const int8_t *c, const float *s, const float *o, const float *x, float *y,
                 int64_t M, int64_t N, int64_t K, int threads, int nibbles) {
-    const int level = int8_linear_level(), widest = level == 2 ? 8 : 4;
+    const int level = int8_linear_level(), widest = level == 2 ? MAX_TILE : 4;
     if (level == 0) return -1;
     float *packed = NULL;
     if (M > 1) {                                  /* one row is its own packing */
