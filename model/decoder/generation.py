@@ -37,6 +37,8 @@ from model.decoder.int8_blocks import Int8Blocks, int8_blocks_of
 from model.decoder.matrices import QuantizedMatrix
 from model.lessons import sampling
 from model.native import attention as native_attention
+from model.native import decoder_step as native_step
+from model.native.decoder_step import DecoderStep
 
 MAX_NEW_TOKENS = 256
 N_CANDIDATES = 10          # top candidates recorded per step
@@ -240,6 +242,7 @@ class StepWeights:
     strided pass."""
 
     all_native: bool              # every matrix multiplied by the native int8 kernel (see feed_together)
+    native_blocks: DecoderStep | None   # all blocks in one native call (RMSNorm / RoPE / SwiGLU models)
 
     def __init__(self, lm):
         self.blocks = [BlockWeights.of(block) for block in lm.blocks]
@@ -250,6 +253,7 @@ class StepWeights:
         matrices = [m for b in self.blocks for m in (b.qkv, b.o, b.up, b.down)] + [self.head]
         self.all_native = native_attention.available() and all(
             isinstance(part, Int8Blocks) for m in matrices for part in (m if isinstance(m, tuple) else (m,)))
+        self.native_blocks = _native_blocks(self.blocks, lm) if self.all_native else None
         self.head_blocks = self.head_scales = None
         if isinstance(self.head, QuantizedMatrix) and self.head.format.name == "Q8_0":
             self.head_blocks = head.values.transpose(0, 1).contiguous()                   # [nb, V, 32] int8
@@ -286,6 +290,21 @@ def steps_for(lm) -> StepWeights:
         if weights is None:
             weights = _STEP_WEIGHTS[lm] = StepWeights(lm)
         return weights
+
+
+def _native_blocks(blocks: Sequence[BlockWeights], lm) -> DecoderStep | None:
+    """The blocks as one native call where the model is RMSNorm / rotary / SwiGLU throughout (Llama, Qwen2, Qwen3)
+    with every matrix a single Int8Blocks; None otherwise (GPT-2: the numpy step)."""
+    cfg = lm.config
+    if lm.position_embedding is not None or lm.rope_tables(range(1))[0] is None or not all(
+            b.gated and b.attn_norm.kind == b.mlp_norm.kind == "rmsnorm" and b.up_bias is None and
+            b.down_bias is None and all(isinstance(m, Int8Blocks) for m in (b.qkv, b.o, b.up, b.down))
+            for b in blocks):
+        return None
+    return DecoderStep([native_step.BlockArrays(
+        b.qkv.matrix, b.o.matrix, b.up.matrix, b.down.matrix, b.attn_norm.weight, b.attn_norm.eps, b.mlp_norm.weight,
+        b.mlp_norm.eps, b.qkv_bias, b.o_bias, b.q_norm, b.k_norm, cfg.norm_eps) for b in blocks],
+        cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff)
 
 
 class IncrementalDecoder:
@@ -387,15 +406,15 @@ def feed_together(decoders: Sequence[IncrementalDecoder], id_lists: Sequence[Seq
 
 def step_rows(decoders: Sequence[IncrementalDecoder], token_ids: Sequence[int],
               rows: Sequence[np.ndarray | None]) -> np.ndarray:
-    """Tokens through every block in numpy (see the module docstring), token b continuing decoders[b]'s cache: one
-    new token per sequence (a generation step), or a decoder listed for several consecutive tokens (a prompt, its
-    tokens in order: each attends to the ones before it). The weight products of all rows are one matrix product,
-    so the weights are read once whatever the number of rows. Writes token b's attention row into rows[b]
-    ([n_layers, n_heads, position + 1]; None: not kept) and returns the last block's outputs [B, D]."""
+    """Tokens through every block (see the module docstring), token b continuing decoders[b]'s cache: one new token
+    per sequence (a generation step), or a decoder listed for several consecutive tokens (a prompt, its tokens in
+    order: each attends to the ones before it). The weight products of all rows are one matrix product, so the
+    weights are read once whatever the number of rows. Writes token b's attention row into rows[b]
+    ([n_layers, n_heads, position + 1]; None: not kept) and returns the last block's outputs [B, D]. With the native
+    kernels, a RMSNorm / RoPE / SwiGLU model's blocks are one native call (model.native.decoder_step), others run
+    block by block in numpy."""
     first = decoders[0]
-    cfg, w_all = first.lm.config, first.weights
-    B, hd, n_q, n_kv = len(decoders), cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
-    n_qk = (n_q + n_kv) * hd
+    w_all = first.weights
     runs: list[tuple[IncrementalDecoder, int, int]] = []                            # (decoder, first row, count)
     for b, d in enumerate(decoders):
         if runs and runs[-1][0] is d and runs[-1][1] + runs[-1][2] == b:
@@ -408,24 +427,48 @@ def step_rows(decoders: Sequence[IncrementalDecoder], token_ids: Sequence[int],
     x = first.lm.embedding.rows(torch.tensor(list(token_ids))).numpy()             # [B, D]
     if w_all.positions is not None:
         x = x + w_all.positions[at]                                                  # [B, D]
-    rope = first.cos_np is not None
-    if rope:
-        cos = np.concatenate([d.cos_np[d.length:d.length + count] for d, _, count in runs])[:, None]  # [B, 1, hd/2]
-        sin = np.concatenate([d.sin_np[d.length:d.length + count] for d, _, count in runs])[:, None]  # [B, 1, hd/2]
-    mixed = np.empty((B, n_q, hd), np.float32)                                      # [B, H, hd]
-    native = native_attention.available()
-    if native:
+    cos = sin = None
+    if first.cos_np is not None:
+        cos = np.concatenate([d.cos_np[d.length:d.length + count] for d, _, count in runs])  # [B, hd/2]
+        sin = np.concatenate([d.sin_np[d.length:d.length + count] for d, _, count in runs])  # [B, hd/2]
+    attend = None
+    if native_attention.available():
         attend = native_attention.CachedAttention([d.k for d in decoders], [d.v for d in decoders], at,
-                                                  [r is not None for r in rows], n_q)
-    for layer, w in enumerate(w_all.blocks):
+                                                  [r is not None for r in rows], first.lm.config.n_heads)
+    if attend is not None and w_all.native_blocks is not None:
+        x = w_all.native_blocks(x, cos, sin, attend)                                # [B, D]
+    else:
+        x = _numpy_blocks(decoders, runs, at, x, cos, sin, rows, attend)            # [B, D]
+    if attend is not None:
+        for b, row in enumerate(rows):
+            if row is not None:
+                row[...] = attend.pattern(b)                                         # [L, H, T_b]
+    for d, _, count in runs:
+        d.length += count
+    return x
+
+
+def _numpy_blocks(decoders: Sequence[IncrementalDecoder], runs: Sequence[tuple[IncrementalDecoder, int, int]],
+                  at: np.ndarray, x: np.ndarray, cos: np.ndarray | None, sin: np.ndarray | None,
+                  rows: Sequence[np.ndarray | None], attend: native_attention.CachedAttention | None) -> np.ndarray:
+    """step_rows' blocks one by one in numpy: x [B, D] at positions at, cos / sin [B, hd/2] (None: no RoPE); the
+    attention by attend (native) or numpy, which then writes the caches and rows itself."""
+    first = decoders[0]
+    cfg = first.lm.config
+    B, hd, n_q, n_kv = len(decoders), cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
+    n_qk = (n_q + n_kv) * hd
+    if cos is not None:
+        cos, sin = cos[:, None], sin[:, None]                                        # [B, 1, hd/2] each
+    mixed = np.empty((B, n_q, hd), np.float32)                                      # [B, H, hd]
+    for layer, w in enumerate(first.weights.blocks):
         qkv = _affine(w.qkv, w.attn_norm(x), w.qkv_bias)                            # [B, (H + 2 KV) hd]
         q, k = qkv[:, :n_q * hd].reshape(B, n_q, hd), qkv[:, n_q * hd:n_qk].reshape(B, n_kv, hd)
         if w.q_norm is not None:
             q, k = _rms_rows(q, w.q_norm, cfg.norm_eps), _rms_rows(k, w.k_norm, cfg.norm_eps)
-        if rope:
+        if cos is not None:
             q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)                       # [B, H, hd], [B, KV, hd]
         v = qkv[:, n_qk:].reshape(B, n_kv, hd)                                      # [B, KV, hd]
-        if native:
+        if attend is not None:
             mixed = attend(layer, q, k, v, 1.0 / math.sqrt(hd))                     # caches written, [B, H, hd]
         else:
             for d, b, count in runs:
@@ -444,12 +487,6 @@ def step_rows(decoders: Sequence[IncrementalDecoder], token_ids: Sequence[int],
         else:
             act = _gelu_tanh(up)                                                     # [B, F]
         x = x + _affine(w.down, act, w.down_bias)                                    # [B, D]
-    if native:
-        for b, row in enumerate(rows):
-            if row is not None:
-                row[...] = attend.pattern(b)                                         # [L, H, T_b]
-    for d, _, count in runs:
-        d.length += count
     return x
 
 

@@ -73,12 +73,13 @@ class Int8Blocks:
         return sum(t.nbytes for t in (self.codes, self.scales, self.offsets) if t is not None)
 
     @functools.cached_property
-    def _matrix(self) -> kernel.Int8Matrix:
+    def matrix(self) -> kernel.Int8Matrix:
+        """The native kernel's view (checked once)."""
         return kernel.Int8Matrix(self.codes, self.scales, self.offsets, self.nibbles)
 
     def linear(self, x: np.ndarray) -> np.ndarray:
         """Rows x [B, in] float32 -> x @ W^T [B, out] float32; a row's numbers are the same in any batch."""
-        return self._matrix(x)
+        return self.matrix(x)
 
 
 def copy_nbytes(type_name: str, shape: tuple[int, int]) -> int:

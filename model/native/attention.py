@@ -72,11 +72,18 @@ class CachedAttention:
                              f"{hd}] and a layer below {self.n_layers}, got {q.shape}, {k.shape}, {v.shape}, {layer}")
         q, k, v = (np.ascontiguousarray(a, dtype=np.float32) for a in (q, k, v))
         out = np.empty((B, self.n_heads, hd), np.float32)                            # [B, H, hd]
-        _kernel()(q.ctypes.data, k.ctypes.data, v.ctypes.data, self.k_addr.ctypes.data, self.v_addr.ctypes.data,
-                  self.capacity.ctypes.data, self.positions.ctypes.data, self.slot.ctypes.data, B, self.n_heads,
-                  self.kv_heads, hd, layer, self.n_layers, self.max_len, scale, self.patterns.ctypes.data,
-                  self._scratch.ctypes.data, out.ctypes.data, torch.get_num_threads())
+        k_addr, v_addr, capacity, positions, slot, max_len, patterns, scratch = self.pointers
+        _kernel()(q.ctypes.data, k.ctypes.data, v.ctypes.data, k_addr, v_addr, capacity, positions, slot, B,
+                  self.n_heads, self.kv_heads, hd, layer, self.n_layers, max_len, scale, patterns, scratch,
+                  out.ctypes.data, torch.get_num_threads())
         return out
+
+    @property
+    def pointers(self) -> tuple[int, ...]:
+        """What cached_attention takes after the rows' vectors: caches, positions, kept slots, max_len, buffers."""
+        return (self.k_addr.ctypes.data, self.v_addr.ctypes.data, self.capacity.ctypes.data,
+                self.positions.ctypes.data, self.slot.ctypes.data, self.max_len, self.patterns.ctypes.data,
+                self._scratch.ctypes.data)
 
     def pattern(self, b: int) -> np.ndarray:
         """Kept row b's attention, every layer: [n_layers, H, positions[b] + 1] float32."""

@@ -1,0 +1,114 @@
+/* Every block of a RMSNorm / RoPE / SwiGLU decoder (Llama, Qwen2, Qwen3) for the rows of a generation step, in one
+call: per block, x += attention(rms_norm(x)) then x += down(silu(gate) * up) of rms_norm(x), each matrix product by
+int8_linear.c, the attention over the caches by one_query_attention.c. The numbers are the numpy step's (generation.py
+step_rows) up to float32 rounding of the norms' sums; each row's arithmetic is the same in any batch (norms, RoPE,
+SiLU are per row; the kernels' rows do not depend on each other). Before it, ~60 small numpy operations a block
+cost a quarter of a one-row step.
+
+x: [B, D] in and out; cos, sin: [B, hd / 2] (each row's position); the caches and kept patterns as cached_attention
+takes them; work: decoder_step_work_floats(...) floats. Built at first use by model/native/build.py. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+int int8_linear(const int8_t *c, const float *s, const float *o, const float *x, float *y, int64_t M, int64_t N,
+                int64_t K, int threads, int nibbles);
+void cached_attention(const float *q, const float *k_new, const float *v_new, const uint64_t *k_addr,
+                      const uint64_t *v_addr, const int64_t *capacity, const int64_t *position, const int64_t *slot,
+                      int64_t B, int64_t H, int64_t KV, int64_t hd, int64_t layer, int64_t n_layers, int64_t max_len,
+                      float scale, float *patterns, float *scratch, float *out, int threads);
+
+typedef struct {
+    const int8_t *codes;
+    const float *scales, *offsets;     /* offsets NULL: none */
+    int64_t nibbles;
+} matrix_t;
+
+typedef struct {                       /* one block's weights (NULL: the block has none) */
+    matrix_t qkv, o, up, down;         /* [(H + 2 KV) hd, D], [D, H hd], [2 F, D] gate then up, [D, F] */
+    const float *attn_norm, *mlp_norm; /* [D] */
+    const float *qkv_bias;             /* [(H + 2 KV) hd] */
+    const float *o_bias;               /* [D] */
+    const float *q_norm, *k_norm;      /* [hd] per-head RMSNorm (Qwen3) */
+    float attn_eps, mlp_eps, qk_eps;
+} block_t;
+
+typedef struct {
+    int64_t D, H, KV, hd, F, n_layers;
+} shape_t;
+
+static void rms_norm_rows(const float *x, const float *weight, float eps, int64_t rows, int64_t n, float *out) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * n;
+        float total = 0.0f;
+        #pragma omp simd reduction(+:total)
+        for (int64_t i = 0; i < n; i++) total += xr[i] * xr[i];
+        const float inverse = 1.0f / sqrtf(total / (float)n + eps);
+        for (int64_t i = 0; i < n; i++) out[r * n + i] = xr[i] * inverse * weight[i];
+    }
+}
+
+/* Half-split rotation of `heads` vectors [hd] of one row by its cos, sin [hd / 2]. */
+static void rotate(float *v, int64_t heads, int64_t hd, const float *cos, const float *sin) {
+    const int64_t half = hd / 2;
+    for (int64_t h = 0; h < heads; h++) {
+        float *x1 = v + h * hd, *x2 = x1 + half;
+        for (int64_t i = 0; i < half; i++) {
+            const float a = x1[i], b = x2[i];
+            x1[i] = a * cos[i] - b * sin[i];
+            x2[i] = a * sin[i] + b * cos[i];
+        }
+    }
+}
+
+static int product(const matrix_t *m, const float *x, float *y, int64_t M, int64_t N, int64_t K, int threads) {
+    return int8_linear(m->codes, m->scales, m->offsets, x, y, M, N, K, threads, (int)m->nibbles);
+}
+
+int64_t decoder_step_work_floats(const shape_t *s, int64_t B) {
+    const int64_t qkv = (s->H + 2 * s->KV) * s->hd;
+    return B * (s->D + qkv + 2 * s->H * s->hd + 2 * s->KV * s->hd + 2 * s->F + s->F + s->D);
+}
+
+/* Returns 0, or the first kernel's error (see int8_linear). */
+int decoder_step(const block_t *blocks, const shape_t *s, float *x, int64_t B, const float *cos, const float *sin,
+                 const uint64_t *k_addr, const uint64_t *v_addr, const int64_t *capacity, const int64_t *position,
+                 const int64_t *slot, int64_t max_len, float *patterns, float *scratch, float *work, int threads) {
+    const int64_t D = s->D, H = s->H, KV = s->KV, hd = s->hd, F = s->F, n_qkv = (H + 2 * KV) * hd;
+    float *h = work, *qkv = h + B * D, *q = qkv + B * n_qkv, *attn = q + B * H * hd, *keys = attn + B * H * hd;
+    float *values = keys + B * KV * hd, *gate_up = values + B * KV * hd, *act = gate_up + B * 2 * F;
+    float *down = act + B * F;
+    int status;
+    for (int64_t layer = 0; layer < s->n_layers; layer++) {
+        const block_t *w = blocks + layer;
+        rms_norm_rows(x, w->attn_norm, w->attn_eps, B, D, h);
+        if ((status = product(&w->qkv, h, qkv, B, n_qkv, D, threads))) return status;
+        for (int64_t b = 0; b < B; b++) {
+            float *row = qkv + b * n_qkv;
+            if (w->qkv_bias)
+                for (int64_t i = 0; i < n_qkv; i++) row[i] += w->qkv_bias[i];
+            if (w->q_norm) {
+                rms_norm_rows(row, w->q_norm, w->qk_eps, H, hd, row);
+                rms_norm_rows(row + H * hd, w->k_norm, w->qk_eps, KV, hd, row + H * hd);
+            }
+            rotate(row, H + KV, hd, cos + b * hd / 2, sin + b * hd / 2);
+            memcpy(q + b * H * hd, row, (size_t)(H * hd) * sizeof(float));
+            memcpy(keys + b * KV * hd, row + H * hd, (size_t)(KV * hd) * sizeof(float));
+            memcpy(values + b * KV * hd, row + (H + KV) * hd, (size_t)(KV * hd) * sizeof(float));
+        }
+        cached_attention(q, keys, values, k_addr, v_addr, capacity, position, slot, B, H, KV, hd, layer, s->n_layers,
+                         max_len, 1.0f / sqrtf((float)hd), patterns, scratch, attn, threads);
+        if ((status = product(&w->o, attn, down, B, D, H * hd, threads))) return status;
+        for (int64_t i = 0; i < B * D; i++) x[i] += w->o_bias ? down[i] + w->o_bias[i % D] : down[i];
+        rms_norm_rows(x, w->mlp_norm, w->mlp_eps, B, D, h);
+        if ((status = product(&w->up, h, gate_up, B, 2 * F, D, threads))) return status;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < F; i++) {
+                const float g = gate_up[b * 2 * F + i], u = gate_up[b * 2 * F + F + i];
+                act[b * F + i] = g / (1.0f + expf(-g)) * u;
+            }
+        if ((status = product(&w->down, act, down, B, D, F, threads))) return status;
+        for (int64_t i = 0; i < B * D; i++) x[i] += down[i];
+    }
+    return 0;
+}
