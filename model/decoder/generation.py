@@ -6,16 +6,18 @@ step costs one token's compute. The cache lives in an IncrementalDecoder made pe
 model, and one model can serve many threads at once.
 
 A step (one new row per sequence) keeps its rows in numpy (torch's per-op overhead on one row cost 14 ms of a
-41 ms step: norms, RoPE and SiLU are numpy). A weight matrix holding Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 values is
-multiplied as int8 codes by the native kernel (model.decoder.int8_blocks: a quarter to a third of float32's bytes,
-each row computed the same way in any batch), the attention over the caches by one native call per layer for the
-whole batch (model.native.attention); without a C compiler, or for other matrices, products run in torch (MKL, one
-thread pool: numpy's OpenBLAS pool and torch's OpenMP pool spin against each other when their calls alternate) as
-one product of the step's rows padded to a multiple of ROW_BLOCK, so the weights are read once per step and a row's
-numbers do not depend on the batch (see _affine). A prompt of up to ROWS_PREFILL_MAX tokens runs the same way, its
-tokens as rows (with other prompts joining a batch at once) when every matrix goes through the native kernel;
-a longer one, or without the kernel, runs in torch, as the decoder's forward does, in chunks of PREFILL_CHUNK
-queries (see feed_together).
+41 ms step). A weight matrix holding Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 values is multiplied as int8 codes by the
+native kernel (model.decoder.int8_blocks: a quarter to a third of float32's bytes, each row computed the same way in
+any batch), the attention over the caches by one native call per layer for the whole batch
+(model.native.attention); when every matrix is such and the model is RMSNorm / RoPE / SwiGLU throughout (Llama,
+Qwen2, Qwen3), all blocks are one native call (model.native.decoder_step: the numpy norms, rotations and SiLU
+between the kernels cost a third of a one-row step). Without a C compiler, or for other matrices, products run in
+torch (MKL, one thread pool: numpy's OpenBLAS pool and torch's OpenMP pool spin against each other when their calls
+alternate) as one product of the step's rows padded to a multiple of ROW_BLOCK, so the weights are read once per
+step and a row's numbers do not depend on the batch (see _affine). A prompt of up to ROWS_PREFILL_MAX tokens runs the
+same way, its tokens as rows (with other prompts joining a batch at once) when every matrix goes through the native
+kernel; a longer one, or without the kernel, runs in torch, as the decoder's forward does, in chunks of
+PREFILL_CHUNK queries (see feed_together).
 
 Choosing a token uses model/sampling.py: temperature, then top-k, then top-p, renormalize, then one draw from a
 numpy Generator made once per call from the seed (temperature 0: greedy argmax).
