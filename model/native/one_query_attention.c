@@ -14,89 +14,86 @@ model/native/build.py. */
 
 #include "worker_pool.h"
 
-/* One row's heads, portable C (compiled for AVX2 and the baseline, chosen when the library loads). */
+/* A head's scores p[j] = (q . k_j) * scale for j < T; returns the largest. Portable C (compiled for AVX2 and the
+baseline, chosen when the library loads). */
 __attribute__((target_clones("avx2", "default")))
-static void attend_portable(const float *q, const float *k, const float *v, int64_t H, int64_t KV, int64_t T, int64_t hd,
-                   int64_t kv_stride, float scale, float *pattern, int64_t pattern_stride, float *out) {
-    const int64_t group = H / KV;
-    for (int64_t h = 0; h < H; h++) {
-        const float *qh = q + h * hd;
-        const float *kh = k + (h / group) * kv_stride;
-        const float *vh = v + (h / group) * kv_stride;
-        float *p = pattern + h * pattern_stride;
-        float top = -INFINITY;
-        for (int64_t j = 0; j < T; j++) {
-            const float *kj = kh + j * hd;
-            float dot = 0.0f;
-            #pragma omp simd reduction(+:dot)
-            for (int64_t i = 0; i < hd; i++) dot += qh[i] * kj[i];
-            p[j] = dot * scale;
-            if (p[j] > top) top = p[j];
-        }
-        float total = 0.0f;
-        for (int64_t j = 0; j < T; j++) {
-            p[j] = expf(p[j] - top);
-            total += p[j];
-        }
-        float *oh = out + h * hd;
-        for (int64_t i = 0; i < hd; i++) oh[i] = 0.0f;
-        for (int64_t j = 0; j < T; j++) {
-            p[j] /= total;
-            const float *vj = vh + j * hd;
-            for (int64_t i = 0; i < hd; i++) oh[i] += p[j] * vj[i];
-        }
+static float scores_portable(const float *qh, const float *kh, int64_t T, int64_t hd, float scale, float *p) {
+    float top = -INFINITY;
+    for (int64_t j = 0; j < T; j++) {
+        const float *kj = kh + j * hd;
+        float dot = 0.0f;
+        #pragma omp simd reduction(+:dot)
+        for (int64_t i = 0; i < hd; i++) dot += qh[i] * kj[i];
+        p[j] = dot * scale;
+        if (p[j] > top) top = p[j];
+    }
+    return top;
+}
+
+/* A head's output oh = sum_j p_j v_j, in order of j. */
+__attribute__((target_clones("avx2", "default")))
+static void mix_portable(const float *p, const float *vh, int64_t T, int64_t hd, float *oh) {
+    for (int64_t i = 0; i < hd; i++) oh[i] = 0.0f;
+    for (int64_t j = 0; j < T; j++) {
+        const float *vj = vh + j * hd;
+        for (int64_t i = 0; i < hd; i++) oh[i] += p[j] * vj[i];
     }
 }
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-/* attend_portable with AVX-512 for head sizes that are multiples of 16: each score's dot product and each output
-lane's sum over positions in registers (the portable loops kept them in memory: 36 ns a head and position). */
+/* scores_portable and mix_portable with AVX-512 for head sizes that are multiples of 16: each dot product and each
+output lane's sum over positions in registers (the portable loops kept them in memory: 36 ns a head and position,
+half of it saved). */
 __attribute__((target("avx512f")))
-static void attend_avx512(const float *q, const float *k, const float *v, int64_t H, int64_t KV, int64_t T,
-                          int64_t hd, int64_t kv_stride, float scale, float *pattern, int64_t pattern_stride,
-                          float *out) {
-    const int64_t group = H / KV;
+static float scores_avx512(const float *qh, const float *kh, int64_t T, int64_t hd, float scale, float *p) {
+    float top = -INFINITY;
+    for (int64_t j = 0; j < T; j++) {
+        __m512 dot = _mm512_setzero_ps();
+        for (int64_t i = 0; i < hd; i += 16)
+            dot = _mm512_fmadd_ps(_mm512_loadu_ps(qh + i), _mm512_loadu_ps(kh + j * hd + i), dot);
+        p[j] = _mm512_reduce_add_ps(dot) * scale;
+        if (p[j] > top) top = p[j];
+    }
+    return top;
+}
+
+__attribute__((target("avx512f")))
+static void mix_avx512(const float *p, const float *vh, int64_t T, int64_t hd, float *oh) {
+    for (int64_t i = 0; i < hd; i += 16) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t j = 0; j < T; j++)
+            acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(vh + j * hd + i), acc);
+        _mm512_storeu_ps(oh + i, acc);
+    }
+}
+#define HAS_AVX512(hd) ((hd) % 16 == 0 && __builtin_cpu_supports("avx512f"))
+#else
+#define HAS_AVX512(hd) 0
+#define scores_avx512 scores_portable
+#define mix_avx512 mix_portable
+#endif
+
+/* One row's heads: scores, softmax in place, the mix of values; with the AVX-512 loops where this CPU runs them and
+hd % 16 == 0 (the same choice for every row of every call). */
+static void attend(const float *q, const float *k, const float *v, int64_t H, int64_t KV, int64_t T, int64_t hd,
+                   int64_t kv_stride, float scale, float *pattern, int64_t pattern_stride, float *out) {
+    const int64_t group = H / KV, wide = HAS_AVX512(hd);
     for (int64_t h = 0; h < H; h++) {
-        const float *qh = q + h * hd;
-        const float *kh = k + (h / group) * kv_stride;
-        const float *vh = v + (h / group) * kv_stride;
+        const float *kh = k + (h / group) * kv_stride, *vh = v + (h / group) * kv_stride;
         float *p = pattern + h * pattern_stride;
-        float top = -INFINITY;
-        for (int64_t j = 0; j < T; j++) {
-            __m512 dot = _mm512_setzero_ps();
-            for (int64_t i = 0; i < hd; i += 16)
-                dot = _mm512_fmadd_ps(_mm512_loadu_ps(qh + i), _mm512_loadu_ps(kh + j * hd + i), dot);
-            p[j] = _mm512_reduce_add_ps(dot) * scale;
-            if (p[j] > top) top = p[j];
-        }
+        const float top = wide ? scores_avx512(q + h * hd, kh, T, hd, scale, p)
+                               : scores_portable(q + h * hd, kh, T, hd, scale, p);
         float total = 0.0f;
         for (int64_t j = 0; j < T; j++) {
             p[j] = expf(p[j] - top);
             total += p[j];
         }
         for (int64_t j = 0; j < T; j++) p[j] /= total;
-        for (int64_t i = 0; i < hd; i += 16) {
-            __m512 acc = _mm512_setzero_ps();
-            for (int64_t j = 0; j < T; j++)
-                acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(vh + j * hd + i), acc);
-            _mm512_storeu_ps(out + h * hd + i, acc);
-        }
+        if (wide) mix_avx512(p, vh, T, hd, out + h * hd);
+        else mix_portable(p, vh, T, hd, out + h * hd);
     }
-}
-#endif
-
-/* The fastest version this CPU runs; the same for every row of every call. */
-static void attend(const float *q, const float *k, const float *v, int64_t H, int64_t KV, int64_t T, int64_t hd,
-                   int64_t kv_stride, float scale, float *pattern, int64_t pattern_stride, float *out) {
-#if defined(__x86_64__)
-    if (hd % 16 == 0 && __builtin_cpu_supports("avx512f")) {
-        attend_avx512(q, k, v, H, KV, T, hd, kv_stride, scale, pattern, pattern_stride, out);
-        return;
-    }
-#endif
-    attend_portable(q, k, v, H, KV, T, hd, kv_stride, scale, pattern, pattern_stride, out);
 }
 
 typedef struct {
