@@ -101,7 +101,8 @@ class GenerationBatcher:
                     return
             try:
                 with torch.inference_mode():
-                    active = [r for r in active if not r.cancelled.is_set()] + self._start(joining)
+                    active = [r for r in active if not r.cancelled.is_set()]
+                    active += self._start(joining, active)
                     if active:
                         self._step(active)
                 active = [r for r in active if not self._finished(r)]
@@ -110,15 +111,17 @@ class GenerationBatcher:
                     r.steps.put(exc)
                 active = []
 
-    def _start(self, joining: list[Request]) -> list[Request]:
-        """Run the joining requests' prompts (short ones in one pass, see generation.feed_together) and choose their
-        first tokens; returns those not already done."""
+    def _start(self, joining: list[Request], active: list[Request]) -> list[Request]:
+        """Run the joining requests' prompts (short ones in one pass, a prefix an active request's cache or another
+        joining prompt holds copied, see generation.feed_together) and choose their first tokens; returns those not
+        already done."""
         if not joining:
             return []
         for r in joining:
             r.decoder = G.IncrementalDecoder(self.lm, len(r.prompt_ids) + r.settings.max_new_tokens - 1)
             r.rng = np.random.default_rng(r.settings.seed)
-        fed = G.feed_together([r.decoder for r in joining], [r.prompt_ids for r in joining])
+        fed = G.feed_together([r.decoder for r in joining], [r.prompt_ids for r in joining],
+                              donors=[r.decoder for r in active])
         self._choose(joining, [logits for logits, _ in fed], [row for _, row in fed])
         return [r for r in joining if not self._finished(r)]
 

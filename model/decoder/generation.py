@@ -48,6 +48,7 @@ PREFILL_CHUNK = 256        # prompt tokens per forward chunk: scores stay [H, 25
 HEAD_CHUNK_ROWS = 1024     # LM-head rows converted to float32 at a time (2.4 MB)
 ROW_BLOCK = 8              # rows per weight product in a one-token step: a multiple of it (see _affine)
 ROWS_PREFILL_MAX = 48      # prompts up to this many tokens run as rows through the int8 kernel (see feed_together)
+SHARED_PREFIX_MIN = 4      # a prompt starting with this many tokens another cache holds copies them (feed_together)
 
 
 @dataclass(frozen=True)
@@ -328,6 +329,19 @@ class IncrementalDecoder:
         self.weights = steps_for(lm)
         self.capacity = capacity
         self.length = 0                                                               # positions cached so far
+        self.tokens: list[int] = []                                                   # their token ids
+        self.rows_only = True          # every cached position made by step_rows: any prefix may be copied (see
+                                       # copy_prefix); the torch forward's differ from them in the last bits
+
+    def copy_prefix(self, source: IncrementalDecoder, n: int) -> None:
+        """Start this empty cache with source's first n positions (its keys and values: the numbers this decoder
+        would compute for the same tokens on the rows path, as every row's are the same in any batch)."""
+        if self.length or not source.rows_only or n > source.length or source.lm is not self.lm:
+            raise ValueError("copy_prefix needs an empty cache and a prefix the rows path made for the same model")
+        self.k[:, :, :n] = source.k[:, :, :n]
+        self.v[:, :, :n] = source.v[:, :, :n]
+        self.tokens = source.tokens[:n]
+        self.length = n
 
     def feed(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Run ids (continuing the cached tokens) through the model. Returns the logits after the last one
@@ -348,6 +362,7 @@ class IncrementalDecoder:
     def _forward(self, ids: torch.Tensor, row: np.ndarray | None) -> torch.Tensor:
         """ids [n > 1] at positions length..length+n-1 through every block; caches their keys and values."""
         start = self.length
+        self.rows_only = False
         x = self.lm.embed(ids, start)                                                # [n, D]
         for layer, block in enumerate(self.lm.blocks):
             out, pattern = self._attention(block.attn, block.attn_norm(x), layer, start)  # [n, D], [H, n, T]
@@ -356,6 +371,7 @@ class IncrementalDecoder:
             x = x + out
             x = x + block.mlp(block.mlp_norm(x))                                    # [n, D]
         self.length = start + len(ids)
+        self.tokens.extend(ids.tolist())
         return x
 
     def _attention(self, attn, h: torch.Tensor, layer: int, start: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -371,14 +387,16 @@ class IncrementalDecoder:
         return attn.output(mixed), pattern                                         # [n, D], [H, n, T]
 
 
-def feed_together(decoders: Sequence[IncrementalDecoder], id_lists: Sequence[Sequence[int]]) -> list[
-        tuple[np.ndarray, np.ndarray]]:
+def feed_together(decoders: Sequence[IncrementalDecoder], id_lists: Sequence[Sequence[int]],
+                  donors: Sequence[IncrementalDecoder] = ()) -> list[tuple[np.ndarray, np.ndarray]]:
     """Each decoder's ids (continuing its cached tokens) through the model: [(logits [V] float32 after its last
     token, that token's attention row [n_layers, n_heads, length] float16)]. Runs of up to ROWS_PREFILL_MAX tokens
     go through step_rows together, one pass over the weights for all of them, when every matrix is multiplied by the
     native kernel (whose rows do not depend on each other: each decoder gets the numbers it would get alone); longer
     ones, or without the kernel, through the decoder's torch forward (MKL), one decoder and PREFILL_CHUNK tokens at
-    a time."""
+    a time. An empty decoder on the rows path whose prompt starts with SHARED_PREFIX_MIN or more tokens that another
+    one's rows path holds (a donor's cache, or another prompt here) copies their keys and values instead of
+    computing them again (a class often sends the same text): the same numbers, fewer rows."""
     for d, ids in zip(decoders, id_lists, strict=True):
         if not 1 <= len(ids) <= d.capacity - d.length:
             raise ValueError(f"Can feed 1 to {d.capacity - d.length} more tokens, got {len(ids)}")
@@ -389,21 +407,64 @@ def feed_together(decoders: Sequence[IncrementalDecoder], id_lists: Sequence[Seq
     rows = [np.empty((cfg.n_layers, cfg.n_heads, d.length + len(ids)), np.float16)
             for d, ids in zip(decoders, id_lists, strict=True)]
     together = [i for i, fast in enumerate(rows_path) if fast]
+    first_pass, second_pass, sources = _shared_prefixes(decoders, id_lists, together, donors)
+    rest = {i: id_lists[i] for i in together}
     with torch.inference_mode():
-        if together:
-            x = step_rows([decoders[i] for i in together for _ in id_lists[i]],
-                          [t for i in together for t in id_lists[i]],
-                          [rows[i] if j == len(id_lists[i]) - 1 else None for i in together
-                           for j in range(len(id_lists[i]))])                       # [sum n, D]
-            ends = np.cumsum([len(id_lists[i]) for i in together]) - 1
-            for i, end in zip(together, ends, strict=True):
-                last[i] = x[end]
+        for group in (first_pass, second_pass):
+            for i in group:
+                if i in sources:
+                    source, n = sources[i]
+                    decoders[i].copy_prefix(source, n)
+                    rest[i] = id_lists[i][n:]
+            if group:
+                x = step_rows([decoders[i] for i in group for _ in rest[i]], [t for i in group for t in rest[i]],
+                              [rows[i] if j == len(rest[i]) - 1 else None for i in group
+                               for j in range(len(rest[i]))])                       # [sum n, D]
+                for i, end in zip(group, np.cumsum([len(rest[i]) for i in group]) - 1, strict=True):
+                    last[i] = x[end]
         for i, fast in enumerate(rows_path):
             if not fast:
                 last[i] = decoders[i].forward_chunks(id_lists[i], rows[i])
     weights = decoders[0].weights
     logits = weights.logits(weights.out_norm(np.stack(last)))                        # [B, V]
     return list(zip(logits, rows, strict=True))
+
+
+def _shared_prefixes(decoders: Sequence[IncrementalDecoder], id_lists: Sequence[Sequence[int]],
+                     together: Sequence[int], donors: Sequence[IncrementalDecoder]) -> tuple[
+        list[int], list[int], dict[int, tuple[IncrementalDecoder, int]]]:
+    """Which of the rows-path prompts `together` copy a prefix (feed_together): (those run first: prompts copying
+    from a donor and prompts that copy nothing; those run after them: prompts copying from one run first, {index:
+    (source decoder, tokens copied)}). Each copies its longest shared prefix, short of its last token (its logits
+    and attention row are computed)."""
+    sources: dict[int, tuple[IncrementalDecoder, int]] = {}
+    first_pass, second_pass, own = [], [], []
+    candidates = [(d, d.tokens) for d in donors if d.rows_only and d.length]
+    for i in together:
+        ids = id_lists[i]
+        best, best_n = None, 0
+        if decoders[i].length == 0:
+            for source, tokens in candidates + [(decoders[j], id_lists[j]) for j in own]:
+                n = _common_length(tokens, ids, len(ids) - 1)
+                if n > best_n:
+                    best, best_n = source, n
+        if best_n >= SHARED_PREFIX_MIN:
+            sources[i] = (best, best_n)
+            (second_pass if any(decoders[j] is best for j in own) else first_pass).append(i)
+        else:
+            own.append(i)
+            first_pass.append(i)
+    return first_pass, second_pass, sources
+
+
+def _common_length(a: Sequence[int], b: Sequence[int], most: int) -> int:
+    """How many leading tokens a and b share, at most `most`."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y or n == most:
+            break
+        n += 1
+    return n
 
 
 def step_rows(decoders: Sequence[IncrementalDecoder], token_ids: Sequence[int],
@@ -445,8 +506,9 @@ def step_rows(decoders: Sequence[IncrementalDecoder], token_ids: Sequence[int],
         for b, row in enumerate(rows):
             if row is not None:
                 row[...] = attend.pattern(b)                                         # [L, H, T_b]
-    for d, _, count in runs:
+    for d, first_row, count in runs:
         d.length += count
+        d.tokens.extend(token_ids[first_row:first_row + count])
     return x
 
 

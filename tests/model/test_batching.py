@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from model import load_model
+from model.decoder import generation as G
 from tests.tiny_gguf import Tiny, write_tiny
 
 PROMPTS = ["The cat sat on the mat because", "Count with me: 1, 2, 3,", "<b>bold</b> and", "Hi",
@@ -107,3 +108,46 @@ def test_streaming_steps_can_stop_early(tiny_models):
     first = [next(stream).token_id for _ in range(3)]
     stream.close()
     assert first == lm.generate(PROMPTS[0], max_new_tokens=3, temperature=0).new_token_ids
+
+
+SHARED_PROMPTS = ["The cat sat on the mat because it was", "The cat sat on the mat and then it slept",
+                  "The cat sat on the mat because it was", "The dog ran"]
+
+
+@pytest.mark.parametrize("arch", ["default", "llama-Q4_1", "gpt2-Q8_0"])
+def test_prompts_sharing_a_prefix_copy_it_and_get_their_numbers_alone(tiny_models, lm, arch, monkeypatch):
+    model = lm if arch == "default" else load_model(path=tiny_models[arch])
+    id_lists = [model.tokenizer.encode(p) for p in SHARED_PROMPTS]
+    assert model.tokenizer.encode(SHARED_PROMPTS[1])[:6] == id_lists[0][:6]     # a prefix worth sharing
+
+    def fresh():
+        return G.IncrementalDecoder(model, 64)
+
+    assert steps_for_all_native(model)
+    alone = [G.feed_together([fresh()], [ids])[0] for ids in id_lists]
+    computed = []
+    real_step_rows = G.step_rows
+    monkeypatch.setattr(G, "step_rows", lambda decoders, ids, rows: computed.append(len(ids)) or
+                        real_step_rows(decoders, ids, rows))
+    together = G.feed_together([fresh() for _ in id_lists], id_lists)
+    donor = fresh()
+    G.feed_together([donor], [id_lists[0]])
+    from_donor = G.feed_together([fresh(), fresh()], [id_lists[1], id_lists[2]], donors=[donor])
+    for (a_logits, a_row), (b_logits, b_row) in zip(alone, together, strict=True):
+        assert np.array_equal(a_logits, b_logits) and np.array_equal(a_row, b_row)
+    for (a_logits, a_row), (b_logits, b_row) in zip(alone[1:3], from_donor, strict=True):
+        assert np.array_equal(a_logits, b_logits) and np.array_equal(a_row, b_row)
+    n_tokens = [len(ids) for ids in id_lists]
+    assert sum(computed[:2]) < sum(n_tokens)                    # the shared prefixes were not computed twice
+    assert computed[3] == 1 + n_tokens[1] - _shared(id_lists[0], id_lists[1])   # prompt 2: only its last token
+
+
+def steps_for_all_native(model) -> bool:
+    return G.steps_for(model).all_native
+
+
+def _shared(a, b) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
