@@ -44,6 +44,7 @@ from model.native.decoder_step import DecoderStep
 
 MAX_NEW_TOKENS = 256
 N_CANDIDATES = 10          # top candidates recorded per step
+TOP_BLOCK = 512            # entries per block when finding them (see top_ids)
 PREFILL_CHUNK = 256        # prompt tokens per forward chunk: scores stay [H, 256, T]
 HEAD_CHUNK_ROWS = 1024     # LM-head rows converted to float32 at a time (2.4 MB)
 ROW_BLOCK = 8              # rows per weight product in a one-token step: a multiple of it (see _affine)
@@ -177,13 +178,14 @@ def next_token_distribution(logits: np.ndarray, settings: GenerationSettings) ->
 def choose_token(dist: TokenDistribution, rng: np.random.Generator) -> int:
     """One draw from the filtered distribution (a one-hot distribution, as greedy's, consumes no randomness): the
     inverse-CDF draw of sampling.sample_with over the kept entries, without re-checking a distribution made here."""
-    kept = np.flatnonzero(dist.keep)
-    if len(kept) == 1:
+    kept = None if dist.keep.all() else np.flatnonzero(dist.keep)                   # None: every token
+    if kept is not None and len(kept) == 1:
         return int(kept[0])
-    cdf = np.cumsum(dist.sampling[kept])                                            # [n kept]
+    cdf = np.cumsum(dist.sampling if kept is None else dist.sampling[kept])        # [n kept]
     cdf /= cdf[-1]
     cdf[-1] = 1.0
-    return int(kept[np.searchsorted(cdf, rng.random(1), side="right")][0])
+    drawn = np.searchsorted(cdf, rng.random(1), side="right")
+    return int(drawn[0] if kept is None else kept[drawn][0])
 
 
 @dataclass(frozen=True)
@@ -691,10 +693,8 @@ def first_token_samples(lm, prompt: str | Sequence[int], settings: GenerationSet
 
 def record_step(lm, t: int, token_id: int, dist: TokenDistribution, attention: np.ndarray) -> GenerationStep:
     """Step t's record: the token, its top candidates and probabilities, and the attention row that chose it."""
-    n = min(N_CANDIDATES, len(dist.probs))
-    top = np.argpartition(-dist.probs, n - 1)[:n]
-    top = top[np.lexsort((top, -dist.probs[top]))]                                  # by probability, then id
     p = dist.probs
+    top = top_ids(p, min(N_CANDIDATES, len(p)))
     rank = int((p > p[token_id]).sum() + (p[:token_id] == p[token_id]).sum())
     attention.flags.writeable = False
     candidates = Candidates(
@@ -705,7 +705,20 @@ def record_step(lm, t: int, token_id: int, dist: TokenDistribution, attention: n
         index=t, token_id=token_id, token=lm.token_strings([token_id])[0], candidates=candidates, rank=rank,
         prob=float(dist.sampling[token_id]), temperature_prob=float(p[token_id]),
         raw_prob=float(dist.raw[token_id]), entropy_bits=float(sampling.entropy_bits(p)),
-        n_kept=int(dist.keep.sum()), attention=attention)
+        n_kept=int(np.count_nonzero(dist.keep)), attention=attention)
+
+
+def top_ids(p: np.ndarray, n: int) -> np.ndarray:
+    """The ids of the n largest entries of p [V], by value then id (ties at the n-th value: the lowest ids). The
+    n-th largest of TOP_BLOCK-entry blocks' maxima is at most the n-th largest entry, so only entries above it are
+    sorted: two passes over p instead of a partition of all of it (0.5 ms of a step's choosing at 49,152)."""
+    blocks = len(p) // TOP_BLOCK
+    if blocks <= n:
+        candidates = np.arange(len(p))
+    else:
+        maxima = p[:blocks * TOP_BLOCK].reshape(blocks, TOP_BLOCK).max(axis=1)     # [blocks]
+        candidates = np.flatnonzero(p >= np.partition(maxima, blocks - n)[blocks - n])   # >= n of them
+    return candidates[np.lexsort((candidates, -p[candidates]))[:n]]
 
 
 def _integer(name: str, value, low: int, high: int | None) -> int:

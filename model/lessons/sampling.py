@@ -59,8 +59,11 @@ def log_softmax(logits, temperature: float = 1.0, axis: int = -1) -> np.ndarray:
 def entropy_bits(probs, axis: int = -1) -> np.ndarray | float:
     """Shannon entropy -sum p log2 p in bits, with 0 log 0 = 0. Uniform over n choices gives log2(n)."""
     p = np.asarray(probs, dtype=np.float64)
-    logs = np.zeros(p.shape)
-    np.log2(p, out=logs, where=p > 0)                                               # 0 where p is 0
+    if p.size and p.min() > 0:
+        logs = np.log2(p)            # the same values as below, without its masked (slower) loop
+    else:
+        logs = np.zeros(p.shape)
+        np.log2(p, out=logs, where=p > 0)                                           # 0 where p is 0
     logs *= p                    # not p @ logs: a BLAS call wakes numpy's OpenBLAS threads, which then spin
     h = np.maximum(-logs.sum(axis=axis), 0.0)    # tiny negative rounding -> 0
     return float(h) if np.ndim(h) == 0 else h

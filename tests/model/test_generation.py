@@ -13,6 +13,7 @@ from model.decoder.generation import (
     IncrementalDecoder,
     first_token_samples,
     prepare_prompt,
+    top_ids,
 )
 
 ENGLISH = "The history of the printing press begins in the fifteenth century, when Johannes Gutenberg"
@@ -245,3 +246,13 @@ def test_bad_settings_raise(lm, kwargs, message):
 def test_bad_prompts_raise(lm, prompt, message):
     with pytest.raises(ValueError, match=message):
         lm.generate(prompt, max_new_tokens=2)
+
+
+@pytest.mark.parametrize("vocab", [1, 7, 600, 5000, 49152])
+def test_top_candidates_are_the_largest_probabilities_by_value_then_id(vocab):
+    rng = np.random.default_rng(vocab)
+    for logits in (rng.standard_normal(vocab) * 4, np.round(rng.standard_normal(vocab)), np.zeros(vocab)):
+        p = softmax64(logits.astype(np.float32))
+        n = min(10, vocab)
+        expected = np.lexsort((np.arange(vocab), -p))[:n]         # a full sort: by probability, then id
+        assert np.array_equal(top_ids(p, n), expected)
