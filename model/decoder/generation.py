@@ -44,7 +44,6 @@ from model.native.decoder_step import DecoderStep
 
 MAX_NEW_TOKENS = 256
 N_CANDIDATES = 10          # top candidates recorded per step
-TOP_BLOCK = 512            # entries per block when finding them (see top_ids)
 PREFILL_CHUNK = 256        # prompt tokens per forward chunk: scores stay [H, 256, T]
 HEAD_CHUNK_ROWS = 1024     # LM-head rows converted to float32 at a time (2.4 MB)
 ROW_BLOCK = 8              # rows per weight product in a one-token step: a multiple of it (see _affine)
@@ -694,7 +693,7 @@ def first_token_samples(lm, prompt: str | Sequence[int], settings: GenerationSet
 def record_step(lm, t: int, token_id: int, dist: TokenDistribution, attention: np.ndarray) -> GenerationStep:
     """Step t's record: the token, its top candidates and probabilities, and the attention row that chose it."""
     p = dist.probs
-    top = top_ids(p, min(N_CANDIDATES, len(p)))
+    top = sampling.top_ids(p, min(N_CANDIDATES, len(p)))
     rank = int((p > p[token_id]).sum() + (p[:token_id] == p[token_id]).sum())
     attention.flags.writeable = False
     candidates = Candidates(
@@ -706,19 +705,6 @@ def record_step(lm, t: int, token_id: int, dist: TokenDistribution, attention: n
         prob=float(dist.sampling[token_id]), temperature_prob=float(p[token_id]),
         raw_prob=float(dist.raw[token_id]), entropy_bits=float(sampling.entropy_bits(p)),
         n_kept=int(np.count_nonzero(dist.keep)), attention=attention)
-
-
-def top_ids(p: np.ndarray, n: int) -> np.ndarray:
-    """The ids of the n largest entries of p [V], by value then id (ties at the n-th value: the lowest ids). The
-    n-th largest of TOP_BLOCK-entry blocks' maxima is at most the n-th largest entry, so only entries above it are
-    sorted: two passes over p instead of a partition of all of it (0.5 ms of a step's choosing at 49,152)."""
-    blocks = len(p) // TOP_BLOCK
-    if blocks <= n:
-        candidates = np.arange(len(p))
-    else:
-        maxima = p[:blocks * TOP_BLOCK].reshape(blocks, TOP_BLOCK).max(axis=1)     # [blocks]
-        candidates = np.flatnonzero(p >= np.partition(maxima, blocks - n)[blocks - n])   # >= n of them
-    return candidates[np.lexsort((candidates, -p[candidates]))[:n]]
 
 
 def _integer(name: str, value, low: int, high: int | None) -> int:

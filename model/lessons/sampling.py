@@ -11,6 +11,7 @@ import numpy as np
 
 T_MIN = 0.05
 T_MAX = 10.0
+TOP_BLOCK = 512            # entries per block in lower_bound_of_kth
 
 
 def _check_temperature(temperature: float) -> float:
@@ -127,6 +128,23 @@ def _order(p: np.ndarray) -> np.ndarray:
     return np.argsort(-p, kind="stable")
 
 
+def lower_bound_of_kth(p: np.ndarray, k: int) -> float:
+    """A value at most the k-th largest entry of p [V] (1 <= k <= V) that few entries reach: the k-th largest of
+    the maxima of TOP_BLOCK-entry blocks (k of them are distinct entries at least that large). Lets the k largest be
+    found among the entries >= it (two passes over p) instead of partitioning all of it."""
+    blocks = len(p) // TOP_BLOCK
+    if blocks <= k:
+        return -np.inf
+    maxima = p[:blocks * TOP_BLOCK].reshape(blocks, TOP_BLOCK).max(axis=1)              # [blocks]
+    return float(np.partition(maxima, blocks - k)[blocks - k])
+
+
+def top_ids(p: np.ndarray, n: int) -> np.ndarray:
+    """The ids of the n largest entries of p [V], by value then id (ties at the n-th value: the lowest ids)."""
+    candidates = np.flatnonzero(p >= lower_bound_of_kth(p, n))                          # >= n of them
+    return candidates[np.lexsort((candidates, -p[candidates]))[:n]]
+
+
 def top_k_keep(probs, k: int | None) -> np.ndarray:
     """Bool mask of the k most probable entries (ties: lower index first). k None or <= 0: keep every p > 0."""
     p = np.asarray(probs, dtype=np.float64).reshape(-1)
@@ -134,7 +152,8 @@ def top_k_keep(probs, k: int | None) -> np.ndarray:
     if k is None or int(k) <= 0 or int(k) >= int(support.sum()):
         return support
     k = int(k)
-    kth = np.partition(p, -k)[-k]                      # the k-th largest value: O(V), no full sort
+    above = p[p >= lower_bound_of_kth(p, k)]           # holds the k largest
+    kth = np.partition(above, -k)[-k]                  # the k-th largest value: O(V), no full sort
     keep = p > kth
     ties = np.flatnonzero(p == kth)[: k - int(keep.sum())]   # ties at the boundary: lower index first
     keep[ties] = True

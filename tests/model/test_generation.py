@@ -13,8 +13,8 @@ from model.decoder.generation import (
     IncrementalDecoder,
     first_token_samples,
     prepare_prompt,
-    top_ids,
 )
+from model.lessons.sampling import top_ids
 
 ENGLISH = "The history of the printing press begins in the fifteenth century, when Johannes Gutenberg"
 CODE = "def fibonacci(n: int) -> list[int]:\n    seq = [0, 1]\n    while len(seq) < n:\n"
