@@ -181,9 +181,19 @@ def top_p_keep(probs, top_p: float | None) -> np.ndarray:
 
 
 def filter_probs(probs, top_k: int | None = None, top_p: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Apply top-k, then top-p on the renormalized survivors. Returns (keep mask, renormalized kept distribution)."""
+    """Apply top-k, then top-p on the renormalized survivors. Returns (keep mask, renormalized kept distribution).
+    When top-k leaves few entries (a generation step's k = 50 of 49,152), the rest works on those alone."""
     p = np.asarray(probs, dtype=np.float64).reshape(-1)
     keep = top_k_keep(p, top_k)
+    if top_k is not None and 0 < int(top_k) <= len(p) // 8:
+        ids = np.flatnonzero(keep)                                          # [<= k], in index order
+        after_k = p[ids]
+        ids = ids[top_p_keep(after_k / after_k.sum(), top_p)]
+        keep = np.zeros(len(p), dtype=bool)
+        keep[ids] = True
+        kept = np.zeros(len(p))
+        kept[ids] = p[ids] / p[ids].sum()
+        return keep, kept
     after_k = np.where(keep, p, 0.0)
     keep = keep & top_p_keep(after_k / after_k.sum(), top_p)
     kept = np.where(keep, p, 0.0)

@@ -170,6 +170,22 @@ def test_filter_top_k_then_top_p_renormalized():
     assert keep.all() and kept.sum() == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("top_k, top_p", [(50, 0.9), (1, 1.0), (40, 0.3), (6000, 0.999)])
+def test_filter_on_a_large_vocabulary_matches_the_definition(top_k, top_p):
+    rng = np.random.default_rng(top_k)
+    logits = np.round(rng.standard_normal(49152) * 3, 1)                  # many ties, as rounded logits have
+    logits[rng.integers(0, 49152, 500)] = -np.inf
+    p = S.softmax(logits)
+    order = np.lexsort((np.arange(len(p)), -p))                             # by probability, then id
+    top = order[:top_k][p[order[:top_k]] > 0]
+    mass = np.cumsum(p[top]) / p[top].sum()
+    chosen = top[:int(np.argmax(mass >= top_p - 1e-12)) + 1]
+    keep, kept = S.filter_probs(p, top_k, top_p)
+    assert np.flatnonzero(keep).tolist() == sorted(chosen.tolist())
+    np.testing.assert_allclose(kept[chosen], p[chosen] / p[chosen].sum(), rtol=1e-13)
+    assert kept[~keep].max() == 0
+
+
 def test_sampling_is_seeded_and_converges():
     p = S.softmax([2.0, 1.0, 0.0, -np.inf, 0.5])
     a = S.sample(p, 1000, seed=42)
