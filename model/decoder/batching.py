@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,7 @@ from model.decoder import generation as G
 
 _DONE = object()
 SHARED_CHOICE_ROWS = 4     # from this many requests, a helper thread chooses half of a step's tokens
+JOIN_WINDOW_S = 0.005      # an idle batcher waits this long for more requests (ten threads' arrive within ~6 ms)
 
 
 @dataclass(eq=False)
@@ -92,6 +94,7 @@ class GenerationBatcher:
         return request
 
     def _loop(self) -> None:
+        time.sleep(JOIN_WINDOW_S)       # requests sent together (a class pressing Generate) start together
         active: list[Request] = []
         while True:
             with self._lock:

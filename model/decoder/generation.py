@@ -408,10 +408,10 @@ def feed_together(decoders: Sequence[IncrementalDecoder], id_lists: Sequence[Seq
     rows = [np.empty((cfg.n_layers, cfg.n_heads, d.length + len(ids)), np.float16)
             for d, ids in zip(decoders, id_lists, strict=True)]
     together = [i for i, fast in enumerate(rows_path) if fast]
-    first_pass, second_pass, sources = _shared_prefixes(decoders, id_lists, together, donors)
+    passes, sources = _shared_prefixes(decoders, id_lists, together, donors)
     rest = {i: id_lists[i] for i in together}
     with torch.inference_mode():
-        for group in (first_pass, second_pass):
+        for group in passes:
             for i in group:
                 if i in sources:
                     source, n = sources[i]
@@ -433,29 +433,29 @@ def feed_together(decoders: Sequence[IncrementalDecoder], id_lists: Sequence[Seq
 
 def _shared_prefixes(decoders: Sequence[IncrementalDecoder], id_lists: Sequence[Sequence[int]],
                      together: Sequence[int], donors: Sequence[IncrementalDecoder]) -> tuple[
-        list[int], list[int], dict[int, tuple[IncrementalDecoder, int]]]:
-    """Which of the rows-path prompts `together` copy a prefix (feed_together): (those run first: prompts copying
-    from a donor and prompts that copy nothing; those run after them: prompts copying from one run first, {index:
-    (source decoder, tokens copied)}). Each copies its longest shared prefix, short of its last token (its logits
-    and attention row are computed)."""
+        list[list[int]], dict[int, tuple[IncrementalDecoder, int]]]:
+    """How the rows-path prompts `together` run (feed_together): (passes, each the prompts run together, {index:
+    (source decoder, tokens copied)}). Longest prompts first, each copies its longest prefix, short of its last
+    token (whose logits and attention row are computed), that a donor or a prompt of an earlier pass holds, and runs
+    in the pass after its source's. A pass more costs about SHARED_PREFIX_MIN rows (the weights read once more), so
+    a source one pass later must share that many tokens more."""
+    placed = [(d, d.tokens, -1) for d in donors if d.rows_only and d.length]      # (source, its tokens, its pass)
     sources: dict[int, tuple[IncrementalDecoder, int]] = {}
-    first_pass, second_pass, own = [], [], []
-    candidates = [(d, d.tokens) for d in donors if d.rows_only and d.length]
-    for i in together:
-        ids = id_lists[i]
-        best, best_n = None, 0
+    passes: list[list[int]] = []
+    for i in sorted(together, key=lambda i: -len(id_lists[i])):
+        ids, best, best_score, at = id_lists[i], None, 0, 0
         if decoders[i].length == 0:
-            for source, tokens in candidates + [(decoders[j], id_lists[j]) for j in own]:
+            for source, tokens, source_pass in placed:
                 n = _common_length(tokens, ids, len(ids) - 1)
-                if n > best_n:
-                    best, best_n = source, n
-        if best_n >= SHARED_PREFIX_MIN:
-            sources[i] = (best, best_n)
-            (second_pass if any(decoders[j] is best for j in own) else first_pass).append(i)
-        else:
-            own.append(i)
-            first_pass.append(i)
-    return first_pass, second_pass, sources
+                score = n - SHARED_PREFIX_MIN * (source_pass + 1)
+                if n >= SHARED_PREFIX_MIN and (best is None or score > best_score):
+                    best, best_score, at = (source, n), score, source_pass + 1
+        if best is not None:
+            sources[i] = best
+        passes.extend([] for _ in range(at + 1 - len(passes)))
+        passes[at].append(i)
+        placed.append((decoders[i], ids, at))
+    return passes, sources
 
 
 def _common_length(a: Sequence[int], b: Sequence[int], most: int) -> int:

@@ -2,11 +2,18 @@
 from __future__ import annotations
 
 _VISIBLE = {" ": "␣", "\n": "↵", "\r": "⏎", "\t": "⇥"}
+_VISIBLE_TABLE = str.maketrans(_VISIBLE)
 
 
 def readable_token(raw: bytes) -> str:
     """Label one token's bytes for display: '␣' for a space, '↵' newline, '⏎' carriage return, '⇥' tab, <U+XXXX>
     for other invisible characters, <0xNN> for bytes that are not whole UTF-8 characters."""
+    try:                             # most tokens: whole characters, all printable once the four are marked
+        shown = raw.decode("utf-8").translate(_VISIBLE_TABLE)
+        if shown.isprintable():
+            return shown
+    except UnicodeDecodeError:
+        pass
     out: list[str] = []
     i = 0
     while i < len(raw):

@@ -151,3 +151,20 @@ def _shared(a, b) -> int:
     while n < min(len(a), len(b)) and a[n] == b[n]:
         n += 1
     return n
+
+
+def test_nested_prompts_copy_from_the_longest_in_a_later_pass(lm, monkeypatch):
+    text = "The history of the printing press begins in the fifteenth century, when Johannes Gutenberg combined"
+    id_lists = [lm.tokenizer.encode(text[:40 + 12 * i]) for i in range(6)]
+    alone = [G.feed_together([G.IncrementalDecoder(lm, 64)], [ids])[0] for ids in id_lists]
+    computed = []
+    real_step_rows = G.step_rows
+    monkeypatch.setattr(G, "step_rows", lambda decoders, ids, rows: computed.append(len(ids)) or
+                        real_step_rows(decoders, ids, rows))
+    together = G.feed_together([G.IncrementalDecoder(lm, 64) for _ in id_lists], id_lists)
+    for (a_logits, a_row), (b_logits, b_row) in zip(alone, together, strict=True):
+        assert np.array_equal(a_logits, b_logits) and np.array_equal(a_row, b_row)
+    longest = max(id_lists, key=len)
+    assert computed[0] == len(longest)                          # the longest first, whole
+    assert computed[1] == sum(len(ids) - min(_shared(ids, longest), len(ids) - 1) for ids in id_lists
+                              if ids is not longest)            # then each shorter one past what it shares with it

@@ -111,6 +111,9 @@ def test_readable_labels():
     assert readable_token("é".encode()) == "é"
     assert readable_token("世".encode()[:2]) == "<0xE4><0xB8>"
     assert readable_token(b"\x00") == "<U+0000>"
+    assert readable_token(" a\u200bb\r".encode()) == "␣a<U+200B>b⏎"          # one invisible character among others
+    assert readable_token("é".encode() + "世".encode()[:1]) == "é<0xE4>"     # whole characters, then a partial one
+    assert readable_token(b"") == ""
 
 
 def test_chat_example_is_the_models_own_chat_template(lm, reference_tokenizer):
