@@ -44,6 +44,7 @@ from model.native.decoder_step import DecoderStep
 
 MAX_NEW_TOKENS = 256
 N_CANDIDATES = 10          # top candidates recorded per step
+DRAW_BLOCK = 512           # entries per block in a draw over a long distribution (see inverse_cdf)
 PREFILL_CHUNK = 256        # prompt tokens per forward chunk: scores stay [H, 256, T]
 HEAD_CHUNK_ROWS = 1024     # LM-head rows converted to float32 at a time (2.4 MB)
 ROW_BLOCK = 8              # rows per weight product in a one-token step: a multiple of it (see _affine)
@@ -168,23 +169,42 @@ def next_token_distribution(logits: np.ndarray, settings: GenerationSettings) ->
         keep[int(np.argmax(logits))] = True          # first maximum, as torch.argmax
         return TokenDistribution(raw, raw, keep, keep.astype(np.float64))
     probs = raw if settings.temperature == 1.0 else sampling.softmax(logits, settings.temperature)
-    if settings.top_k == 0 and settings.top_p == 1.0:
-        return TokenDistribution(raw, probs, probs > 0, probs / probs.sum())    # what filter_probs gives then
+    if settings.top_k == 0 and settings.top_p == 1.0:       # what filter_probs gives then: softmax sums to 1
+        return TokenDistribution(raw, probs, probs > 0, probs)
     keep, kept = sampling.filter_probs(probs, settings.top_k, settings.top_p)
     return TokenDistribution(raw, probs, keep, kept)
 
 
 def choose_token(dist: TokenDistribution, rng: np.random.Generator) -> int:
-    """One draw from the filtered distribution (a one-hot distribution, as greedy's, consumes no randomness): the
-    inverse-CDF draw of sampling.sample_with over the kept entries, without re-checking a distribution made here."""
+    """One draw from the filtered distribution (a one-hot distribution, as greedy's, consumes no randomness): an
+    inverse-CDF draw with one uniform, as sampling.sample_with, over the kept entries."""
     kept = None if dist.keep.all() else np.flatnonzero(dist.keep)                   # None: every token
     if kept is not None and len(kept) == 1:
         return int(kept[0])
-    cdf = np.cumsum(dist.sampling if kept is None else dist.sampling[kept])        # [n kept]
-    cdf /= cdf[-1]
-    cdf[-1] = 1.0
-    drawn = np.searchsorted(cdf, rng.random(1), side="right")
-    return int(drawn[0] if kept is None else kept[drawn][0])
+    drawn = inverse_cdf(dist.sampling if kept is None else dist.sampling[kept], float(rng.random(1)[0]))
+    return drawn if kept is None else int(kept[drawn])
+
+
+def inverse_cdf(weights: np.ndarray, u: float) -> int:
+    """The first index whose cumulative weight exceeds u times the total (u in [0, 1)): index i with probability
+    weights[i] / total, never one of weight 0. A long array goes by DRAW_BLOCK-entry blocks (the block's cumulative
+    sum, then the entries' within it) instead of one cumulative sum of all of it (0.2 ms at 49,152)."""
+    n = len(weights)
+    if n <= 4 * DRAW_BLOCK:
+        cdf = np.cumsum(weights)                                                      # [n]
+        return _first_above(cdf, u * cdf[-1], weights)
+    starts = np.arange(0, n, DRAW_BLOCK)                                              # [blocks]
+    ends = np.cumsum(np.add.reduceat(weights, starts))                                # [blocks] cumulative
+    target = u * ends[-1]
+    b = _first_above(ends, target, np.diff(ends, prepend=0.0))
+    inner = np.cumsum(weights[starts[b]:starts[b] + DRAW_BLOCK]) + (ends[b - 1] if b else 0.0)   # [<= block]
+    return int(starts[b]) + _first_above(inner, target, weights[starts[b]:starts[b] + DRAW_BLOCK])
+
+
+def _first_above(cumulative: np.ndarray, target: float, weights: np.ndarray) -> int:
+    """The first index with cumulative > target; past the end (rounding), the last one of weight > 0."""
+    i = int(np.searchsorted(cumulative, target, side="right"))
+    return i if i < len(cumulative) else int(np.flatnonzero(weights > 0)[-1])
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from model.decoder.generation import (
     GenerationSettings,
     IncrementalDecoder,
     first_token_samples,
+    inverse_cdf,
     prepare_prompt,
 )
 from model.lessons.sampling import top_ids
@@ -256,3 +257,17 @@ def test_top_candidates_are_the_largest_probabilities_by_value_then_id(vocab):
         n = min(10, vocab)
         expected = np.lexsort((np.arange(vocab), -p))[:n]         # a full sort: by probability, then id
         assert np.array_equal(top_ids(p, n), expected)
+
+
+@pytest.mark.parametrize("vocab", [3, 1000, 49152])
+def test_a_draw_is_the_inverse_cdf_of_one_uniform(vocab):
+    rng = np.random.default_rng(vocab)
+    p = softmax64(rng.standard_normal(vocab) * 3)
+    p[rng.integers(0, vocab, vocab // 3)] = 0.0                               # filtered out: never drawn
+    p[np.argmax(p)] += 1e-3
+    cdf = np.cumsum(p) / p.sum()                                             # the definition, one cumulative sum
+    for u in np.r_[rng.random(300), 0.0, 1 - 2 ** -53]:
+        drawn = inverse_cdf(p, float(u))
+        assert p[drawn] > 0
+        if u < cdf[-1] - 1e-12:
+            assert drawn == int(np.searchsorted(cdf, u, side="right"))
