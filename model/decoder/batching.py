@@ -4,10 +4,11 @@ One GenerationBatcher per model runs a thread that keeps every active generation
 IncrementalDecoder each) and advances all of them by one token per step with generation.step_rows, which reads the
 weights once for the whole batch: a one-token step is memory-bound, so B sequences cost little more than one.
 Requests join at the next step (the prompts of those joining together are run first, short ones in one pass
-over the weights, see generation.feed_together) and leave when they reach max_new_tokens, the
-end-of-sequence token, or are cancelled (the caller stopped iterating, or its on_step returned True). Each request
-keeps its own random generator and its own cache, so its tokens are the ones it would get alone. When no request is
-left the thread ends.
+over the weights, a prefix that an active request's cache or another joining prompt holds copied rather than
+computed again, see generation.feed_together) and leave when they reach max_new_tokens, the end-of-sequence token,
+or are cancelled (the caller stopped iterating, or its on_step returned True). An idle batcher waits JOIN_WINDOW_S
+for requests sent together. Each request keeps its own random generator and its own cache, so its tokens are the
+ones it would get alone. When no request is left the thread ends.
 
 A caller iterating (run) is woken for every step; generate's on_step instead runs in the batch thread and the caller
 wakes once at the end: on 2 cores a caller woken mid-step took a core from the step's second kernel thread (~5 ms a

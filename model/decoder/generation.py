@@ -19,8 +19,8 @@ same way, its tokens as rows (with other prompts joining a batch at once) when e
 kernel; a longer one, or without the kernel, runs in torch, as the decoder's forward does, in chunks of
 PREFILL_CHUNK queries (see feed_together).
 
-Choosing a token uses model/sampling.py: temperature, then top-k, then top-p, renormalize, then one draw from a
-numpy Generator made once per call from the seed (temperature 0: greedy argmax).
+Choosing a token uses model/lessons/sampling.py: temperature, then top-k, then top-p, renormalize, then one draw
+(inverse_cdf) from a numpy Generator made once per call from the seed (temperature 0: greedy argmax).
 """
 from __future__ import annotations
 
