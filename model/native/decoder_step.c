@@ -11,6 +11,8 @@ takes them; work: decoder_step_work_floats(...) floats. Built at first use by mo
 #include <stdint.h>
 #include <string.h>
 
+#include "worker_pool.h"
+
 int int8_linear(const int8_t *c, const float *s, const float *o, const float *x, float *y, int64_t M, int64_t N,
                 int64_t K, int threads, int nibbles);
 void cached_attention(const float *q, const float *k_new, const float *v_new, const uint64_t *k_addr,
@@ -61,6 +63,25 @@ static void rotate(float *v, int64_t heads, int64_t hd, const float *cos, const 
     }
 }
 
+typedef struct {
+    const float *gate_up;              /* [B, 2 F]: gate then up */
+    float *act;                        /* [B, F] */
+    int64_t F;
+} swiglu_t;
+
+/* act = silu(gate) * up for elements start..stop-1 of [B, F] (an element's arithmetic does not depend on the split). */
+static void swiglu_range(const void *p, int64_t start, int64_t stop) {
+    const swiglu_t *a = p;
+    for (int64_t e = start, b = start / a->F, i = start % a->F; e < stop; e++) {
+        const float g = a->gate_up[b * 2 * a->F + i], u = a->gate_up[b * 2 * a->F + a->F + i];
+        a->act[e] = g / (1.0f + expf(-g)) * u;
+        if (++i == a->F) {
+            i = 0;
+            b++;
+        }
+    }
+}
+
 static int product(const matrix_t *m, const float *x, float *y, int64_t M, int64_t N, int64_t K, int threads) {
     return int8_linear(m->codes, m->scales, m->offsets, x, y, M, N, K, threads, (int)m->nibbles);
 }
@@ -102,11 +123,8 @@ int decoder_step(const block_t *blocks, const shape_t *s, float *x, int64_t B, c
         for (int64_t i = 0; i < B * D; i++) x[i] += w->o_bias ? down[i] + w->o_bias[i % D] : down[i];
         rms_norm_rows(x, w->mlp_norm, w->mlp_eps, B, D, h);
         if ((status = product(&w->up, h, gate_up, B, 2 * F, D, threads))) return status;
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t i = 0; i < F; i++) {
-                const float g = gate_up[b * 2 * F + i], u = gate_up[b * 2 * F + F + i];
-                act[b * F + i] = g / (1.0f + expf(-g)) * u;
-            }
+        const swiglu_t swiglu = {gate_up, act, F};
+        parallel_range(swiglu_range, &swiglu, B * F, B > 1 ? threads : 1);   /* ten rows' expf: 2.4 ms on one core */
         if ((status = product(&w->down, act, down, B, D, F, threads))) return status;
         for (int64_t i = 0; i < B * D; i++) x[i] += down[i];
     }
