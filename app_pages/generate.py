@@ -27,7 +27,8 @@ LOW, HIGH = S.GENERATE.by_name("low"), S.GENERATE.by_name("high")
 GRID = temperature_grid(T_MIN, T_MAX)
 STEP_PICK = "gen_step_pick"       # the step slider's own key: it copies into the step setting (None = the last)
 PLAY = "gen_play"                 # playing is a moment, not a setting: not in the link
-POLL_S, PLAY_S = 0.3, 0.9         # progress refresh while generating; one step per PLAY_S while playing
+REFRESH_S, MAX_REFRESH_S = 0.3, 1.0   # progress refresh while generating (slower as more sessions write)
+PLAY_S = 0.9                      # one step per PLAY_S while playing
 PROMPT_CHARS = 400                # the text so far shows at most this much of the prompt (its end)
 ss = st.session_state
 
@@ -66,23 +67,38 @@ def written_markdown(lm, g_prompt_ids: list[int], new_ids: list[int], t: int | N
 
 
 def wait_for(jobs: dict[str, object], what: str) -> None:
-    """Progress of running jobs, refreshed in place; the page reruns when they are done (its controls stay live).
-    The refresh slows down as more sessions generate at once: every refresh is a script run on the server's cores,
-    which the generations need (a class of 10 refreshing every 0.3 s spent more CPU on refreshes than on writing)."""
-    @st.fragment(run_every=POLL_S * max(1, caches.generations_running()))
-    def progress() -> None:
+    """Progress of running jobs, updated in place while this script run waits for them; returns when all are done,
+    and the page goes on to draw the result at once. A waiting script thread costs no CPU, where polling reran a
+    fragment every refresh and noticed the end up to one refresh late (3 s with ten sessions writing). Any click
+    meanwhile reruns the page (within one refresh); the jobs go on in the background."""
+    shown = st.empty()
+    while True:
         running = {name: job.poll() for name, job in jobs.items()}
-        for name, job in running.items():
-            st.progress(job.progress, text=(_("{what} ({name}): {done} of {total} tokens") if len(jobs) > 1 else
-                                            _("{what}: {done} of {total} tokens")).format(
-                what=what, name=name, done=len(job.partial), total=job.total))
-            if job.partial:
-                step = job.partial[-1]
-                st.caption(_("Last token: {token} (p = {p})").format(token=escape_markdown(step.token),
-                                                                     p=f"{step.prob:.0%}"))
-        if all(job.done.is_set() for job in running.values()):
-            st.rerun()
-    progress()
+        pending = [job for job in running.values() if not job.done.is_set()]
+        if not pending:
+            break
+        with shown.container():
+            for name, job in running.items():
+                st.progress(job.progress, text=(_("{what} ({name}): {done} of {total} tokens") if len(jobs) > 1 else
+                                                _("{what}: {done} of {total} tokens")).format(
+                    what=what, name=name, done=len(job.partial), total=job.total))
+                if job.partial:
+                    step = job.partial[-1]
+                    st.caption(_("Last token: {token} (p = {p})").format(token=escape_markdown(step.token),
+                                                                         p=f"{step.prob:.0%}"))
+        pending[0].done.wait(min(MAX_REFRESH_S, REFRESH_S * max(1, caches.generations_running())))
+    shown.empty()
+
+
+def finished(jobs: dict[str, object]) -> bool:
+    """After wait_for: False (and an error shown) when a job failed; a job cancelled unseen is started again."""
+    failed = [job.error for job in jobs.values() if job.error]
+    if failed:
+        st.error(_("The generation failed: {error}").format(error=failed[0]), icon=":material/error:")
+        return False
+    if any(job.result is None for job in jobs.values()):
+        st.rerun()
+    return True
 
 
 def write_view(lm, text: str) -> None:
@@ -96,11 +112,8 @@ def write_view(lm, text: str) -> None:
     temperature = 0.0 if ss[GREEDY.key] else float(ss[TEMP.key])
     job = caches.generation_job(text, int(ss[N.key]), temperature, int(ss[TOP_K.key]), float(ss[TOP_P.key]),
                                 int(ss[SEED.key]))
-    if job.error:
-        st.error(_("The generation failed: {error}").format(error=job.error), icon=":material/error:")
-        return
-    if job.result is None:
-        wait_for({"": job}, _("Writing"))
+    wait_for({"": job}, _("Writing"))
+    if not finished({"": job}):
         return
     g = job.result
     scrubber(lm, g)
@@ -189,12 +202,8 @@ def compare_view(lm, text: str) -> None:
     settings = (int(ss[N.key]), int(ss[TOP_K.key]), float(ss[TOP_P.key]), int(ss[SEED.key]))
     jobs = {f"T = {float(ss[p.key]):g}": caches.generation_job(text, settings[0], float(ss[p.key]), *settings[1:])
             for p in (LOW, HIGH)}
-    failed = [job.error for job in jobs.values() if job.error]
-    if failed:
-        st.error(_("The generation failed: {error}").format(error=failed[0]), icon=":material/error:")
-        return
-    if any(job.result is None for job in jobs.values()):
-        wait_for(jobs, _("Writing"))
+    wait_for(jobs, _("Writing"))
+    if not finished(jobs):
         return
     for (name, job), col, color in zip(jobs.items(), st.columns(2, gap="medium"), (vg.PROMPT_COLOR, vg.NEW_COLOR),
                                        strict=True):

@@ -40,6 +40,8 @@ from viz.theme import (
     PALETTE,
     TICK_FONT_SIZE,
     apply_theme,
+    merge_layout,
+    themed_layout,
 )
 
 GRID_MAX_CELLS = 128     # small multiples are mean-pooled to at most this many rows/columns per head
@@ -261,26 +263,34 @@ def layer_grid(patterns: np.ndarray, *, selected: int | None = None, title: str 
 VALUES_MAX_COLUMNS = 12     # write the numbers into the cells only up to this many layers (wider cells)
 
 
-def _overview_axes(fig: go.Figure, L: int, H: int, words: Words) -> None:
+def _overview_axes(L: int, H: int, words: Words) -> dict:
     step = 1 if L <= 16 else 2 if L <= 40 else math.ceil(L / 20)
-    fig.update_xaxes(title_text=words.layer, type="linear", tickmode="array", tickvals=list(range(0, L, step)),
-                     ticktext=[str(i) for i in range(0, L, step)], showgrid=False, zeroline=False,
-                     range=[-0.5, L - 0.5])
-    fig.update_yaxes(title_text=words.head, type="linear", tickmode="array", tickvals=list(range(H)),
-                     ticktext=[str(h) for h in range(H)], showgrid=False, zeroline=False, range=[H - 0.5, -0.5])
+    return dict(xaxis=dict(title=dict(text=words.layer), type="linear", tickmode="array",
+                           tickvals=list(range(0, L, step)), ticktext=[str(i) for i in range(0, L, step)],
+                           showgrid=False, zeroline=False, range=[-0.5, L - 0.5]),
+                yaxis=dict(title=dict(text=words.head), type="linear", tickmode="array", tickvals=list(range(H)),
+                           ticktext=[str(h) for h in range(H)], showgrid=False, zeroline=False,
+                           range=[H - 0.5, -0.5]))
 
 
 OVERVIEW_BAR_THICKNESS = 12
 OVERVIEW_PLOT_PX = 1000  # wider than an overview's plot gets (the main column at 1280 px): room for the bar's gap
 
 
-def _overview_margins(fig: go.Figure, scale_title: str | None) -> None:
-    """Room for an overview's tick labels, axis titles and colour bar (viz.margins); after apply_theme."""
-    title = title_depth(FONT_SIZE)
-    left = widest_px(list(fig.layout.yaxis.ticktext), TICK_FONT_SIZE) + TICK_PAD_PX + title
-    bottom = tick_depth(widest_px(list(fig.layout.xaxis.ticktext), TICK_FONT_SIZE), 0, TICK_FONT_SIZE) + title
+def _overview_layout(L: int, H: int, words: Words, *, title: str | None, height: int, scale_title: str | None,
+                     selected: tuple[int, int] | None, background: str) -> dict:
+    """An overview's whole layout: layer / head axes, the shared look, room for its tick labels, axis titles and
+    colour bar (viz.margins), the selected head outlined, clicks selecting a point."""
+    axes = _overview_axes(L, H, words)
+    layout = themed_layout(dict(axes, shapes=[_selected_box(*selected)] if selected is not None else []), title,
+                           height)
+    axis_title = title_depth(FONT_SIZE)
+    left = widest_px(axes["yaxis"]["ticktext"], TICK_FONT_SIZE) + TICK_PAD_PX + axis_title
+    bottom = tick_depth(widest_px(axes["xaxis"]["ticktext"], TICK_FONT_SIZE), 0, TICK_FONT_SIZE) + axis_title
     right = colour_bar_px(OVERVIEW_BAR_THICKNESS, OVERVIEW_PLOT_PX, FONT_SIZE if scale_title else None)
-    fig.update_layout(margin=dict(l=math.ceil(left), r=math.ceil(right), b=math.ceil(bottom)))
+    return merge_layout(layout, dict(margin=dict(l=math.ceil(left), r=math.ceil(right), b=math.ceil(bottom), pad=0),
+                                     plot_bgcolor=background, clickmode="event+select", dragmode=False,
+                                     hovermode="closest"))
 
 
 def _overview_height(H: int, height: int | None, title: str | None) -> tuple[int, float]:
@@ -290,7 +300,7 @@ def _overview_height(H: int, height: int | None, title: str | None) -> tuple[int
     return height, max(8.0, (height - chrome) / max(H, 1))
 
 
-def _click_layer(L: int, H: int, size: float, words: Words, text: list[str] | None = None) -> go.Scatter:
+def _click_layer(L: int, H: int, size: float, words: Words, text: list[str] | None = None) -> dict:
     """Invisible square markers on every (layer, head) cell: what a click selects (heatmaps can't be selected).
 
     customdata is [layer, head]; the marker layer also carries the hover (the heatmap under it skips hover), so
@@ -298,9 +308,10 @@ def _click_layer(L: int, H: int, size: float, words: Words, text: list[str] | No
     """
     layer, head = np.divmod(np.arange(L * H), H)
     extra = "<br>%{text}" if text is not None else ""
-    return go.Scatter(
-        x=layer, y=head, mode="markers", customdata=np.stack([layer, head], axis=-1), name="pick a head",
-        text=text, marker=dict(symbol="square", size=size, color="rgba(0,0,0,0)", line=dict(width=0)),
+    return dict(
+        type="scatter", x=layer, y=head, mode="markers", customdata=np.stack([layer, head], axis=-1),
+        name="pick a head", text=text,
+        marker=dict(symbol="square", size=size, color="rgba(0,0,0,0)", line=dict(width=0)),
         selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)),
         hovertemplate=f"{words.pick_hover}{extra}<extra>{words.click_to_select}</extra>",
         showlegend=False)
@@ -335,23 +346,18 @@ def stat_overview(values: np.ndarray, *, label: str, selected: tuple[int, int] |
     show = L <= VALUES_MAX_COLUMNS if show_values is None else show_values
     z = v.T                                                                 # [H, L]
     text = np.where(np.isfinite(z), np.char.mod("%.2f", np.nan_to_num(z)), "")
-    fig = go.Figure(go.Heatmap(
-        z=z, x=list(range(L)), y=list(range(H)), colorscale=DIVERGING_SCALE if signed else ATTENTION_SCALE, zmin=zmin,
+    cells = dict(
+        type="heatmap", z=z, x=list(range(L)), y=list(range(H)),
+        colorscale=DIVERGING_SCALE if signed else ATTENTION_SCALE, zmin=zmin,
         zmax=zmax if zmax is not None else (colour_top(v, skip_rows=0) if zmin is not None else None),
         hoverongaps=False, text=text if show else None, texttemplate="%{text}" if show else None,
         textfont=dict(size=12), xgap=1, ygap=1, hoverinfo="skip", name=label,
-        colorbar=dict(title=dict(text=scale_title or "", side="right"), thickness=OVERVIEW_BAR_THICKNESS)))
+        colorbar=dict(title=dict(text=scale_title or "", side="right"), thickness=OVERVIEW_BAR_THICKNESS))
     hover = [f"{label}: {x:{'+' if signed else ''}.3f}" if np.isfinite(x) else f"{label}: {words.n_a}"
              for x in v.ravel()]
-    fig.add_trace(_click_layer(L, H, size=row_px * 0.9, words=words, text=hover))
-    if selected is not None:
-        fig.add_shape(**_selected_box(*selected))
-    _overview_axes(fig, L, H, words)
-    apply_theme(fig, title=title, height=height)
-    _overview_margins(fig, scale_title)
-    fig.update_layout(plot_bgcolor=MASKED_COLOR, margin_pad=0, clickmode="event+select", dragmode=False,
-                      hovermode="closest")
-    return fig
+    return go.Figure([cells, _click_layer(L, H, size=row_px * 0.9, words=words, text=hover)],
+                     layout=_overview_layout(L, H, words, title=title, height=height, scale_title=scale_title,
+                                             selected=selected, background=MASKED_COLOR))
 
 
 def thumbnail_tiles(attention: np.ndarray, *, per_layer=None, cells: int = THUMB_CELLS) -> np.ndarray:
@@ -401,23 +407,16 @@ def thumbnail_overview(tiles: np.ndarray, *, selected: tuple[int, int] | None = 
         for head in range(H):
             tri_x += [layer - half, layer + half, layer + half, layer - half, None]
             tri_y += [head - half, head - half, head + half, head - half, None]
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=tri_x, y=tri_y, mode="lines", fill="toself", fillcolor=MASKED_COLOR,
-                             line=dict(width=0), hoverinfo="skip", showlegend=False, name="masked"))
-    fig.add_trace(go.Heatmap(z=big, x=x, y=y, colorscale=ATTENTION_SCALE, zmin=0, zmax=1, hoverinfo="skip",
-                             colorbar=dict(title=dict(text="", side="right"), thickness=OVERVIEW_BAR_THICKNESS,
-                                           tickvals=[0, 1], ticktext=["0", words.max]),
-                             name="pattern"))
+    masked = dict(type="scatter", x=tri_x, y=tri_y, mode="lines", fill="toself", fillcolor=MASKED_COLOR,
+                  line=dict(width=0), hoverinfo="skip", showlegend=False, name="masked")
+    pattern = dict(type="heatmap", z=big, x=x, y=y, colorscale=ATTENTION_SCALE, zmin=0, zmax=1, hoverinfo="skip",
+                   colorbar=dict(title=dict(text="", side="right"), thickness=OVERVIEW_BAR_THICKNESS,
+                                 tickvals=[0, 1], ticktext=["0", words.max]),
+                   name="pattern")
     height, row_px = _overview_height(H, height, title)
-    fig.add_trace(_click_layer(L, H, size=row_px * 0.9, words=words))
-    if selected is not None:
-        fig.add_shape(**_selected_box(*selected))
-    _overview_axes(fig, L, H, words)
-    apply_theme(fig, title=title, height=height)
-    _overview_margins(fig, None)
-    fig.update_layout(plot_bgcolor="white", margin_pad=0, clickmode="event+select", dragmode=False,
-                      hovermode="closest")
-    return fig
+    return go.Figure([masked, pattern, _click_layer(L, H, size=row_px * 0.9, words=words)],
+                     layout=_overview_layout(L, H, words, title=title, height=height, scale_title=None,
+                                             selected=selected, background="white"))
 
 
 # ---------------------------------------------------------------------------------------------- one query row

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from viz.format import percent_labels, percent_tickformat, probability_axis
 from viz.labels import plotly_escape, position_axis, row_axis, token_categories
 from viz.text import N_
-from viz.theme import ACCENT, HIDDEN_COLOR, MASKED_COLOR, PALETTE, apply_theme
+from viz.theme import ACCENT, HIDDEN_COLOR, MASKED_COLOR, PALETTE, apply_theme, themed_layout
 
 PROMPT_COLOR, NEW_COLOR = PALETTE[0], PALETTE[1]     # prompt tokens blue, generated tokens orange, everywhere
 
@@ -48,14 +48,14 @@ def candidates_figure(labels: list[str], probs, kept, drawn: int | None, *, titl
     status = np.where(keep, words.kept, words.dropped).astype(object)
     if drawn is not None and 0 <= drawn < p.size:
         status[drawn] = words.drawn
-    fig = go.Figure(go.Bar(
-        x=p, y=np.arange(p.size), orientation="h", marker_color=list(colors), text=percent_labels(p),
-        textposition="outside", cliponaxis=False, name="probability",
-        customdata=np.stack([[plotly_escape(s) for s in labels], status], axis=-1),
-        hovertemplate="%{customdata[0]}: %{x:.4f}<br>%{customdata[1]}<extra></extra>"))
-    fig.update_yaxes(**row_axis(labels, max_chars=16), showgrid=False)
-    fig.update_xaxes(title_text=words.probability, nticks=5, **probability_axis(float(p.max(initial=0)) * 1.3))
-    return apply_theme(fig, title, height)
+    bars = dict(type="bar", x=p, y=np.arange(p.size), orientation="h", marker=dict(color=list(colors)),
+                text=percent_labels(p), textposition="outside", cliponaxis=False, name="probability",
+                customdata=np.stack([[plotly_escape(s) for s in labels], status], axis=-1),
+                hovertemplate="%{customdata[0]}: %{x:.4f}<br>%{customdata[1]}<extra></extra>")
+    layout = dict(yaxis=dict(**row_axis(labels, max_chars=16), showgrid=False),
+                  xaxis=dict(title=dict(text=words.probability), nticks=5,
+                             **probability_axis(float(p.max(initial=0)) * 1.3)))
+    return go.Figure([bars], layout=themed_layout(layout, title, height))
 
 
 def attention_row_figure(weights, tokens: list[str], prompt_len: int, *, title: str | None = None,
@@ -68,21 +68,21 @@ def attention_row_figure(weights, tokens: list[str], prompt_len: int, *, title: 
         raise ValueError(f"weights must have one value per token ({n}), got {w.shape}")
     positions = np.arange(n)
     hidden = np.isnan(w)
-    fig = go.Figure(go.Bar(
-        x=positions, y=np.nan_to_num(w), marker_color=[PROMPT_COLOR if i < prompt_len else NEW_COLOR
-                                                       for i in positions],
-        customdata=token_categories(tokens), name="attention",
-        hovertemplate=words.key_hover + "<extra></extra>"))
-    if hidden.any():
-        top = float(np.nanmax(w)) if (~hidden).any() else 1.0
-        fig.add_trace(go.Bar(x=positions[hidden], y=np.full(int(hidden.sum()), top), marker_color=HIDDEN_COLOR,
-                             name="hidden", hovertemplate=words.sink_hover + "<extra></extra>"))
-    fig.update_xaxes(title_text=words.earlier_token, **position_axis(tokens, max_labels), autotickangles=[0, 45, 90])
     finite_top = float(np.nanmax(w)) if (~hidden).any() else 1.0
-    fig.update_yaxes(title_text=words.weight, range=[0, finite_top * 1.1 or 1.0],
-                     tickformat=percent_tickformat(finite_top * 1.1))
-    fig.update_layout(barmode="overlay", showlegend=False, bargap=0.1)
-    return apply_theme(fig, title, height)
+    traces = [dict(type="bar", x=positions, y=np.nan_to_num(w),
+                   marker=dict(color=[PROMPT_COLOR if i < prompt_len else NEW_COLOR for i in positions]),
+                   customdata=token_categories(tokens), name="attention",
+                   hovertemplate=words.key_hover + "<extra></extra>")]
+    if hidden.any():
+        traces.append(dict(type="bar", x=positions[hidden], y=np.full(int(hidden.sum()), finite_top),
+                           marker=dict(color=HIDDEN_COLOR), name="hidden",
+                           hovertemplate=words.sink_hover + "<extra></extra>"))
+    layout = dict(xaxis=dict(title=dict(text=words.earlier_token), **position_axis(tokens, max_labels),
+                             autotickangles=[0, 45, 90]),
+                  yaxis=dict(title=dict(text=words.weight), range=[0, finite_top * 1.1 or 1.0],
+                             tickformat=percent_tickformat(finite_top * 1.1)),
+                  barmode="overlay", showlegend=False, bargap=0.1)
+    return go.Figure(traces, layout=themed_layout(layout, title, height))
 
 
 def chosen_probability_figure(probs, tokens: list[str], *, current: int | None = None, title: str | None = None,
