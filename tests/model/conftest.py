@@ -1,6 +1,7 @@
 """Fixtures of the model tests: the reference implementation.
 
-- hf_model: transformers' Llama loaded from the same GGUF file (eager attention, float32), once per test module.
+- hf_model: transformers' Llama loaded from the same GGUF file (eager attention, float32), once per test session
+  (~18 s; a test that changes it restores it, as hf_kv_heads does).
 """
 import pytest
 import torch
@@ -8,7 +9,7 @@ import torch
 from model.files.gguf import default_model_path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def hf_model():
     import transformers
 
