@@ -63,3 +63,14 @@ def test_two_temperatures_side_by_side(lm):
 def test_empty_prompt_says_what_to_do(lm):
     at = open_page("generate", text=" ")
     assert any("text is empty" in i.value for i in at.info)
+
+
+def test_one_run_waits_for_the_generation_and_draws_it(lm):
+    """A fresh generation (a seed no other test uses) is drawn by the very run that started it, for both views: the
+    run waits for the job instead of leaving a progress bar for a later refresh to replace."""
+    at = open_page("generate", text=PROMPT, n="3", temp="1.0", seed="90817")
+    assert generated(at) and not at.get("progress")
+    g = lm.generate(PROMPT, max_new_tokens=3, temperature=1.0, seed=90817)
+    assert g.new_text.strip()[:2] in " ".join(m.value for m in at.markdown)
+    at = open_page("generate", text=PROMPT, n="3", view="compare", low="0.5", high="2.0", seed="90818")
+    assert len(figures(at)) == 2 and not at.get("progress")
