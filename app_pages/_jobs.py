@@ -3,13 +3,17 @@
 A page asks for a job by key; the first ask starts it in a thread, every later ask (from any session) gets the same
 job and can show its progress while the page stays interactive. Jobs run one at a time (the machine's cores are
 better used by one computation than split between several), finished results are kept in a ByteBudgetCache, and a
-job nobody asked about for a while is cancelled at its next step.
+job nobody asked about for a while is cancelled at its next step. When the process exits, running jobs are asked to
+stop at their next step and waited for (briefly): a daemon thread stopped inside torch as the interpreter shuts down
+aborts the process ("terminate called without an active exception", exit status 134).
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import threading
 import time
+import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +21,9 @@ from typing import Any
 from app_pages._budget import ByteBudgetCache
 
 IDLE_CANCEL_S = 30.0       # a running job that no page has polled for this long is cancelled
+EXIT_WAIT_S = 10.0         # at process exit, how long running jobs get to reach their next step and stop
+_EXITING = threading.Event()
+_THREADS: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
 
 @dataclass
@@ -39,8 +46,9 @@ class Job:
         self.last_polled = time.monotonic()
         return self
 
-    def abandoned(self) -> bool:
-        return time.monotonic() - self.last_polled > IDLE_CANCEL_S
+    def abandoned(self, idle_s: float = IDLE_CANCEL_S) -> bool:
+        """True when no page has polled this job for idle_s seconds, or the process is exiting: stop at this step."""
+        return _EXITING.is_set() or time.monotonic() - self.last_polled > idle_s
 
 
 class JobRunner:
@@ -67,7 +75,9 @@ class JobRunner:
             if running is not None:
                 return running.poll()
             job = self._running[key] = Job(key, total)
-        threading.Thread(target=self._run, args=(job, work), daemon=True, name=f"job-{hash(key) & 0xFFFF:x}").start()
+        thread = threading.Thread(target=self._run, args=(job, work), daemon=True, name=f"job-{hash(key) & 0xFFFF:x}")
+        _THREADS.add(thread)
+        thread.start()
         return job
 
     def running(self) -> int:
@@ -87,3 +97,12 @@ class JobRunner:
             with self._lock:
                 self._running.pop(job.key, None)
             job.done.set()
+
+
+@atexit.register
+def _stop_running_jobs() -> None:
+    """At interpreter exit: every running job stops at its next step (abandoned() is True), and is waited for."""
+    _EXITING.set()
+    deadline = time.monotonic() + EXIT_WAIT_S
+    for thread in list(_THREADS):
+        thread.join(max(0.0, deadline - time.monotonic()))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import replace
@@ -85,7 +84,7 @@ def training_job(settings: TrainSettings) -> Job:
             job.partial.append(run)
             if len(job.partial) > 1:
                 job.partial[-2] = None                   # after the append: a reader always finds the newest
-            return time.monotonic() - job.last_polled > IDLE_STOP_S
+            return job.abandoned(IDLE_STOP_S)
 
         run = train(settings, on_log=on_log)
         return None if run.cancelled else run
