@@ -20,14 +20,15 @@ kernel; a longer one, or without the kernel, runs in torch, as the decoder's for
 PREFILL_CHUNK queries (see feed_together).
 
 Choosing a token uses model/lessons/sampling.py: temperature, then top-k, then top-p, renormalize, then one draw
-(inverse_cdf) from a numpy Generator made once per call from the seed (temperature 0: greedy argmax).
+(inverse_cdf) from a numpy Generator made once per call from the seed (temperature 0: greedy argmax); the softmax
+and its entropy are one native call where the kernels run (model.native.softmax_entropy).
 """
 from __future__ import annotations
 
 import math
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,7 @@ from model.decoder.matrices import QuantizedMatrix
 from model.lessons import sampling
 from model.native import attention as native_attention
 from model.native import decoder_step as native_step
+from model.native import softmax_entropy as native_softmax
 from model.native.decoder_step import DecoderStep
 
 MAX_NEW_TOKENS = 256
@@ -158,21 +160,34 @@ class TokenDistribution:
     probs: np.ndarray     # [V] float64 after temperature (greedy: raw)
     keep: np.ndarray      # [V] bool after top-k then top-p (greedy: the argmax only)
     sampling: np.ndarray  # [V] float64 renormalized over keep: what the token is drawn from
+    entropy_bits: float   # of probs
 
 
 def next_token_distribution(logits: np.ndarray, settings: GenerationSettings) -> TokenDistribution:
     """Temperature, then top-k, then top-p, renormalized (model/sampling.py); greedy keeps the argmax only. Skips the
-    passes that change nothing (temperature 1, no top-k / top-p): the same numbers, a third of a step's choosing."""
-    raw = sampling.softmax(logits)
+    passes that change nothing (temperature 1, no top-k / top-p): the same numbers, a third of a step's choosing.
+    Each softmax and its entropy come from one native call where it runs (model.native.softmax_entropy)."""
+    raw, raw_entropy = _softmax_entropy(logits, 1.0)
     if settings.greedy:
         keep = np.zeros(raw.shape, dtype=bool)
         keep[int(np.argmax(logits))] = True          # first maximum, as torch.argmax
-        return TokenDistribution(raw, raw, keep, keep.astype(np.float64))
-    probs = raw if settings.temperature == 1.0 else sampling.softmax(logits, settings.temperature)
+        return TokenDistribution(raw, raw, keep, keep.astype(np.float64), raw_entropy())
+    probs, entropy = (raw, raw_entropy) if settings.temperature == 1.0 else \
+        _softmax_entropy(logits, settings.temperature)
     if settings.top_k == 0 and settings.top_p == 1.0:       # what filter_probs gives then: softmax sums to 1
-        return TokenDistribution(raw, probs, probs > 0, probs)
+        return TokenDistribution(raw, probs, probs > 0, probs, entropy())
     keep, kept = sampling.filter_probs(probs, settings.top_k, settings.top_p)
-    return TokenDistribution(raw, probs, keep, kept)
+    return TokenDistribution(raw, probs, keep, kept, entropy())
+
+
+def _softmax_entropy(logits: np.ndarray, temperature: float) -> tuple[np.ndarray, Callable[[], float]]:
+    """softmax(logits / temperature) [V] float64 and a function giving its entropy in bits: natively both at once
+    (model.native.softmax_entropy), else numpy's softmax, and its entropy only when asked for."""
+    done = native_softmax.softmax_entropy(np.asarray(logits), temperature)
+    if done is not None:
+        return done[0], lambda: done[1]
+    p = sampling.softmax(logits, temperature)
+    return p, lambda: float(sampling.entropy_bits(p))
 
 
 def choose_token(dist: TokenDistribution, rng: np.random.Generator) -> int:
@@ -525,8 +540,8 @@ def step_rows(decoders: Sequence[IncrementalDecoder], token_ids: Sequence[int],
         x = _numpy_blocks(decoders, runs, at, x, cos, sin, rows, attend)            # [B, D]
     if attend is not None:
         for b, row in enumerate(rows):
-            if row is not None:
-                row[...] = attend.pattern(b)                                         # [L, H, T_b]
+            if row is not None:        # torch's float16 conversion: numpy's took 0.3 ms a row (the same bits)
+                torch.from_numpy(row).copy_(torch.from_numpy(attend.pattern(b)))     # [L, H, T_b]
     for d, first_row, count in runs:
         d.length += count
         d.tokens.extend(token_ids[first_row:first_row + count])
@@ -714,7 +729,7 @@ def record_step(lm, t: int, token_id: int, dist: TokenDistribution, attention: n
     """Step t's record: the token, its top candidates and probabilities, and the attention row that chose it."""
     p = dist.probs
     top = sampling.top_ids(p, min(N_CANDIDATES, len(p)))
-    rank = int((p > p[token_id]).sum() + (p[:token_id] == p[token_id]).sum())
+    rank = int(np.count_nonzero(p > p[token_id]) + np.count_nonzero(p[:token_id] == p[token_id]))
     attention.flags.writeable = False
     candidates = Candidates(
         ids=_read_only(top.astype(np.int64)), tokens=tuple(lm.token_strings(top.tolist())),
@@ -723,7 +738,7 @@ def record_step(lm, t: int, token_id: int, dist: TokenDistribution, attention: n
     return GenerationStep(
         index=t, token_id=token_id, token=lm.token_strings([token_id])[0], candidates=candidates, rank=rank,
         prob=float(dist.sampling[token_id]), temperature_prob=float(p[token_id]),
-        raw_prob=float(dist.raw[token_id]), entropy_bits=float(sampling.entropy_bits(p)),
+        raw_prob=float(dist.raw[token_id]), entropy_bits=dist.entropy_bits,
         n_kept=int(np.count_nonzero(dist.keep)), attention=attention)
 
 

@@ -8,7 +8,9 @@ import sys
 import numpy as np
 import pytest
 
+from model.lessons import sampling
 from model.native import attention
+from model.native.softmax_entropy import softmax_entropy
 from tests.app.apptest import ROOT
 
 
@@ -64,6 +66,32 @@ def test_cached_attention_writes_the_caches_and_matches_float64_for_each_row(hea
     alone = attention.CachedAttention([caches[s][0]], [caches[s][1]], [p], [True], heads)
     alone_out = alone(layer, q[last:], k_new[last:], v_new[last:], 1 / np.sqrt(hd))
     assert np.array_equal(alone_out[0], out[last])
+
+
+@pytest.mark.skipif(softmax_entropy(np.zeros(3, np.float32), 1.0) is None, reason="no compiler or no AVX-512")
+@pytest.mark.parametrize("vocab", [1, 7, 16, 17, 1000, 49_152])
+@pytest.mark.parametrize("temperature", [0.05, 0.7, 1.0, 10.0])
+def test_softmax_entropy_matches_float64_numpy(vocab, temperature):
+    """The step's native softmax and entropy against numpy in float64 (exp(x - max) / sum, -sum p log2 p), for spreads
+    from near-uniform to one token taking everything; masked ends (vocabularies not a multiple of 16)."""
+    rng = np.random.default_rng(vocab)
+    for spread in (0.01, 3.0, 300.0):
+        logits = (rng.standard_normal(vocab) * spread).astype(np.float32)
+        probs, entropy = softmax_entropy(logits, temperature)
+        z = (logits.astype(np.float64) - logits.max()) / temperature
+        want = np.exp(z) / np.exp(z).sum()
+        seen = want > 1e-300
+        np.testing.assert_allclose(probs[seen], want[seen], rtol=1e-12)
+        assert np.all(probs[~seen] < 1e-290)
+        assert probs.sum() == pytest.approx(1.0, abs=1e-12)
+        assert entropy == pytest.approx(-(want[seen] * np.log2(want[seen])).sum(), abs=1e-10)
+        assert entropy == pytest.approx(sampling.entropy_bits(sampling.softmax(logits, temperature)), abs=1e-10)
+
+
+@pytest.mark.skipif(softmax_entropy(np.zeros(3, np.float32), 1.0) is None, reason="no compiler or no AVX-512")
+def test_softmax_entropy_leaves_infinite_and_nan_logits_to_numpy():
+    for bad in (np.inf, -np.inf, np.nan):
+        assert softmax_entropy(np.array([0.5, bad, 1.0], np.float32), 1.0) is None
 
 
 PROBE = """
