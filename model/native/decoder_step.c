@@ -14,17 +14,18 @@ takes them; work: decoder_step_work_floats(...) floats. Built at first use by mo
 #include "vector_math.h"
 #include "worker_pool.h"
 
-int int8_linear(const int8_t *c, const float *s, const float *o, const float *x, float *y, int64_t M, int64_t N,
-                int64_t K, int threads, int nibbles);
+int int8_linear_strided(const int8_t *c, const float *s, const float *o, const float *x, float *y, int64_t M,
+                        int64_t N, int64_t K, int64_t ldy, int threads, int nibbles);
 void cached_attention(const float *q, const float *k_new, const float *v_new, const uint64_t *k_addr,
                       const uint64_t *v_addr, const int64_t *capacity, const int64_t *position, const int64_t *slot,
                       int64_t B, int64_t H, int64_t KV, int64_t hd, int64_t layer, int64_t n_layers, int64_t max_len,
                       float scale, float *patterns, float *scratch, float *out, int threads);
 
-typedef struct {
-    const int8_t *codes;
-    const float *scales, *offsets;     /* offsets NULL: none */
-    int64_t nibbles;
+#define MAX_PARTS 3
+typedef struct {                       /* a matrix stacked by rows from 1 to MAX_PARTS parts (q, k, v; gate, up) */
+    const int8_t *codes[MAX_PARTS];
+    const float *scales[MAX_PARTS], *offsets[MAX_PARTS];   /* offsets NULL: none */
+    int64_t rows[MAX_PARTS], nibbles[MAX_PARTS], n_parts;
 } matrix_t;
 
 typedef struct {                       /* one block's weights (NULL: the block has none) */
@@ -119,8 +120,14 @@ void swiglu_rows(const float *gate_up, float *act, int64_t B, int64_t F, int thr
     parallel_range(swiglu_range, &swiglu, B * F, B > 1 ? threads : 1);
 }
 
+/* y [M, N] = x @ W^T, each part filling its columns (a kept-quantized model's q, k, v and gate, up are separate
+matrices: multiplied in place, not copied into one). */
 static int product(const matrix_t *m, const float *x, float *y, int64_t M, int64_t N, int64_t K, int threads) {
-    return int8_linear(m->codes, m->scales, m->offsets, x, y, M, N, K, threads, (int)m->nibbles);
+    int status = 0;
+    for (int64_t p = 0, first = 0; p < m->n_parts && !status; first += m->rows[p], p++)
+        status = int8_linear_strided(m->codes[p], m->scales[p], m->offsets[p], x, y + first, M, m->rows[p], K, N,
+                                     threads, (int)m->nibbles[p]);
+    return status;
 }
 
 int64_t decoder_step_work_floats(const shape_t *s, int64_t B) {

@@ -14,10 +14,22 @@ from model.native.attention import CachedAttention
 from model.native.build import library
 from model.native.int8_linear import Int8Matrix
 
+MAX_PARTS = 3              # parts of a stacked matrix (q, k, v), as decoder_step.c's MAX_PARTS
+
 
 class _Matrix(ctypes.Structure):
-    _fields_ = [("codes", ctypes.c_void_p), ("scales", ctypes.c_void_p), ("offsets", ctypes.c_void_p),
-                ("nibbles", ctypes.c_int64)]
+    _fields_ = [("codes", ctypes.c_void_p * MAX_PARTS), ("scales", ctypes.c_void_p * MAX_PARTS),
+                ("offsets", ctypes.c_void_p * MAX_PARTS), ("rows", ctypes.c_int64 * MAX_PARTS),
+                ("nibbles", ctypes.c_int64 * MAX_PARTS), ("n_parts", ctypes.c_int64)]
+
+    @classmethod
+    def of(cls, parts: Sequence[Int8Matrix]) -> _Matrix:
+        m = cls()
+        for i, part in enumerate(parts):
+            m.codes[i], m.scales[i], m.offsets[i] = part.pointers
+            m.rows[i], m.nibbles[i] = part.n, part.nibbles
+        m.n_parts = len(parts)
+        return m
 
 
 class _Block(ctypes.Structure):
@@ -33,12 +45,13 @@ class _Shape(ctypes.Structure):
 
 class BlockArrays(NamedTuple):
     """One block as decoder_step.c reads it: int8 matrices qkv [(H + 2 KV) hd, D], o [D, H hd], up [2 F, D] (gate
-    rows, then up rows), down [D, F]; float32 RMSNorm weights and their eps; optional float32 biases (qkv, o) and
-    per-head q / k RMSNorm weights [hd] (with qk_eps)."""
+    rows, then up rows), down [D, F], each one Int8Matrix or its parts stacked by rows (a kept-quantized model's q, k,
+    v and gate, up: not copied into one); float32 RMSNorm weights and their eps; optional float32 biases (qkv, o)
+    and per-head q / k RMSNorm weights [hd] (with qk_eps)."""
 
-    qkv: Int8Matrix
+    qkv: Int8Matrix | tuple[Int8Matrix, ...]
     o: Int8Matrix
-    up: Int8Matrix
+    up: Int8Matrix | tuple[Int8Matrix, ...]
     down: Int8Matrix
     attn_norm: np.ndarray
     attn_eps: float
@@ -83,10 +96,13 @@ class DecoderStep:
         for block, arrays in zip(self._blocks, blocks, strict=True):
             for name, shape in shapes.items():
                 m = getattr(arrays, name)
-                if (m.n, m.k) != shape:
-                    raise ValueError(f"decoder_step: {name} must be {shape}, got {(m.n, m.k)}")
-                setattr(block, name, _Matrix(*m.pointers, m.nibbles))
-                self._keep.append(m)
+                parts = m if isinstance(m, tuple) else (m,)
+                got = (sum(p.n for p in parts), *{p.k for p in parts})
+                if got != shape or not 1 <= len(parts) <= MAX_PARTS:
+                    raise ValueError(f"decoder_step: {name} must be {shape} in 1 to {MAX_PARTS} parts, got "
+                                     f"{[(p.n, p.k) for p in parts]}")
+                setattr(block, name, _Matrix.of(parts))
+                self._keep.extend(parts)
             for name, size in vectors.items():
                 v = getattr(arrays, name)
                 if v is None and name in ("attn_norm", "mlp_norm"):

@@ -145,7 +145,7 @@ typedef struct {
     const int8_t *c;
     const float *s, *o, *x;
     float *y;
-    int64_t M, N, K;
+    int64_t M, N, K, ldy;          /* ldy: floats from one row of y to the next (N, or more for a part of y) */
 } job_t;
 
 /* Rows of x in the tile starting `left` rows before the end: the rows left split evenly into as few tiles as hold
@@ -204,7 +204,7 @@ rows (24 accumulators; an earlier version spilled at 10): a SmolLM2 step's produ
                     TILE_CASE(isa, 4) TILE_CASE(isa, 3) TILE_CASE(isa, 2)                                         \
                     default: dot_rows_##isa(cn, sn, on, x, B, nibbles, 1, dots);                                  \
                 }                                                                                                 \
-                for (int i = 0; i < R; i++) j->y[(m + i) * N + n] = dots[i];                                      \
+                for (int i = 0; i < R; i++) j->y[(m + i) * j->ldy + n] = dots[i];                                      \
             }                                                                                                     \
             m += R;                                                                                               \
         }                                                                                                         \
@@ -225,10 +225,11 @@ int int8_linear_level(void) {
     return level;
 }
 
-/* Returns 0 (the kernel ran), -1 on a CPU without AVX2 + FMA (int8_linear_level() == 0), -2 when the packed copy
-of x could not be allocated. */
-int int8_linear(const int8_t *c, const float *s, const float *o, const float *x, float *y,
-                int64_t M, int64_t N, int64_t K, int threads, int nibbles) {
+/* y [M, N] with rows ldy floats apart (ldy >= N: the columns of a wider y that one part of a stacked matrix
+fills). Returns 0 (the kernel ran), -1 on a CPU without AVX2 + FMA (int8_linear_level() == 0), -2 when the packed
+copy of x could not be allocated. */
+int int8_linear_strided(const int8_t *c, const float *s, const float *o, const float *x, float *y, int64_t M,
+                        int64_t N, int64_t K, int64_t ldy, int threads, int nibbles) {
     const int level = int8_linear_level(), widest = level == 2 ? MAX_TILE : 4;
     if (level == 0) return -1;
     float *packed = NULL;
@@ -237,21 +238,32 @@ int int8_linear(const int8_t *c, const float *s, const float *o, const float *x,
         if (!packed) return -2;
         pack_tiles(x, packed, M, K, widest);
     }
-    const job_t job = {c, s, o, packed ? packed : x, y, M, N, K};
+    const job_t job = {c, s, o, packed ? packed : x, y, M, N, K, ldy};
     if (level == 2) parallel_range(nibbles ? outputs_avx512_q4 : outputs_avx512_q8, &job, N, threads);
     else parallel_range(nibbles ? outputs_avx2_q4 : outputs_avx2_q8, &job, N, threads);
     free(packed);
     return 0;
 }
 
+/* y [M, N] = x @ W^T (see int8_linear_strided). */
+int int8_linear(const int8_t *c, const float *s, const float *o, const float *x, float *y,
+                int64_t M, int64_t N, int64_t K, int threads, int nibbles) {
+    return int8_linear_strided(c, s, o, x, y, M, N, K, N, threads, nibbles);
+}
+
 #else
 
 int int8_linear_level(void) { return 0; }
 
+int int8_linear_strided(const int8_t *c, const float *s, const float *o, const float *x, float *y, int64_t M,
+                        int64_t N, int64_t K, int64_t ldy, int threads, int nibbles) {
+    (void)c; (void)s; (void)o; (void)x; (void)y; (void)M; (void)N; (void)K; (void)ldy; (void)threads; (void)nibbles;
+    return -1;
+}
+
 int int8_linear(const int8_t *c, const float *s, const float *o, const float *x, float *y,
                 int64_t M, int64_t N, int64_t K, int threads, int nibbles) {
-    (void)c; (void)s; (void)o; (void)x; (void)y; (void)M; (void)N; (void)K; (void)threads; (void)nibbles;
-    return -1;
+    return int8_linear_strided(c, s, o, x, y, M, N, K, N, threads, nibbles);
 }
 
 #endif

@@ -38,11 +38,16 @@ def cached_steps(lm, ids: list[int], n_new: int) -> tuple[list[np.ndarray], list
     return all_logits, rows
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_native_blocks_equal_the_numpy_blocks(built, name):
-    lm = load_model(path=built[name][0])
+KEPT_QUANTIZED = ["qwen2_q8_0"]      # Q8_0 kept quantized: q / k / v and gate / up separate parts
+
+
+@pytest.mark.parametrize("name, keep_quantized", [(name, None) for name in CASES] +
+                         [(name, True) for name in KEPT_QUANTIZED])
+def test_native_blocks_equal_the_numpy_blocks(built, name, keep_quantized):
+    lm = load_model(path=built[name][0], keep_quantized=keep_quantized)
     steps = G.steps_for(lm)
     assert steps.native_blocks is not None, "this model's blocks should run natively"
+    assert isinstance(steps.blocks[0].qkv, tuple) == bool(keep_quantized)      # parts multiplied in place
     ids = lm.encode(TEXT)
     native_logits, native_rows = cached_steps(lm, ids, 6)
     blocks, steps.native_blocks = steps.native_blocks, None
@@ -56,10 +61,11 @@ def test_native_blocks_equal_the_numpy_blocks(built, name):
         np.testing.assert_allclose(ours.astype(np.float32), theirs.astype(np.float32), atol=2e-3, rtol=0)
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_greedy_generation_equals_transformers(built, name):
+@pytest.mark.parametrize("name, keep_quantized", [(name, None) for name in CASES] +
+                         [(name, True) for name in KEPT_QUANTIZED])
+def test_greedy_generation_equals_transformers(built, name, keep_quantized):
     path, hf = built[name]
-    lm = load_model(path=path)
+    lm = load_model(path=path, keep_quantized=keep_quantized)
     assert G.steps_for(lm).native_blocks is not None
     ids = lm.encode(TEXT)
     ours = lm.generate(ids, max_new_tokens=10, temperature=0)
