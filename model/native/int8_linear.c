@@ -6,7 +6,8 @@ low nibble and code j + 16 in its high nibble, GGUF's Q4_0 / Q4_1 order); s: flo
 [N, K / 32] or NULL (no offsets); x: float32 [M, K]; y: float32 [M, N]. Each y[m, n] is one thread's fixed sequence
 of operations whatever M and the thread count (each block's weights multiplied into two vector accumulators per
 (m, n), then their lanes added), so a row's numbers do not depend on the rows beside it. The codes are widened and
-scaled once for every tile of up to 12 rows of x (AVX-512; 4 with AVX2's 16 registers). Built at first use by
+scaled once for every tile of up to 12 rows of x (AVX-512; 4 with AVX2's 16 registers), a long row a segment at a
+time with its accumulators carried between segments (the same operations). Built at first use by
 model/native/build.py; int8_linear_level() says which instruction set this CPU runs (0: none, use the fallback). */
 #include <stddef.h>
 #include <stdint.h>
@@ -64,16 +65,28 @@ ALWAYS_INLINE void block_avx512(const int8_t *cn, const float *sn, const float *
     }
 }
 
-/* Output n for R rows of x (R = 1, 2, 4 or 8, fixed at compile time so the accumulators stay in registers): values
+/* Output n for R rows of x (R fixed at compile time so the accumulators stay in registers), blocks b0..b1-1: values
 0-15 and 16-31 of every block go to two accumulators (two dependency chains), added at the end: the same order for
-every R. */
+every R. A long row's blocks run in segments (see OUTPUT_RANGE): the accumulators start from zero at block 0, else
+from acc ([R][32] floats: lo, hi), are kept in acc after a segment that does not end the row, and their lanes are
+added into out after the last block: each output's operations are the same whichever segments split them. */
 __attribute__((target("avx512f")))
-ALWAYS_INLINE void dot_rows_avx512(const int8_t *cn, const float *sn, const float *on, const float *x,
-                                   int64_t B, const int nibbles, const int R, float *out) {
+ALWAYS_INLINE void dot_rows_avx512(const int8_t *cn, const float *sn, const float *on, const float *x, int64_t b0,
+                                   int64_t b1, int64_t B, const int nibbles, const int R, float *acc, float *out) {
     __m512 lo[MAX_TILE], hi[MAX_TILE];
-    for (int i = 0; i < R; i++) lo[i] = hi[i] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < B; b++) block_avx512(cn, sn, on, x, b, nibbles, R, lo, hi);
-    for (int i = 0; i < R; i++) out[i] = _mm512_reduce_add_ps(_mm512_add_ps(lo[i], hi[i]));
+    for (int i = 0; i < R; i++) {
+        lo[i] = b0 ? _mm512_load_ps(acc + i * 32) : _mm512_setzero_ps();
+        hi[i] = b0 ? _mm512_load_ps(acc + i * 32 + 16) : _mm512_setzero_ps();
+    }
+    for (int64_t b = b0; b < b1; b++) block_avx512(cn, sn, on, x, b, nibbles, R, lo, hi);
+    for (int i = 0; i < R; i++) {
+        if (b1 == B) {
+            out[i] = _mm512_reduce_add_ps(_mm512_add_ps(lo[i], hi[i]));
+        } else {
+            _mm512_store_ps(acc + i * 32, lo[i]);
+            _mm512_store_ps(acc + i * 32 + 16, hi[i]);
+        }
+    }
 }
 
 /* The 32 codes of a block as four 8-lane float vectors. */
@@ -133,12 +146,22 @@ ALWAYS_INLINE float sum_lanes_avx2(__m256 lo, __m256 hi) {
 
 /* As dot_rows_avx512; R = 1, 2 or 4 (16 vector registers: 8-row tiles would spill). */
 __attribute__((target("avx2,fma")))
-ALWAYS_INLINE void dot_rows_avx2(const int8_t *cn, const float *sn, const float *on, const float *x, int64_t B,
-                                 const int nibbles, const int R, float *out) {
+ALWAYS_INLINE void dot_rows_avx2(const int8_t *cn, const float *sn, const float *on, const float *x, int64_t b0,
+                                 int64_t b1, int64_t B, const int nibbles, const int R, float *acc, float *out) {
     __m256 lo[MAX_TILE], hi[MAX_TILE];
-    for (int i = 0; i < R; i++) lo[i] = hi[i] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < B; b++) block_avx2(cn, sn, on, x, b, nibbles, R, lo, hi);
-    for (int i = 0; i < R; i++) out[i] = sum_lanes_avx2(lo[i], hi[i]);
+    for (int i = 0; i < R; i++) {
+        lo[i] = b0 ? _mm256_load_ps(acc + i * 32) : _mm256_setzero_ps();
+        hi[i] = b0 ? _mm256_load_ps(acc + i * 32 + 8) : _mm256_setzero_ps();
+    }
+    for (int64_t b = b0; b < b1; b++) block_avx2(cn, sn, on, x, b, nibbles, R, lo, hi);
+    for (int i = 0; i < R; i++) {
+        if (b1 == B) {
+            out[i] = sum_lanes_avx2(lo[i], hi[i]);
+        } else {
+            _mm256_store_ps(acc + i * 32, lo[i]);
+            _mm256_store_ps(acc + i * 32 + 8, hi[i]);
+        }
+    }
 }
 
 typedef struct {
@@ -148,13 +171,26 @@ typedef struct {
     int64_t M, N, K, ldy;          /* ldy: floats from one row of y to the next (N, or more for a part of y) */
 } job_t;
 
-/* Rows of x in the tile starting `left` rows before the end: the rows left split evenly into as few tiles as hold
-at most `widest` rows and TILE_BYTES each (a tile stays in the L1 cache while the outputs' codes stream past it):
-10 rows are one tile, 16 two of 8; with K = 1536, 10 rows are tiles of 4, 3 and 3. */
+/* Blocks of 32 values in a segment of a tile of R rows: a segment takes at most TILE_BYTES, so it stays in the L1
+cache while the outputs' codes stream past it. */
 #define TILE_BYTES 28672
-static int tile_rows(int64_t left, int64_t K, int widest) {
-    int64_t most = widest;
-    while (most > 1 && most * K * (int64_t)sizeof(float) > TILE_BYTES) most--;
+static int64_t segment_blocks(int R) {
+    const int64_t blocks = TILE_BYTES / ((int64_t)R * 32 * (int64_t)sizeof(float));
+    return blocks > 0 ? blocks : 1;
+}
+
+/* The most rows in a tile: as many whole rows as TILE_BYTES holds where that is at least WHOLE_ROWS_MIN (one
+segment: K = 576 gives 12, 896 gives 8), else `widest` in segments (K = 1536: 12 rows in 3 segments, not tiles of
+4; K = 4864: 12 rows in 9 segments, not tiles of one row, which read the codes once a row: 2.4x slower). */
+#define WHOLE_ROWS_MIN 8
+static int widest_rows(int64_t K, int widest) {
+    const int64_t whole = TILE_BYTES / (K * (int64_t)sizeof(float));
+    return whole >= WHOLE_ROWS_MIN && whole < widest ? (int)whole : widest;
+}
+
+/* Rows of x in the tile starting `left` rows before the end: the rows left split evenly into as few tiles as hold
+at most `most` rows (widest_rows): 10 rows are one tile, 16 two of 8. */
+static int tile_rows(int64_t left, int most) {
     const int64_t tiles = (left + most - 1) / most;
     return (int)((left + tiles - 1) / tiles);
 }
@@ -164,7 +200,7 @@ static int tile_rows(int64_t left, int64_t K, int widest) {
 a third longer). */
 static void pack_tiles(const float *x, float *packed, int64_t M, int64_t K, int widest) {
     for (int64_t m = 0; m < M;) {
-        const int R = tile_rows(M - m, K, widest);
+        const int R = tile_rows(M - m, widest_rows(K, widest));
         for (int64_t b = 0; b < K / 32; b++)
             for (int i = 0; i < R; i++)
                 for (int v = 0; v < 32; v++) packed[m * K + (b * R + i) * 32 + v] = x[(m + i) * K + b * 32 + v];
@@ -179,32 +215,46 @@ kept: four outputs at a time for one row (more independent chains: faster with t
 them from memory, as a generation step does); two outputs per tile sharing each load of x (4.1 against 2.9 cycles a
 row-block at 8 rows); a group of outputs' weights made into a float32 buffer first (no gain). Kept: tiles of up to 12
 rows (24 accumulators; an earlier version spilled at 10): a SmolLM2 step's products for ten rows 24.7 -> 21.6 ms
-(Q4_1) and 24.1 -> 21.2 ms (Q8_0) against two tiles of 5, one row unchanged. */
+(Q4_1) and 24.1 -> 21.2 ms (Q8_0) against two tiles of 5, one row unchanged; long rows in segments (widest_rows):
+Qwen2.5-0.5B's 4864-wide down projection for 64 rows 10.4 -> 4.6 ms, the same numbers. */
 #define TILE_CASE(isa, R)                                                                                         \
     case R:                                                                                                       \
-        dot_rows_##isa(cn, sn, on, x, B, nibble_codes, R, dots);                                                  \
+        dot_rows_##isa(cn, sn, on, x, b0, b1, B, nibble_codes, R, acc_n, dots);                                   \
         break;
 
+/* Outputs start..stop-1, GROUP at a time when a tile's rows take more than TILE_BYTES: for each segment of the row
+(segment_blocks), each output of the group, its accumulators carried from segment to segment in acc. */
+#define GROUP 32
 #define OUTPUT_RANGE(name, isa, target_isa, nibbles, widest)                                                      \
     __attribute__((target(target_isa)))                                                                           \
     static void name(const void *p, int64_t start, int64_t stop) {                                                 \
         const job_t *j = p;                                                                                       \
         const int nibble_codes = nibbles;                                                                         \
-        const int64_t K = j->K, B = K / 32, N = j->N, stride = nibbles ? K / 2 : K;                               \
+        const int64_t K = j->K, B = K / 32, stride = nibbles ? K / 2 : K;                                        \
         float dots[MAX_TILE];                                                                                     \
+        float acc[GROUP * MAX_TILE * 32] __attribute__((aligned(64)));                                            \
         for (int64_t m = 0; m < j->M;) {                                                                          \
-            const int R = tile_rows(j->M - m, K, widest);                                                         \
+            const int R = tile_rows(j->M - m, widest_rows(K, widest));                                            \
+            const int64_t segment = segment_blocks(R), group = B > segment ? GROUP : stop - start;                \
             const float *x = j->x + m * K;                                                                        \
-            for (int64_t n = start; n < stop; n++) {                                                              \
-                const int8_t *cn = j->c + n * stride;                                                             \
-                const float *sn = j->s + n * B, *on = j->o ? j->o + n * B : NULL;                                 \
-                switch (R) {                                                                                      \
-                    TILE_CASE(isa, 12) TILE_CASE(isa, 11) TILE_CASE(isa, 10) TILE_CASE(isa, 9)                    \
-                    TILE_CASE(isa, 8) TILE_CASE(isa, 7) TILE_CASE(isa, 6) TILE_CASE(isa, 5)                       \
-                    TILE_CASE(isa, 4) TILE_CASE(isa, 3) TILE_CASE(isa, 2)                                         \
-                    default: dot_rows_##isa(cn, sn, on, x, B, nibbles, 1, dots);                                  \
+            for (int64_t g = start; g < stop; g += group) {                                                       \
+                const int64_t g_stop = g + group < stop ? g + group : stop;                                       \
+                for (int64_t b0 = 0; b0 < B; b0 += segment) {                                                     \
+                    const int64_t b1 = b0 + segment < B ? b0 + segment : B;                                       \
+                    for (int64_t n = g; n < g_stop; n++) {                                                        \
+                        const int8_t *cn = j->c + n * stride;                                                     \
+                        const float *sn = j->s + n * B, *on = j->o ? j->o + n * B : NULL;                         \
+                        float *acc_n = B > segment ? acc + (n - g) * MAX_TILE * 32 : acc;                         \
+                        switch (R) {                                                                              \
+                            TILE_CASE(isa, 12) TILE_CASE(isa, 11) TILE_CASE(isa, 10) TILE_CASE(isa, 9)            \
+                            TILE_CASE(isa, 8) TILE_CASE(isa, 7) TILE_CASE(isa, 6) TILE_CASE(isa, 5)               \
+                            TILE_CASE(isa, 4) TILE_CASE(isa, 3) TILE_CASE(isa, 2)                                 \
+                            default: dot_rows_##isa(cn, sn, on, x, b0, b1, B, nibbles, 1, acc_n, dots);           \
+                        }                                                                                         \
+                        if (b1 == B)                                                                              \
+                            for (int i = 0; i < R; i++) j->y[(m + i) * j->ldy + n] = dots[i];                     \
+                    }                                                                                             \
                 }                                                                                                 \
-                for (int i = 0; i < R; i++) j->y[(m + i) * j->ldy + n] = dots[i];                                      \
             }                                                                                                     \
             m += R;                                                                                               \
         }                                                                                                         \

@@ -38,11 +38,14 @@ def test_each_format_is_recovered_and_multiplies_as_the_dequantized_matrix(kind)
 
 
 @pytest.mark.parametrize("kind", ["Q8_0", "Q4_1"])
-@pytest.mark.parametrize("width", [256, 1536])                                      # tiles of 12 rows, and of 4
+@pytest.mark.parametrize("width", [256, 896, 1536, 4864])   # rows whole in a tile (12, 8 rows); in 3 and 9 segments
 def test_a_row_gets_the_same_numbers_in_any_batch(kind, width):
-    blocks = int8_blocks_of(torch.from_numpy(gguf_values(kind, (130, width))))
+    values = gguf_values(kind, (130, width))                                        # 130 outputs: several groups
+    blocks = int8_blocks_of(torch.from_numpy(values))
     x = np.random.default_rng(2).standard_normal((25, width)).astype(np.float32)
     together = blocks.linear(x)
+    reference = x.astype(np.float64) @ values.astype(np.float64).T                 # [25, 130]
+    assert np.abs(together - reference).max() <= 2e-6 * np.abs(reference).max()
     for rows in (slice(0, 1), slice(3, 4), slice(0, 3), slice(2, 6), slice(1, 10), slice(0, 11), slice(0, 12),
                  slice(5, 25)):
         assert np.array_equal(blocks.linear(x[rows]), together[rows]), rows
