@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from model.decoder import bitplanes
 from model.files.quants import dequantize, integers_to_float, quant_format, row_bytes, scale_codes
+from model.native import int8_linear
 
 CHUNK_VALUES = 1 << 18      # weights dequantized per step of a product (1 MB of float32)
 _buffers = threading.local()
@@ -161,6 +162,8 @@ class QuantizedMatrix:
             out.copy_(planes[0])
             return
         n = out.numel()
+        if fmt.name == "Q8_0" and int8_linear.dequantize_q8_0(planes[0], self._scales(rows)[0], out):
+            return                                                                 # one native pass, same values
         if fmt.bits == 8:
             integers = planes[0]                                                   # [r, in]: Q8_0 has no offset
         else:

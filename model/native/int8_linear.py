@@ -67,3 +67,31 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor
                 nibbles: bool) -> np.ndarray:
     """x [M, K] float32 @ W^T -> [M, N] float32 for W as in Int8Matrix (checked at every call)."""
     return Int8Matrix(codes, scales, offsets, nibbles)(x)
+
+
+@functools.cache
+def _dequantize():
+    lib = library()
+    if lib is None:
+        return None
+    lib.int8_dequantize.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
+    lib.int8_dequantize.restype = None
+    return lib.int8_dequantize
+
+
+def dequantize_q8_0(codes: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> bool:
+    """out (float32, contiguous, codes' number of values) = codes (int8 or uint8 bits, contiguous) times each 32
+    values' scale (float32 [blocks] or [blocks, 1], contiguous): Q8_0's values, exactly. False (nothing written)
+    where the kernels are not built."""
+    fn = _dequantize()
+    if fn is None:
+        return False
+    n_blocks = scales.numel()
+    if codes.numel() != BLOCK * n_blocks or out.numel() != codes.numel() or codes.element_size() != 1 or \
+            scales.dtype != torch.float32 or out.dtype != torch.float32 or \
+            not (codes.is_contiguous() and scales.is_contiguous() and out.is_contiguous()):
+        raise ValueError(f"dequantize_q8_0 needs contiguous codes [{BLOCK} x blocks], float32 scales [blocks] and "
+                         f"a float32 out of the codes' size, got {tuple(codes.shape)}, {tuple(scales.shape)} "
+                         f"{scales.dtype}, {tuple(out.shape)} {out.dtype}")
+    fn(codes.data_ptr(), scales.data_ptr(), n_blocks, out.data_ptr())
+    return True
