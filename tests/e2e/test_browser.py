@@ -47,6 +47,15 @@ PROJECTOR = (1024, 768)
 WIDE = (1280, 800)
 MAX_SCROLL_SHOTS = 8           # screenshots further down a long page (what a user sees when scrolling)
 MIN_CHART_PX = 300             # of the main chart (all of a shorter one) visible on the first screen
+# The sidebar's height unchanged over three polls 100 ms apart: its elements have their final size (once, measured
+# just after the first idle run, the sink switch stood 29 px lower than a moment later in the screenshot).
+SIDEBAR_SETTLED_JS = """() => {
+  const s = document.querySelector('[data-testid="stSidebarUserContent"]');
+  const h = s ? `${s.getBoundingClientRect().height}:${s.scrollHeight}` : 'none';
+  window.__sidebarSame = window.__sidebarHeight === h ? (window.__sidebarSame || 0) + 1 : 0;
+  window.__sidebarHeight = h;
+  return window.__sidebarSame >= 3;
+}"""
 MIN_PRESENTER_FONT_PX = 14
 
 # Every page and view: name -> (URL path and query, whether the layer / head / sink switch apply to it).
@@ -448,6 +457,7 @@ def test_first_screen_at_1024x768(app_url, new_page, screenshot_dir):
     try:
         for name, (path, shared) in VIEWS.items():
             open_view(page, app_url + path)
+            page.wait_for_function(SIDEBAR_SETTLED_JS, timeout=RERUN_MS, polling=100)
             where = f"{name} ({path}) at {width}x{height}"
             shown = exception_text(page)
             if shown:
