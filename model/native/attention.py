@@ -8,9 +8,9 @@ import functools
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 
 from model.native.build import library
+from model.native.threads import kernel_threads
 
 
 @functools.cache
@@ -64,7 +64,7 @@ class CachedAttention:
 
     def __call__(self, layer: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) -> np.ndarray:
         """Layer `layer`: q [B, H, hd], the rows' new keys and values k, v [B, KV, hd] (written into the caches) ->
-        the mix of values [B, H, hd], rows split across torch's number of threads."""
+        the mix of values [B, H, hd], rows split across kernel_threads()."""
         B, hd = len(self.positions), self.head_dim
         if q.shape != (B, self.n_heads, hd) or k.shape != (B, self.kv_heads, hd) or v.shape != k.shape or \
                 not 0 <= layer < self.n_layers:
@@ -75,7 +75,7 @@ class CachedAttention:
         k_addr, v_addr, capacity, positions, slot, max_len, patterns, scratch = self.pointers
         _kernel()(q.ctypes.data, k.ctypes.data, v.ctypes.data, k_addr, v_addr, capacity, positions, slot, B,
                   self.n_heads, self.kv_heads, hd, layer, self.n_layers, max_len, scale, patterns, scratch,
-                  out.ctypes.data, torch.get_num_threads())
+                  out.ctypes.data, kernel_threads())
         return out
 
     @property

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
-import torch
 
 from model.native.attention import CachedAttention
 from model.native.build import library
 from model.native.int8_linear import Int8Matrix
+from model.native.threads import kernel_threads
 
 MAX_PARTS = 3              # parts of a stacked matrix (q, k, v), as decoder_step.c's MAX_PARTS
 
@@ -133,7 +133,7 @@ class DecoderStep:
         work = np.empty(lib.decoder_step_work_floats(ctypes.byref(self._shape), B), np.float32)
         status = lib.decoder_step(ctypes.byref(self._blocks), ctypes.byref(self._shape), x.ctypes.data, B,
                                   cos.ctypes.data, sin.ctypes.data, *attend.pointers, work.ctypes.data,
-                                  torch.get_num_threads())
+                                  kernel_threads())
         if status == -2:
             raise MemoryError(f"decoder_step could not allocate a copy of {B} rows")
         if status != 0:

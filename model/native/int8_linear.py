@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from model.native.build import library
+from model.native.threads import kernel_threads
 
 BLOCK = 32                 # values per scale / offset
 
@@ -49,13 +50,13 @@ class Int8Matrix:
         self.pointers = (codes.data_ptr(), scales.data_ptr(), None if offsets is None else offsets.data_ptr())
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """x [M, K] float32 @ W^T -> [M, N] float32, on torch's number of threads. Call only where available()."""
+        """x [M, K] float32 @ W^T -> [M, N] float32, on kernel_threads(). Call only where available()."""
         x = np.ascontiguousarray(x, dtype=np.float32)
         if x.ndim != 2 or x.shape[1] != self.k:
             raise ValueError(f"x must be [M, {self.k}], got {x.shape}")
         out = np.empty((x.shape[0], self.n), np.float32)                             # [M, N]
         status = _kernel()(*self.pointers, x.ctypes.data, out.ctypes.data, x.shape[0], self.n, self.k,
-                           torch.get_num_threads(), self.nibbles)
+                           kernel_threads(), self.nibbles)
         if status == -2:
             raise MemoryError(f"int8_linear could not allocate a copy of x {x.shape}")
         if status != 0:

@@ -75,6 +75,23 @@ def test_greedy_generation_equals_transformers(built, name, keep_quantized):
     assert ours.new_token_ids == theirs[:len(ours.new_token_ids)]
 
 
+@pytest.mark.parametrize("name, keep_quantized", [(name, None) for name in CASES] +
+                         [(name, True) for name in KEPT_QUANTIZED])
+def test_split_across_any_number_of_threads_gives_the_same_bits(built, monkeypatch, name, keep_quantized):
+    """The kernels use every core (model.native.threads), not torch's count: how a call is split must not change
+    one bit of a step's logits or attention."""
+    lm = load_model(path=built[name][0], keep_quantized=keep_quantized)
+    ids = lm.encode(TEXT)
+    results = {}
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("ATLAS_KERNEL_THREADS", threads)
+        results[threads] = cached_steps(lm, ids, 6)
+    for threads in ("2", "3"):
+        for ours, alone in zip(results[threads][0] + results[threads][1], results["1"][0] + results["1"][1],
+                               strict=True):
+            np.testing.assert_array_equal(ours, alone)
+
+
 def test_gpt2_keeps_the_numpy_blocks(tmp_path):
     path = tmp_path / "gpt2.gguf"
     write_tiny(path, Tiny(arch="gpt2", quant="Q8_0"))
