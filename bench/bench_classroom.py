@@ -195,10 +195,9 @@ class Served:
     def reset(self) -> None:
         self.reruns, self.at, self._seen_text = [], None, False
 
-    def seconds_after(self, clicked_at: float) -> float:
-        """From the first rerun request sent at or after the click (wall time) to the last message of the run."""
-        asked = min(t for t in self.reruns if t >= clicked_at - 0.01)
-        return self.at - asked
+    def asked_after(self, clicked_at: float) -> float:
+        """When the first rerun request sent at or after the click (wall time) reached the server."""
+        return min(t for t in self.reruns if t >= clicked_at - 0.01)
 
 
 class Delivery:
@@ -226,12 +225,13 @@ class Delivery:
                 self.at = event["timestamp"]
 
 
-def press_generate(pages, served: list[Served]) -> tuple[list[float], list[float], list[float]]:
+def press_generate(pages, served: list[Served]) -> tuple[list[float], list[float], list[float], float]:
     """Every student clicks Generate in the page menu at the same moment (its default: 32 new tokens, T = 0.7).
     Returns, per student, the seconds from the click's request reaching the server to the run writing the text
-    sent (Served), from the click to that run received by the browser (Delivery), and to the text drawn on screen.
-    The clicks are set to one wall-clock time in every page beforehand: clicking page after page from here takes
-    ~0.5 s a page while the browsers are busy."""
+    sent (Served), from the click to that run received by the browser (Delivery), and to the text drawn on screen;
+    and the seconds between the first and the last request reaching the server. The clicks are set to one wall-clock
+    time in every page beforehand (clicking page after page from here takes ~0.5 s a page while the browsers are
+    busy), but a browser starved by the generations already running clicks late."""
     link = '[data-testid="stSidebarNav"] a[href$="/generate"]'
     for page in pages:
         page.locator(link).wait_for()
@@ -252,12 +252,13 @@ def press_generate(pages, served: list[Served]) -> tuple[list[float], list[float
         while delivery.at is None:                 # frames are handed to Python while playwright is called
             page.wait_for_timeout(20)
         delivered.append(delivery.at - (page.evaluate("window.__clickedAt") / 1000 + wall_to_monotonic))
-    sent = []
+    sent, asked = [], []
     for page, record in zip(pages, served, strict=True):
         while record.at is None:
             page.wait_for_timeout(20)
-        sent.append(record.seconds_after(page.evaluate("window.__clickedAt") / 1000))
-    return sent, delivered, drawn
+        asked.append(record.asked_after(page.evaluate("window.__clickedAt") / 1000))
+        sent.append(record.at - asked[-1])
+    return sent, delivered, drawn, max(asked) - min(asked)
 
 
 def p95(values: list[float]) -> float:
@@ -271,10 +272,10 @@ def run_case(browser, server: Server, name: str, texts: list[str], switches: int
         taps = [WebSocketTap(server.port, record.on_message) for record in served]
         pages = open_class(browser, [tap.url for tap in taps], texts)
         wait_all(pages)
-    sent, delivered = [], []
+    sent, delivered, spread = [], [], float("nan")
     with ServerProbe(server.proc.pid) as probe:
         if generate:
-            sent, delivered, first = press_generate(pages, served)
+            sent, delivered, first, spread = press_generate(pages, served)
         else:
             pages = open_class(browser, [server.url] * len(texts), texts)
             first = wait_all(pages)
@@ -286,7 +287,7 @@ def run_case(browser, server: Server, name: str, texts: list[str], switches: int
         tap.close()
     return dict(case=name, n=len(texts), cpu_per_session=cpu_first / len(texts), peak_mb=probe.peak_mb,
                 first_median=statistics.median(first), first_max=max(first),
-                served=f"{statistics.median(sent):.2f} / {max(sent):.2f}" if sent else "-",
+                served=f"{statistics.median(sent):.2f} / {max(sent):.2f}" if sent else "-", spread=spread,
                 delivered=f"{statistics.median(delivered):.2f} / {max(delivered):.2f}" if delivered else "-",
                 switch_p95=p95(switch) if switch else float("nan"))
 
@@ -302,7 +303,7 @@ def main() -> None:
     log_dir = Path(tempfile.mkdtemp(prefix="bench_classroom_"))
     print("bench_classroom: one server, N Chromium sessions at once (browsers share the server's 2 cores)")
     print(f"{'case':<22} {'N':>3} {'server CPU s/session':>21} {'peak RSS MB':>12} {'served s':>14} {'received s':>14} "
-          f"{'on screen s':>18} {'head switch p95 s':>18}", flush=True)
+          f"{'on screen s':>18} {'head switch p95 s':>18} {'requests over s':>16}", flush=True)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=niced_chromium(log_dir), args=CHROMIUM_ARGS)
         for k, n in enumerate(args.sessions):
@@ -326,13 +327,14 @@ def main() -> None:
                     r = run_case(browser, server, name, texts, switches, generate)
                     print(f"{r['case']:<22} {r['n']:>3} {r['cpu_per_session']:>21.3f} {r['peak_mb']:>12.0f} "
                           f"{r['served']:>14} {r['delivered']:>14} {r['first_median']:>8.2f} / {r['first_max']:<7.2f} "
-                          f"{r['switch_p95']:>18.2f}", flush=True)
+                          f"{r['switch_p95']:>18.2f} {r['spread']:>16.2f}", flush=True)
             finally:
                 server.stop()
         browser.close()
     print("(median / max. on screen: from navigation to the first heatmap drawn or, generating, from the click to "
-          "the written text drawn; served: from the click's request reaching the server to the last message of the run "
-          "that writes it sent (seen by a proxy); received: from the click to that run received by the browser. "
+          "the written text drawn; served: from the click's request reaching the server to the last message of the "
+          "run that writes it sent (seen by a proxy); received: from the click to that run received by the browser; "
+          "requests over: from the first click's request reaching the server to the last's. "
           "Server logs in", log_dir, ")")
 
 
