@@ -32,6 +32,7 @@ class Words:
 
 
 WORDS = Words()
+CANDIDATE_TICKS = (0.0, 0.5, 1.0)   # the candidates chart sits in a narrow column: six ticks were drawn turned
 
 
 def candidates_figure(labels: list[str], probs, kept, drawn: int | None, *, title: str | None = None,
@@ -52,9 +53,11 @@ def candidates_figure(labels: list[str], probs, kept, drawn: int | None, *, titl
                 text=percent_labels(p), textposition="outside", cliponaxis=False, name="probability",
                 customdata=np.stack([[plotly_escape(s) for s in labels], status], axis=-1),
                 hovertemplate="%{customdata[0]}: %{x:.4f}<br>%{customdata[1]}<extra></extra>")
+    axis = probability_axis(float(p.max(initial=0)) * 1.3)
+    if "tickvals" in axis:                          # a bar near 100%: three ticks fit the narrow column level
+        axis["tickvals"] = CANDIDATE_TICKS
     layout = dict(yaxis=dict(**row_axis(labels, max_chars=16), showgrid=False),
-                  xaxis=dict(title=dict(text=words.probability), nticks=5,
-                             **probability_axis(float(p.max(initial=0)) * 1.3)))
+                  xaxis=dict(title=dict(text=words.probability), nticks=4, tickangle=0, **axis))
     return go.Figure([bars], layout=themed_layout(layout, title, height))
 
 
