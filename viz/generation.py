@@ -33,6 +33,7 @@ class Words:
 
 WORDS = Words()
 CANDIDATE_TICKS = (0.0, 0.5, 1.0)   # the candidates chart sits in a narrow column: six ticks were drawn turned
+LABEL_ROOM = 1.5                    # the axis runs past the longest bar for its value ("99.9949%" was cut at 1.3)
 
 
 def candidates_figure(labels: list[str], probs, kept, drawn: int | None, *, title: str | None = None,
@@ -53,7 +54,7 @@ def candidates_figure(labels: list[str], probs, kept, drawn: int | None, *, titl
                 text=percent_labels(p), textposition="outside", cliponaxis=False, name="probability",
                 customdata=np.stack([[plotly_escape(s) for s in labels], status], axis=-1),
                 hovertemplate="%{customdata[0]}: %{x:.4f}<br>%{customdata[1]}<extra></extra>")
-    axis = probability_axis(float(p.max(initial=0)) * 1.3)
+    axis = probability_axis(float(p.max(initial=0)) * LABEL_ROOM)
     if "tickvals" in axis:                          # a bar near 100%: three ticks fit the narrow column level
         axis["tickvals"] = CANDIDATE_TICKS
     layout = dict(yaxis=dict(**row_axis(labels, max_chars=16), showgrid=False),
