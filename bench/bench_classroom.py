@@ -164,15 +164,29 @@ def switch_heads(pages, rounds: int) -> list[float]:
     return out
 
 
+class TextRunEnd:
+    """Watches one page's ForwardMsgs for the end of the script run that writes its generated text: the first
+    script_finished at or after a message holding the text's container (gen_text)."""
+
+    def __init__(self):
+        self._seen_text = False
+
+    def is_end(self, data: bytes) -> bool:
+        self._seen_text = self._seen_text or b"gen_text" in data
+        if not self._seen_text:
+            return False
+        message = ForwardMsg()
+        message.ParseFromString(data)
+        return message.WhichOneof("type") == "script_finished"
+
+
 class Served:
     """When the server sent the last message of the script run that writes a page's generated text, and when it
     received the page's rerun request for it, as a WebSocketTap between the page and the server saw them: the
     server's part of what a student waits for, whatever the browsers' CPU."""
 
     def __init__(self):
-        self.reruns: list[float] = []
-        self.at: float | None = None
-        self._seen_text = False
+        self.reset()
 
     def on_message(self, direction: str, at: float, opcode: int, data: bytes) -> None:
         if opcode != 2:
@@ -183,17 +197,13 @@ class Served:
             if message.WhichOneof("type") == "rerun_script":
                 self.reruns.append(at)
             return
-        if self.at is not None:
-            return
-        self._seen_text = self._seen_text or b"gen_text" in data
-        if self._seen_text:
-            message = ForwardMsg()
-            message.ParseFromString(data)
-            if message.WhichOneof("type") == "script_finished":
-                self.at = at
+        if self.at is None and self._end.is_end(data):
+            self.at = at
 
     def reset(self) -> None:
-        self.reruns, self.at, self._seen_text = [], None, False
+        self.reruns: list[float] = []
+        self.at: float | None = None
+        self._end = TextRunEnd()
 
     def asked_after(self, clicked_at: float) -> float:
         """When the first rerun request sent at or after the click (wall time) reached the server."""
@@ -203,11 +213,12 @@ class Served:
 class Delivery:
     """When the script run that writes a page's generated text finished reaching that page's browser: the
     websocket frames as Chromium's network layer received them (DevTools' time stamps, CLOCK_MONOTONIC like
-    time.monotonic), not when its busy renderer got round to them; the server's part of what a student waits for."""
+    time.monotonic), not when its busy renderer got round to them. With 30 tabs one browser process reads them all,
+    late: Served has the server's part."""
 
     def __init__(self, page):
         self.at: float | None = None
-        self._seen_text = False
+        self._end = TextRunEnd()
         self._cdp = page.context.new_cdp_session(page)
         self._cdp.on("Network.webSocketFrameReceived", self._frame)
         self._cdp.send("Network.enable")
@@ -216,13 +227,8 @@ class Delivery:
         response = event["response"]
         if self.at is not None or response["opcode"] != 2:
             return
-        data = base64.b64decode(response["payloadData"])
-        self._seen_text = self._seen_text or b"gen_text" in data
-        if self._seen_text:
-            message = ForwardMsg()
-            message.ParseFromString(data)
-            if message.WhichOneof("type") == "script_finished":
-                self.at = event["timestamp"]
+        if self._end.is_end(base64.b64decode(response["payloadData"])):
+            self.at = event["timestamp"]
 
 
 def press_generate(pages, served: list[Served]) -> tuple[list[float], list[float], list[float], float]:
