@@ -34,6 +34,7 @@ from model.files.fetch import cached_model_path
 from model.files.gguf import default_model_path, installed_model_path
 from model.files.heap import tune_heap
 from model.lessons.sampling import softmax
+from model.native.threads import threads_from_environment, usable_cores
 from viz.attention import matrix_csv, thumbnail_tiles
 
 DEFAULT_MAX_TOKENS = 512
@@ -73,11 +74,7 @@ def compute_threads() -> int:
     (the event loop, another session's figures, a browser on the same machine), a forward pass takes 3-4x longer
     and burns 4x the CPU (64 tokens: 0.10 s on 2 free cores, 0.70 s with one core busy; 0.18 s on one thread
     either way). One core is left for everything else."""
-    raw = os.environ.get("ATLAS_TORCH_THREADS", "")
-    if raw.strip().isdigit() and int(raw) > 0:
-        return int(raw)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores - 1)
+    return threads_from_environment("ATLAS_TORCH_THREADS") or max(1, usable_cores() - 1)
 
 
 def freeze_long_lived() -> None:

@@ -14,7 +14,15 @@ import os
 
 def kernel_threads() -> int:
     """Threads for one kernel call: ATLAS_KERNEL_THREADS when it is a positive count, else the usable cores."""
-    raw = os.environ.get("ATLAS_KERNEL_THREADS", "")
-    if raw.strip().isdigit() and int(raw) > 0:
-        return int(raw)
+    return threads_from_environment("ATLAS_KERNEL_THREADS") or usable_cores()
+
+
+def threads_from_environment(name: str) -> int | None:
+    """The positive count environment variable `name` holds, else None."""
+    raw = os.environ.get(name, "")
+    return int(raw) if raw.strip().isdigit() and int(raw) > 0 else None
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
