@@ -3,22 +3,20 @@ stamped, to a callback: when the server sent a message, whatever the browser's o
 server's 2 cores read their sockets late; a class's browsers run on their own machines).
 
 One WebSocketTap per browser page (its own port, so its messages are that page's). Plain HTTP connections are
-relayed as they are; a websocket connection's frames are read whole, forwarded at once, then decoded: unmasked
-(browser to server) and inflated where permessage-deflate compressed them (RFC 7692, with or without context
-takeover, as the server's handshake answer says).
+relayed as they are. A websocket upgrade goes on without the browser's offer of extensions (so no message is
+compressed: permessage-deflate is never agreed); its frames are read whole, forwarded at once, then unmasked
+(browser to server) and reported.
 """
 from __future__ import annotations
 
 import socket
 import threading
 import time
-import zlib
 from collections.abc import Callable
 
 import numpy as np
 
 TO_SERVER, TO_BROWSER = "to_server", "to_browser"
-DEFLATE_TAIL = b"\x00\x00\xff\xff"
 CLOSE = 0x8
 
 
@@ -50,29 +48,25 @@ class WebSocketTap:
             for s in (browser, server):
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             request = _read_head(browser)
-            server.sendall(request)
-            if b"upgrade: websocket" not in request.lower():
+            upgrade = b"upgrade: websocket" in request.lower()
+            server.sendall(_without_extensions(request) if upgrade else request)
+            if not upgrade:
                 relay = threading.Thread(target=_relay, args=(server, browser), daemon=True)
                 relay.start()
                 _relay(browser, server)
                 relay.join()
                 return
-            answer = _read_head(server)
-            browser.sendall(answer)
-            to_server, to_browser = _inflaters(answer)
-            upstream = threading.Thread(target=self._frames, args=(browser, server, TO_SERVER, to_server),
-                                        daemon=True)
+            browser.sendall(_read_head(server))
+            upstream = threading.Thread(target=self._frames, args=(browser, server, TO_SERVER), daemon=True)
             upstream.start()
-            self._frames(server, browser, TO_BROWSER, to_browser)
+            self._frames(server, browser, TO_BROWSER)
             upstream.join(timeout=5)
 
-    def _frames(self, source: socket.socket, sink: socket.socket, direction: str,
-                inflater: Callable[[], Callable[[bytes], bytes]] | None) -> None:
+    def _frames(self, source: socket.socket, sink: socket.socket, direction: str) -> None:
         """Forward source's frames to sink as they arrive; report each whole message."""
         reader = source.makefile("rb")
-        inflate = inflater() if inflater else None
         parts: list[bytes] = []
-        opcode, compressed = 0, False
+        opcode = 0
         try:
             while True:
                 head = _exact(reader, 2)
@@ -91,13 +85,10 @@ class WebSocketTap:
                 if mask:
                     payload = (np.frombuffer(payload, np.uint8) ^ np.resize(np.frombuffer(mask, np.uint8), n)).tobytes()
                 if code:                              # a message's first frame
-                    opcode, compressed, parts = code, bool(head[0] & 0x40), []
+                    opcode, parts = code, []
                 parts.append(payload)
                 if head[0] & 0x80:                    # FIN: the message is whole
-                    data = b"".join(parts)
-                    if compressed and inflate:
-                        data = inflate(data)
-                    self.on_message(direction, at, opcode, data)
+                    self.on_message(direction, at, opcode, b"".join(parts))
         except (ConnectionError, OSError, EOFError):
             return
         finally:
@@ -119,27 +110,10 @@ def _read_head(sock: socket.socket) -> bytes:
     return head
 
 
-def _inflaters(answer: bytes) -> tuple:
-    """Per direction, a maker of message inflaters (None when the server did not accept permessage-deflate): one
-    inflater for the whole connection, or a new one per message where that side resets its context."""
-    extensions = [line.split(b":", 1)[1].strip().lower() for line in answer.split(b"\r\n")
-                  if line.lower().startswith(b"sec-websocket-extensions:")]
-    offer = b",".join(extensions)
-    if b"permessage-deflate" not in offer:
-        return None, None
-
-    def maker(reset_each_message: bool) -> Callable[[], Callable[[bytes], bytes]]:
-        def make() -> Callable[[bytes], bytes]:
-            state = {"z": zlib.decompressobj(-zlib.MAX_WBITS)}
-
-            def inflate(data: bytes) -> bytes:
-                if reset_each_message:
-                    state["z"] = zlib.decompressobj(-zlib.MAX_WBITS)
-                return state["z"].decompress(data + DEFLATE_TAIL)
-            return inflate
-        return make
-
-    return maker(b"client_no_context_takeover" in offer), maker(b"server_no_context_takeover" in offer)
+def _without_extensions(request: bytes) -> bytes:
+    """An upgrade request less its Sec-WebSocket-Extensions lines: the server then compresses nothing."""
+    lines = request.split(b"\r\n")
+    return b"\r\n".join(line for line in lines if not line.lower().startswith(b"sec-websocket-extensions:"))
 
 
 def _exact(reader, n: int) -> bytes:
