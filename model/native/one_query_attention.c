@@ -95,7 +95,7 @@ static void mix_avx512(const float *p, const float *vh, int64_t T, int64_t hd, f
         _mm512_storeu_ps(oh + i, acc);
     }
 }
-#define HAS_AVX512(hd) ((hd) % 16 == 0 && __builtin_cpu_supports("avx512f"))
+#define HAS_AVX512(hd) ((hd) % 16 == 0 && vector_level() == 2)
 #else
 #define HAS_AVX512(hd) 0
 #define scores_avx512 scores_portable
@@ -126,21 +126,50 @@ static float exp_sum_avx512(float *p, int64_t T, float top) {
     }
     return _mm512_reduce_add_ps(total);
 }
+
+/* exp_sum_avx512 on AVX2: positions j..j+7 and j+8..j+15 in two 8-lane sums, added across as
+_mm512_reduce_add_ps adds its 16 lanes (the same numbers). */
+__attribute__((target("avx2,fma")))
+static float exp_sum_avx2(float *p, int64_t T, float top) {
+    __m256 total[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m256 shift = _mm256_set1_ps(top);
+    for (int64_t j = 0; j < T; j += 16)
+        for (int half = 0; half < 2; half++) {
+            const int64_t at = j + 8 * half;
+            if (T - at >= 8) {                        /* masked moves only at the end (AMD's are slow) */
+                const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(p + at), shift));
+                _mm256_storeu_ps(p + at, e);
+                total[half] = _mm256_add_ps(total[half], e);
+                continue;
+            }
+            const __m256i m = first_lanes_avx2(T - at > 0 ? T - at : 0);
+            const __m256 x = _mm256_maskload_ps(p + at, m);
+            const __m256 e = _mm256_and_ps(exp_avx2(_mm256_sub_ps(x, shift)), _mm256_castsi256_ps(m));
+            _mm256_maskstore_ps(p + at, m, e);
+            total[half] = _mm256_add_ps(total[half], e);
+        }
+    const __m256 eighth = _mm256_add_ps(total[1], total[0]);
+    __m128 four = _mm_add_ps(_mm256_extractf128_ps(eighth, 1), _mm256_castps256_ps128(eighth));
+    four = _mm_add_ps(four, _mm_shuffle_ps(four, four, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm_cvtss_f32(four) + _mm_cvtss_f32(_mm_shuffle_ps(four, four, _MM_SHUFFLE(1, 1, 1, 1)));
+}
 #else
 #define exp_sum_avx512 exp_sum_portable
+#define exp_sum_avx2 exp_sum_portable
 #endif
 
 /* One row's heads: scores, softmax in place, the mix of values; with the AVX-512 loops where this CPU runs them and
 hd % 16 == 0 (the same choice for every row of every call). */
 static void attend(const float *q, const float *k, const float *v, int64_t H, int64_t KV, int64_t T, int64_t hd,
                    int64_t kv_stride, float scale, float *pattern, int64_t pattern_stride, float *out) {
-    const int64_t group = H / KV, wide = HAS_AVX512(hd), exp_wide = HAS_AVX512(16);
+    const int64_t group = H / KV, wide = HAS_AVX512(hd), exp_level = vector_level();
     for (int64_t h = 0; h < H; h++) {
         const float *kh = k + (h / group) * kv_stride, *vh = v + (h / group) * kv_stride;
         float *p = pattern + h * pattern_stride;
         const float top = wide ? scores_avx512(q + h * hd, kh, T, hd, scale, p)
                                : scores_portable(q + h * hd, kh, T, hd, scale, p);
-        const float total = exp_wide ? exp_sum_avx512(p, T, top) : exp_sum_portable(p, T, top);
+        const float total = exp_level == 2 ? exp_sum_avx512(p, T, top)
+                          : exp_level == 1 ? exp_sum_avx2(p, T, top) : exp_sum_portable(p, T, top);
         for (int64_t j = 0; j < T; j++) p[j] /= total;
         if (wide) mix_avx512(p, vh, T, hd, out + h * hd);
         else mix_portable(p, vh, T, hd, out + h * hd);

@@ -2,11 +2,13 @@
 three passes over the vocabulary (numpy's softmax and entropy took eight, ~0.3 ms for 49,152 logits, a row of every
 step). The entropy comes from the exponents: with z_i = (x_i - max) * inv_t and S = sum_i exp(z_i), log p_i = z_i -
 log S, so H = (log S - sum_i p_i z_i) / log 2, no logarithm per entry. exp in float64 registers (Cody-Waite
-reduction by ln 2, a degree-13 Taylor polynomial, scalef: within 2 ulp of libm's); a row's numbers depend only on
-its logits. Logits that are not all finite are left to the caller (numpy's softmax handles them). Built at first use
+reduction by ln 2, a degree-13 Taylor polynomial, times 2^n: within 2 ulp of libm's); a row's numbers depend only on
+its logits, and are the same with AVX-512 and AVX2 (the same operations per entry, the sums in the same order).
+Logits that are not all finite are left to the caller (numpy's softmax handles them). Built at first use
 by model/native/build.py. */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -28,7 +30,6 @@ static inline __m512d exp_pd_avx512(__m512d z) {
     return _mm512_scalef_pd(p, n);
 }
 
-/* Returns 0 (probs and *entropy_bits written), 1 when a logit is inf or NaN, -1 on a CPU without AVX-512. */
 __attribute__((target("avx512f")))
 static int softmax_entropy_avx512(const float *logits, int64_t V, double inv_t, double *probs, double *entropy_bits) {
     __m512 top = _mm512_set1_ps(-INFINITY), finite = _mm512_setzero_ps();   /* x - x: 0, or NaN for inf and NaN */
@@ -66,9 +67,97 @@ static int softmax_entropy_avx512(const float *logits, int64_t V, double inv_t, 
     return 0;
 }
 
+/* exp_pd_avx512 on 4 lanes: the same operations, 2^n as two exact powers of two (n in [-1077, 0]: each half a
+normal double, so one rounding, as scalef). */
+__attribute__((target("avx2,fma")))
+static inline __m256d exp_pd_avx2(__m256d z) {
+    z = _mm256_max_pd(_mm256_set1_pd(-746.0), z);
+    const __m256d n = _mm256_round_pd(_mm256_mul_pd(z, _mm256_set1_pd(1.4426950408889634074)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.93147180369123816490e-01), z);
+    r = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.90821492927058770002e-10), r);
+    static const double inverse_factorials[] = {
+        1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0,
+        1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0};
+    __m256d p = _mm256_set1_pd(inverse_factorials[0]);
+    for (int i = 1; i < 14; i++) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(inverse_factorials[i]));
+    const __m128i k = _mm256_cvtpd_epi32(n), k_half = _mm_srai_epi32(k, 1);
+    const __m256i half = _mm256_cvtepi32_epi64(k_half), rest = _mm256_cvtepi32_epi64(_mm_sub_epi32(k, k_half));
+    const __m256i bias = _mm256_set1_epi64x(1023);
+    const __m256d first = _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(half, bias), 52));
+    const __m256d second = _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(rest, bias), 52));
+    return _mm256_mul_pd(_mm256_mul_pd(p, first), second);
+}
+
+/* The sum of 8 double lanes held as lo (0-3) and hi (4-7), in _mm512_reduce_add_pd's order. */
+__attribute__((target("avx2")))
+static inline double reduce_add_pd_avx2(__m256d lo, __m256d hi) {
+    const __m256d quarter = _mm256_add_pd(hi, lo);
+    const __m128d pair = _mm_add_pd(_mm256_extractf128_pd(quarter, 1), _mm256_castpd256_pd128(quarter));
+    return _mm_cvtsd_f64(pair) + _mm_cvtsd_f64(_mm_unpackhi_pd(pair, pair));
+}
+
+/* Logits i..i+7 as 8 floats, past V as 0 (plain loads where all 8 are there: AMD's masked moves are slow). */
+__attribute__((target("avx2")))
+static inline __m256 load8_avx2(const float *logits, int64_t i, int64_t V) {
+    if (V - i >= 8) return _mm256_loadu_ps(logits + i);
+    float tail[8] = {0};
+    memcpy(tail, logits + i, (size_t)(V - i) * sizeof(float));
+    return _mm256_loadu_ps(tail);
+}
+
+/* softmax_entropy_avx512 on AVX2: 8 logits at a time, as two halves of 4 doubles; the sums kept in 8 lanes (lo, hi)
+and added as AVX-512's are, so both give the same numbers. */
+__attribute__((target("avx2,fma")))
+static int softmax_entropy_avx2(const float *logits, int64_t V, double inv_t, double *probs, double *entropy_bits) {
+    __m256 top = _mm256_set1_ps(-INFINITY), finite = _mm256_setzero_ps();
+    for (int64_t i = 0; i < V; i += 8) {
+        const __m256 m = _mm256_castsi256_ps(first_lanes_avx2(V - i)), x = load8_avx2(logits, i, V);
+        top = _mm256_blendv_ps(top, _mm256_max_ps(top, x), m);
+        finite = _mm256_add_ps(finite, _mm256_sub_ps(x, x));
+    }
+    __m128 f = _mm_add_ps(_mm256_extractf128_ps(finite, 1), _mm256_castps256_ps128(finite));
+    f = _mm_add_ps(f, _mm_movehl_ps(f, f));
+    if (_mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f))) != 0.0f) return 1;
+    __m128 t = _mm_max_ps(_mm256_extractf128_ps(top, 1), _mm256_castps256_ps128(top));
+    t = _mm_max_ps(t, _mm_movehl_ps(t, t));
+    t = _mm_max_ss(t, _mm_movehdup_ps(t));
+    const __m256d shift = _mm256_set1_pd((double)_mm_cvtss_f32(t)), scale = _mm256_set1_pd(inv_t);
+    __m256d total[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};       /* lanes 0-3, 4-7: sum e_i */
+    __m256d weighted[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};    /* sum e_i z_i */
+    for (int64_t i = 0; i < V; i += 8) {
+        const __m256i m = first_lanes_avx2(V - i);
+        const __m256 x8 = load8_avx2(logits, i, V);
+        double e8[8];
+        for (int half = 0; half < 2; half++) {
+            const __m256d mh = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(half ? _mm256_extracti128_si256(m, 1)
+                                                                              : _mm256_castsi256_si128(m)));
+            const __m256d z = _mm256_mul_pd(_mm256_sub_pd(_mm256_cvtps_pd(half ? _mm256_extractf128_ps(x8, 1)
+                                                                                : _mm256_castps256_ps128(x8)),
+                                                          shift), scale);
+            const __m256d e = _mm256_and_pd(exp_pd_avx2(z), mh);
+            _mm256_storeu_pd(V - i >= 8 ? probs + i + 4 * half : e8 + 4 * half, e);
+            total[half] = _mm256_add_pd(total[half], e);
+            weighted[half] = _mm256_fmadd_pd(e, _mm256_and_pd(z, mh), weighted[half]);
+        }
+        if (V - i < 8) memcpy(probs + i, e8, (size_t)(V - i) * sizeof(double));
+    }
+    const double sum = reduce_add_pd_avx2(total[0], total[1]), inverse = 1.0 / sum;
+    const __m256d normal = _mm256_set1_pd(inverse);
+    int64_t i = 0;
+    for (; i + 4 <= V; i += 4) _mm256_storeu_pd(probs + i, _mm256_mul_pd(_mm256_loadu_pd(probs + i), normal));
+    for (; i < V; i++) probs[i] *= inverse;
+    const double h = (log(sum) - reduce_add_pd_avx2(weighted[0], weighted[1]) * inverse) / log(2.0);
+    *entropy_bits = h > 0.0 ? h : 0.0;
+    return 0;
+}
+
+/* Returns 0 (probs and *entropy_bits written), 1 when a logit is inf or NaN, -1 on a CPU without AVX2 + FMA. */
 int softmax_entropy(const float *logits, int64_t V, double inv_t, double *probs, double *entropy_bits) {
-    if (V < 1 || !__builtin_cpu_supports("avx512f")) return -1;
-    return softmax_entropy_avx512(logits, V, inv_t, probs, entropy_bits);
+    const int level = vector_level();
+    if (V < 1 || level == 0) return -1;
+    return level == 2 ? softmax_entropy_avx512(logits, V, inv_t, probs, entropy_bits)
+                      : softmax_entropy_avx2(logits, V, inv_t, probs, entropy_bits);
 }
 
 #else

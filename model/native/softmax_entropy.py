@@ -1,6 +1,7 @@
-"""A generation step's softmax with temperature and its entropy in one native call (softmax_entropy.c): ~0.04 ms
-for 49,152 logits against numpy's ~0.3 ms, for every row of every step. None where the kernel cannot run (no
-compiler, no AVX-512) or the logits are not all finite: the caller then uses numpy (model.lessons.sampling)."""
+"""A generation step's softmax with temperature and its entropy in one native call (softmax_entropy.c): for 49,152
+logits ~0.04 ms with AVX-512, ~0.15 ms with AVX2, against numpy's 0.45 (0.9 with its entropy), for every row of
+every step. None where the kernel cannot run (no compiler, neither AVX-512 nor AVX2 + FMA) or the logits are not
+all finite: the caller then uses numpy (model.lessons.sampling)."""
 from __future__ import annotations
 
 import ctypes

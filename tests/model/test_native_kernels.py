@@ -1,4 +1,5 @@
-"""Native kernels: the cached attention against a float64 numpy reference, and the build falling back to the
+"""Native kernels: the cached attention against a float64 numpy reference, the narrower instruction sets' paths
+(ATLAS_NATIVE_ISA) against the same references and the widest path's numbers, and the build falling back to the
 torch paths (never failing) where no compiler works or ATLAS_NATIVE=0."""
 import json
 import os
@@ -68,7 +69,7 @@ def test_cached_attention_writes_the_caches_and_matches_float64_for_each_row(hea
     assert np.array_equal(alone_out[0], out[last])
 
 
-@pytest.mark.skipif(softmax_entropy(np.zeros(3, np.float32), 1.0) is None, reason="no compiler or no AVX-512")
+@pytest.mark.skipif(softmax_entropy(np.zeros(3, np.float32), 1.0) is None, reason="no compiler or no AVX2")
 @pytest.mark.parametrize("vocab", [1, 7, 16, 17, 1000, 49_152])
 @pytest.mark.parametrize("temperature", [0.05, 0.7, 1.0, 10.0])
 def test_softmax_entropy_matches_float64_numpy(vocab, temperature):
@@ -88,7 +89,7 @@ def test_softmax_entropy_matches_float64_numpy(vocab, temperature):
         assert entropy == pytest.approx(sampling.entropy_bits(sampling.softmax(logits, temperature)), abs=1e-10)
 
 
-@pytest.mark.skipif(softmax_entropy(np.zeros(3, np.float32), 1.0) is None, reason="no compiler or no AVX-512")
+@pytest.mark.skipif(softmax_entropy(np.zeros(3, np.float32), 1.0) is None, reason="no compiler or no AVX2")
 def test_softmax_entropy_leaves_infinite_and_nan_logits_to_numpy():
     for bad in (np.inf, -np.inf, np.nan):
         assert softmax_entropy(np.array([0.5, bad, 1.0], np.float32), 1.0) is None
@@ -116,3 +117,51 @@ def test_without_a_working_compiler_generation_runs_on_the_torch_path(tmp_path):
     off = run_probe({"ATLAS_NATIVE": "0"})
     assert fallback["int8"] is False and fallback["attention"] is False and off["int8"] is False
     assert fallback["text"] == off["text"] and fallback["text"].strip()
+
+
+SOFTMAX_PROBE = """
+import hashlib
+import numpy as np
+from model.native.build import library
+from model.native.softmax_entropy import softmax_entropy
+rng = np.random.default_rng(0)
+digest = hashlib.sha256()
+for vocab in (1, 7, 8, 9, 17, 1000, 49_152):
+    for temperature in (0.05, 0.7, 1.0, 10.0):
+        done = softmax_entropy((rng.standard_normal(vocab) * 3).astype(np.float32), temperature)
+        digest.update(b"none" if done is None else done[0].tobytes() + np.float64(done[1]).tobytes())
+print(library().int8_linear_level(), digest.hexdigest())
+"""
+
+
+def softmax_digest(isa: str | None) -> tuple[int, str]:
+    env = {k: v for k, v in os.environ.items() if k != "ATLAS_NATIVE_ISA"} | ({"ATLAS_NATIVE_ISA": isa} if isa else {})
+    done = subprocess.run([sys.executable, "-c", SOFTMAX_PROBE], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    level, digest = done.stdout.split()
+    return int(level), digest
+
+
+@pytest.mark.skipif(not attention.available(), reason="no C compiler")
+def test_the_softmax_gives_the_same_numbers_on_avx2_as_on_the_widest_instruction_set():
+    """The step's softmax and entropy, bit for bit, on the widest path this CPU runs and with ATLAS_NATIVE_ISA=avx2
+    (the same operations per entry, the sums in the same order); `portable` leaves them to numpy."""
+    widest, capped, portable = softmax_digest(None), softmax_digest("avx2"), softmax_digest("portable")
+    assert capped[0] == min(widest[0], 1) and portable[0] == 0
+    if capped[0] == 1:
+        assert capped[1] == widest[1]
+    assert portable[1] != widest[1]
+
+
+@pytest.mark.skipif(not attention.available(), reason="no C compiler")
+def test_the_avx2_paths_pass_the_kernel_tests():
+    """This file's and the decoder step's tests again with the kernels capped at AVX2 (ATLAS_NATIVE_ISA=avx2): on an
+    AVX-512 machine the AVX2 loops (matrix products, softmax, SwiGLU, attention's exp) are otherwise never run."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests/model/test_native_kernels.py", "tests/model/test_decoder_step.py", "-k",
+                           "not test_the_avx2_paths_pass_the_kernel_tests"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "ATLAS_NATIVE_ISA": "avx2"})
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert " passed" in done.stdout and " failed" not in done.stdout
