@@ -9,7 +9,9 @@ For N in --sessions (default 10 and 30), against one `streamlit run app.py` (mod
             (model.decoder.batching); times per student: served, from the click's request reaching the server
             to the last message of the script run that writes the text leaving it (a proxy between each browser
             and the server sees them: the server's part, whatever the browsers' CPU); received, from the click
-            to that run received by the browser's network layer; on screen, to the text drawn
+            to that run received by the browser's network layer; on screen, to the text drawn. With --together
+            the proxies hold the clicks' requests until all have come and send them at once (starved browsers
+            click late: the requests otherwise arrive over seconds)
 and prints, per case: the server's CPU-seconds per session (utime + stime of the server process, all threads,
 from /proc), its peak RSS (sampled every 50 ms), the time from navigation to the first heatmap drawn (median, max),
 and the p95 latency of a head switch (ArrowRight on the head slider) made by every student at once, --switches
@@ -19,7 +21,7 @@ leaves, so the on-screen and received times are pessimistic for a real classroom
 busy browser process). The CPU-seconds are the server's alone.
 
 Run (from the repository root): python -m bench.bench_classroom [--sessions 10 30] [--switches 3] [--long]
-[--generate | --only-generate]
+[--generate | --only-generate] [--together]
 """
 from __future__ import annotations
 
@@ -210,6 +212,30 @@ class Served:
         return min(t for t in self.reruns if t >= clicked_at - 0.01)
 
 
+class TogetherClicks:
+    """With --together, each page's tap holds the page's click request (its first rerun request once armed) until
+    every page's has come, then all go to the server at once: a class pressing Generate in the same instant, however
+    late the starved browsers click."""
+
+    def __init__(self, n: int):
+        self.barrier = threading.Barrier(n)
+        self.armed = False
+
+    def hold_for_page(self):
+        """A tap's hold function (WebSocketTap's hold) for one page."""
+        held = threading.Event()
+
+        def hold(opcode: int, data: bytes) -> None:
+            if not self.armed or held.is_set() or opcode != 2:
+                return
+            message = BackMsg()
+            message.ParseFromString(data)
+            if message.WhichOneof("type") == "rerun_script":
+                held.set()
+                self.barrier.wait(timeout=300)
+        return hold
+
+
 class Delivery:
     """When the script run that writes a page's generated text finished reaching that page's browser: the
     websocket frames as Chromium's network layer received them (DevTools' time stamps, CLOCK_MONOTONIC like
@@ -231,19 +257,23 @@ class Delivery:
             self.at = event["timestamp"]
 
 
-def press_generate(pages, served: list[Served]) -> tuple[list[float], list[float], list[float], float]:
+def press_generate(pages, served: list[Served], together: TogetherClicks | None) -> tuple[list[float], list[float],
+                                                                                         list[float], float]:
     """Every student clicks Generate in the page menu at the same moment (its default: 32 new tokens, T = 0.7).
     Returns, per student, the seconds from the click's request reaching the server to the run writing the text
     sent (Served), from the click to that run received by the browser (Delivery), and to the text drawn on screen;
     and the seconds between the first and the last request reaching the server. The clicks are set to one wall-clock
     time in every page beforehand (clicking page after page from here takes ~0.5 s a page while the browsers are
-    busy), but a browser starved by the generations already running clicks late."""
+    busy), but a browser starved by the generations already running clicks late; `together` sends the requests to
+    the server at once."""
     link = '[data-testid="stSidebarNav"] a[href$="/generate"]'
     for page in pages:
         page.locator(link).wait_for()
     deliveries = [Delivery(page) for page in pages]
     for record in served:
         record.reset()
+    if together:
+        together.armed = True
     at_ms = time.time() * 1000 + 500 + 50 * len(pages)
     for page in pages:
         page.evaluate("""([link, want, at]) => {
@@ -271,17 +301,19 @@ def p95(values: list[float]) -> float:
     return sorted(values)[max(0, int(round(0.95 * len(values))) - 1)]
 
 
-def run_case(browser, server: Server, name: str, texts: list[str], switches: int, generate: bool = False) -> dict:
-    served, taps = [], []
+def run_case(browser, server: Server, name: str, texts: list[str], switches: int, generate: bool = False,
+             together: bool = False) -> dict:
+    served, taps, clicks = [], [], TogetherClicks(len(texts)) if together else None
     if generate:                                     # the class has the app open; then everyone presses Generate
         served = [Served() for _ in texts]
-        taps = [WebSocketTap(server.port, record.on_message) for record in served]
+        taps = [WebSocketTap(server.port, record.on_message, clicks.hold_for_page() if clicks else None)
+                for record in served]
         pages = open_class(browser, [tap.url for tap in taps], texts)
         wait_all(pages)
     sent, delivered, spread = [], [], float("nan")
     with ServerProbe(server.proc.pid) as probe:
         if generate:
-            sent, delivered, first, spread = press_generate(pages, served)
+            sent, delivered, first, spread = press_generate(pages, served, clicks)
         else:
             pages = open_class(browser, [server.url] * len(texts), texts)
             first = wait_all(pages)
@@ -305,6 +337,8 @@ def main() -> None:
     ap.add_argument("--long", action="store_true", help="also the ~500-token texts case (memory)")
     ap.add_argument("--generate", action="store_true", help="also every student generating at once")
     ap.add_argument("--only-generate", action="store_true", help="only the generate case")
+    ap.add_argument("--together", action="store_true",
+                    help="generating: hold the clicks' requests until all have come, then send them at once")
     args = ap.parse_args()
     log_dir = Path(tempfile.mkdtemp(prefix="bench_classroom_"))
     print("bench_classroom: one server, N Chromium sessions at once (browsers share the server's 2 cores)")
@@ -330,7 +364,7 @@ def main() -> None:
                     cases.append((f"generate {GENERATED_TOKENS} tokens", [text_for(base + 700 + i, 12)
                                                                            for i in range(n)], 0, True))
                 for name, texts, switches, generate in cases:
-                    r = run_case(browser, server, name, texts, switches, generate)
+                    r = run_case(browser, server, name, texts, switches, generate, args.together)
                     print(f"{r['case']:<22} {r['n']:>3} {r['cpu_per_session']:>21.3f} {r['peak_mb']:>12.0f} "
                           f"{r['served']:>14} {r['delivered']:>14} {r['first_median']:>8.2f} / {r['first_max']:<7.2f} "
                           f"{r['switch_p95']:>18.2f} {r['spread']:>16.2f}", flush=True)

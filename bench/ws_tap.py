@@ -4,8 +4,8 @@ server's 2 cores read their sockets late; a class's browsers run on their own ma
 
 One WebSocketTap per browser page (its own port, so its messages are that page's). Plain HTTP connections are
 relayed as they are. A websocket upgrade goes on without the browser's offer of extensions (so no message is
-compressed: permessage-deflate is never agreed); its frames are read whole, forwarded at once, then unmasked
-(browser to server) and reported.
+compressed: permessage-deflate is never agreed); its frames are read whole, forwarded at once (a browser's message
+may first be held: see WebSocketTap's hold), unmasked (browser to server) and reported.
 """
 from __future__ import annotations
 
@@ -22,11 +22,15 @@ CLOSE = 0x8
 
 class WebSocketTap:
     """127.0.0.1:port relaying to 127.0.0.1:target_port; on_message(direction, wall_time, opcode, data) for every
-    whole websocket message (data decoded), from the relaying threads."""
+    whole websocket message (data decoded), from the relaying threads. hold(opcode, data), if given, is called with
+    each whole message from the browser before it is forwarded (it may wait: a barrier that sends a class's clicks
+    to the server together); its time stamp is then when it was forwarded."""
 
-    def __init__(self, target_port: int, on_message: Callable[[str, float, int, bytes], None]):
+    def __init__(self, target_port: int, on_message: Callable[[str, float, int, bytes], None],
+                 hold: Callable[[int, bytes], None] | None = None):
         self.target_port = target_port
         self.on_message = on_message
+        self.hold = hold if hold is not None else lambda opcode, data: None
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
@@ -63,7 +67,8 @@ class WebSocketTap:
             upstream.join(timeout=5)
 
     def _frames(self, source: socket.socket, sink: socket.socket, direction: str) -> None:
-        """Forward source's frames to sink as they arrive; report each whole message."""
+        """Forward source's frames to sink as they arrive (a browser's whole message after hold); report each
+        whole message."""
         reader = source.makefile("rb")
         parts: list[bytes] = []
         opcode = 0
@@ -75,10 +80,10 @@ class WebSocketTap:
                 n = int.from_bytes(extended, "big") if extended else n
                 mask = _exact(reader, 4) if head[1] & 0x80 else b""
                 payload = _exact(reader, n)
-                sink.sendall(head + extended + mask + payload)
-                at = time.time()
+                frame = head + extended + mask + payload
                 code = head[0] & 0x0F
                 if code >= CLOSE:                     # control frames: only a close matters
+                    sink.sendall(frame)
                     if code == CLOSE:
                         return
                     continue
@@ -87,8 +92,12 @@ class WebSocketTap:
                 if code:                              # a message's first frame
                     opcode, parts = code, []
                 parts.append(payload)
-                if head[0] & 0x80:                    # FIN: the message is whole
-                    self.on_message(direction, at, opcode, b"".join(parts))
+                whole = b"".join(parts) if head[0] & 0x80 else None       # FIN: the message is whole
+                if whole is not None and direction == TO_SERVER:
+                    self.hold(opcode, whole)
+                sink.sendall(frame)
+                if whole is not None:
+                    self.on_message(direction, time.time(), opcode, whole)
         except (ConnectionError, OSError, EOFError):
             return
         finally:
