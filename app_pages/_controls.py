@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app_pages import _caches as caches
 from app_pages import _models as models
 from app_pages import _schemas as S
 from app_pages._examples import load_examples, localized
@@ -115,7 +116,7 @@ def model_picker(where) -> None:
     below it, greyed out with the reason; the upload box where the server allows uploads."""
     available = models.catalog()
     readable = {info.name: info for info in available if info.ok}
-    builtin = models.info_of(default_model_path())
+    builtin = models.info_of(caches.builtin_model_file() or default_model_path())
     st.session_state[MODEL_PICK] = st.session_state.get(S.MODEL.key) or BUILTIN_PICK
     labels = {BUILTIN_PICK: model_label(builtin, True), **{name: model_label(info) for name, info in readable.items()}}
     where.selectbox(_("Model"), options=list(labels), key=MODEL_PICK, on_change=_copy_model_pick,

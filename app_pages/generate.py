@@ -27,7 +27,7 @@ LOW, HIGH = S.GENERATE.by_name("low"), S.GENERATE.by_name("high")
 GRID = temperature_grid(T_MIN, T_MAX)
 STEP_PICK = "gen_step_pick"       # the step slider's own key: it copies into the step setting (None = the last)
 PLAY = "gen_play"                 # playing is a moment, not a setting: not in the link
-REFRESH_S, MAX_REFRESH_S = 0.3, 1.0   # progress refresh while generating (slower as more sessions write)
+REFRESH_S, MAX_REFRESH_S = 0.3, 2.0   # progress refresh while generating (slower as more sessions write)
 PLAY_S = 0.9                      # one step per PLAY_S while playing
 PROMPT_CHARS = 400                # the text so far shows at most this much of the prompt (its end)
 ss = st.session_state
