@@ -662,20 +662,21 @@ def _step_matrix(w: Weight) -> StepMatrix:
 
 
 def _affine(w: StepMatrix, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    """Rows x [B, in] through the matrix w [out, in] (and bias): [B, out], as one product W @ X^T of the rows padded
-    with zeros to a multiple of ROW_BLOCK. MKL rounds a row's product the same way for 2 to 40 rows (measured for
-    every matrix shape of SmolLM2), differently for one row (a matrix-vector product): never multiplying fewer
-    than ROW_BLOCK rows makes a sequence's numbers the same alone and in any batch. MKL takes 64 ms for SmolLM2's
-    120 matrices and 8 rows, 78 ms for 10, 64 ms for 16 (OpenBLAS: 83, 95, 92 ms). A quantized matrix is
-    dequantized a chunk at a time, each chunk multiplying all rows. Int8Blocks need no padding: the native kernel
-    computes a row the same way in any batch."""
+    """Rows x [B, in] through the matrix w [out, in] (and bias): [B, out], as products W @ X^T of ROW_BLOCK rows
+    each, the rows padded with zeros to a multiple of ROW_BLOCK. MKL rounds a row's product differently for one row
+    (a matrix-vector product) and, on AMD CPUs, for 8 and for 24 rows (on Intel the same for 2 to 40): products of
+    one shape make a sequence's numbers the same alone and in any batch. MKL takes 64 ms for SmolLM2's 120 matrices
+    and 8 rows (Intel). A quantized matrix is dequantized a chunk at a time for each group of rows. Int8Blocks need
+    no padding: the native kernel computes a row the same way in any batch."""
     if isinstance(w, tuple):
         out = np.concatenate([_affine(part, x, None) for part in w], axis=1)       # [B, out]
     elif isinstance(w, Int8Blocks):
         out = w.linear(x)                                                          # [B, out]
     else:
-        rows = torch.from_numpy(_padded(x))                                        # [B padded, in]
-        product = w.linear(rows) if isinstance(w, QuantizedMatrix) else torch.mm(w, rows.T).T  # [B padded, out]
+        padded = _padded(x)                                                        # [B padded, in]
+        groups = [torch.from_numpy(padded[g:g + ROW_BLOCK]) for g in range(0, len(padded), ROW_BLOCK)]
+        product = torch.cat([w.linear(rows) if isinstance(w, QuantizedMatrix) else torch.mm(w, rows.T).T
+                             for rows in groups])                                 # [B padded, out]
         out = product.numpy()[:len(x)]                                             # [B, out]
     return out if bias is None else out + bias
 
