@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 FONT_SIZE = 16          # base text size; readable from the back of a classroom
 TICK_FONT_SIZE = 14
@@ -25,6 +26,10 @@ TEMPLATE = go.layout.Template(layout=dict(
     polar=dict(bgcolor="white", angularaxis=dict(gridcolor=_GRID, linecolor=_GRID),
                radialaxis=dict(gridcolor=_GRID, linecolor=_GRID)),
 ))
+# Every figure starts from it as plotly's default template: plotly sets the default without validating it again,
+# where a template in a figure's layout is validated (its colour scales expanded) at each figure, ~9 ms.
+pio.templates["atlas"] = TEMPLATE
+pio.templates.default = "atlas"
 
 
 AXIS_LOOK = dict(tickfont=dict(size=TICK_FONT_SIZE), automargin=True)
@@ -32,7 +37,7 @@ AXIS_LOOK = dict(tickfont=dict(size=TICK_FONT_SIZE), automargin=True)
 
 def _look(title: str | None, height: int | None) -> dict:
     """The layout keys of the shared look (axes apart: AXIS_LOOK on every axis)."""
-    look = dict(template=TEMPLATE, font=dict(size=FONT_SIZE), margin=dict(l=10, r=10, t=60 if title else 20, b=10),
+    look = dict(font=dict(size=FONT_SIZE), margin=dict(l=10, r=10, t=60 if title else 20, b=10),
                 hoverlabel=dict(font=dict(size=FONT_SIZE)),
                 title=dict(text=title, font=dict(size=TITLE_FONT_SIZE)) if title else None)
     if height is not None:
