@@ -21,6 +21,7 @@ from model.decoder.rope import apply_rope
 # A weight matrix [out, in]: float32, kept quantized, or parts stacked by rows (separately quantized q, k, v).
 Weight = torch.Tensor | QuantizedMatrix | tuple
 Take = Callable[[str], Weight | None]   # a block's tensor by its GGUF name part ("attn_norm.weight"), or None
+SCORES_BYTES = 16 * 2**20               # float32 scores of one batched attention product (KV groups at a time)
 
 
 def linear(x: torch.Tensor, w: Weight, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -120,31 +121,35 @@ class Attention:
     def __call__(self, h: torch.Tensor, cos, sin, mask: torch.Tensor, keep_scores: bool = False,
                  pattern_out: torch.Tensor | None = None,
                  heads_off: torch.Tensor | None = None) -> AttentionIntermediates:
-        """One KV group at a time, so only [group, T, T] float32 buffers are alive. The forward pass writes the
-        pattern straight into the trace (pattern_out, possibly float16) and keeps no scores; layer_detail asks
-        for float32 scores and pattern. Either way the numbers are computed the same way.
+        """As many KV groups at a time as keep the float32 scores within SCORES_BYTES (every group of a 512-token
+        text: two batched products a layer, not two per group), so memory stays bounded on long texts. The forward
+        pass writes the pattern straight into the trace (pattern_out, possibly float16) and keeps no scores;
+        layer_detail asks for float32 scores and pattern. Either way the numbers are computed the same way.
         mask [T, T] bool: True where query i may attend key j.
         heads_off ([H] bool) zeroes those heads' mixed values before the output projection (head ablation)."""
         cfg = self.cfg
         T = h.shape[0]
-        g = cfg.group_size
+        g, hd = cfg.group_size, cfg.head_dim
         q, k, v = self.project(h)
         q_rot = self.rotate(q, cos, sin)                                       # [H, T, hd]
         k_rot = self.rotate(k, cos, sin)                                       # [KV, T, hd]
-        scale = 1.0 / math.sqrt(cfg.head_dim)
+        scale = 1.0 / math.sqrt(hd)
         scores = torch.empty(cfg.n_heads, T, T) if keep_scores else None       # [H, T, T]
         pattern = torch.empty(cfg.n_heads, T, T) if pattern_out is None else pattern_out  # [H, T, T]
-        mixed = torch.empty(cfg.n_heads, T, cfg.head_dim)                      # [H, T, hd]
+        mixed = torch.empty(cfg.n_heads, T, hd)                                # [H, T, hd]
         hidden = ~mask                                                         # [T, T] True where j may not be seen
-        for kv in range(cfg.n_kv_heads):
-            heads = slice(kv * g, (kv + 1) * g)                                # query heads reading KV head kv
-            q_group = q_rot[heads].reshape(g * T, cfg.head_dim)                 # [g T, hd]: one mm for the group
-            group_scores = torch.mm(q_group, k_rot[kv].T).mul_(scale).view(g, T, T)  # [g, T, T]
+        step = max(1, SCORES_BYTES // (4 * g * T * T))                         # KV groups per batched product
+        for first in range(0, cfg.n_kv_heads, step):
+            kvs = slice(first, min(first + step, cfg.n_kv_heads))              # KV heads of this batch
+            heads = slice(kvs.start * g, kvs.stop * g)                         # the query heads reading them
+            n = kvs.stop - kvs.start
+            q_groups = q_rot[heads].reshape(n, g * T, hd)                      # [n, g T, hd]
+            group_scores = torch.bmm(q_groups, k_rot[kvs].transpose(1, 2)).mul_(scale).view(n * g, T, T)
             if keep_scores:
-                scores[heads] = group_scores
-            group_pattern = torch.softmax(group_scores.masked_fill_(hidden, float("-inf")), dim=-1)  # [g, T, T]
+                scores[heads] = group_scores                                   # [n g, T, T]
+            group_pattern = torch.softmax(group_scores.masked_fill_(hidden, float("-inf")), dim=-1)  # [n g, T, T]
             pattern[heads] = group_pattern
-            torch.mm(group_pattern.view(g * T, T), v[kv], out=mixed[heads].view(g * T, cfg.head_dim))  # [g T, hd]
+            torch.bmm(group_pattern.view(n, g * T, T), v[kvs], out=mixed[heads].view(n, g * T, hd))  # [n, g T, hd]
         if heads_off is not None:
             mixed[heads_off] = 0.0
         return AttentionIntermediates(q, k, v, q_rot, k_rot, scores, pattern, mixed, self.output(mixed))

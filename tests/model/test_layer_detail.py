@@ -50,3 +50,15 @@ def test_rope_preserves_norms_and_leaves_position_zero(lm, trace):
 def test_layer_out_of_range(lm, trace):
     with pytest.raises(ValueError, match="from 0 to 29"):
         lm.layer_detail(trace, 30)
+
+
+def test_kv_groups_batched_in_any_number_of_products_give_the_same_numbers(lm, trace, monkeypatch):
+    import model.decoder.blocks as blocks
+
+    T = trace.n_tokens
+    monkeypatch.setattr(blocks, "SCORES_BYTES", 4 * lm.config.group_size * T * T)   # one KV group a product
+    one_by_one = lm.run(TEXT)
+    np.testing.assert_array_equal(one_by_one.attention, trace.attention)
+    np.testing.assert_array_equal(one_by_one.next_token_logits, trace.next_token_logits)
+    d = lm.layer_detail(one_by_one, 7)
+    np.testing.assert_array_equal(d.pattern, trace.attention[7])
