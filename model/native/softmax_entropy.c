@@ -15,18 +15,25 @@ by model/native/build.py. */
 
 #include "vector_math.h"
 
+/* The float64 exp's constants, shared by both instruction sets' versions: the clamp (exp 0 below; z <= 0 here),
+log2(e), ln 2 as two parts (|r| <= ln 2 / 2 after both), and 1 / k! from k = 13 down. */
+#define EXP_PD_LOWEST -746.0
+#define EXP_PD_LOG2E 1.4426950408889634074
+#define EXP_PD_LN2_HIGH 6.93147180369123816490e-01
+#define EXP_PD_LN2_LOW 1.90821492927058770002e-10
+static const double INVERSE_FACTORIALS[14] = {
+    1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0,
+    1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0};
+
 __attribute__((target("avx512f")))
 static inline __m512d exp_pd_avx512(__m512d z) {
-    z = _mm512_max_pd(_mm512_set1_pd(-746.0), z);                           /* exp 0 below; z <= 0 here */
-    const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(z, _mm512_set1_pd(1.4426950408889634074)),
+    z = _mm512_max_pd(_mm512_set1_pd(EXP_PD_LOWEST), z);
+    const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(z, _mm512_set1_pd(EXP_PD_LOG2E)),
                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.93147180369123816490e-01), z);
-    r = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.90821492927058770002e-10), r);  /* |r| <= ln 2 / 2 */
-    static const double inverse_factorials[] = {
-        1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0,
-        1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0};
-    __m512d p = _mm512_set1_pd(inverse_factorials[0]);
-    for (int i = 1; i < 14; i++) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(inverse_factorials[i]));
+    __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(EXP_PD_LN2_HIGH), z);
+    r = _mm512_fnmadd_pd(n, _mm512_set1_pd(EXP_PD_LN2_LOW), r);
+    __m512d p = _mm512_set1_pd(INVERSE_FACTORIALS[0]);
+    for (int i = 1; i < 14; i++) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(INVERSE_FACTORIALS[i]));
     return _mm512_scalef_pd(p, n);
 }
 
@@ -71,16 +78,13 @@ static int softmax_entropy_avx512(const float *logits, int64_t V, double inv_t, 
 normal double, so one rounding, as scalef). */
 __attribute__((target("avx2,fma")))
 static inline __m256d exp_pd_avx2(__m256d z) {
-    z = _mm256_max_pd(_mm256_set1_pd(-746.0), z);
-    const __m256d n = _mm256_round_pd(_mm256_mul_pd(z, _mm256_set1_pd(1.4426950408889634074)),
+    z = _mm256_max_pd(_mm256_set1_pd(EXP_PD_LOWEST), z);
+    const __m256d n = _mm256_round_pd(_mm256_mul_pd(z, _mm256_set1_pd(EXP_PD_LOG2E)),
                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.93147180369123816490e-01), z);
-    r = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.90821492927058770002e-10), r);
-    static const double inverse_factorials[] = {
-        1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0,
-        1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0};
-    __m256d p = _mm256_set1_pd(inverse_factorials[0]);
-    for (int i = 1; i < 14; i++) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(inverse_factorials[i]));
+    __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(EXP_PD_LN2_HIGH), z);
+    r = _mm256_fnmadd_pd(n, _mm256_set1_pd(EXP_PD_LN2_LOW), r);
+    __m256d p = _mm256_set1_pd(INVERSE_FACTORIALS[0]);
+    for (int i = 1; i < 14; i++) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(INVERSE_FACTORIALS[i]));
     const __m128i k = _mm256_cvtpd_epi32(n), k_half = _mm_srai_epi32(k, 1);
     const __m256i half = _mm256_cvtepi32_epi64(k_half), rest = _mm256_cvtepi32_epi64(_mm_sub_epi32(k, k_half));
     const __m256i bias = _mm256_set1_epi64x(1023);
