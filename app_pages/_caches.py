@@ -99,7 +99,7 @@ def load_shared_model(info: models.ModelInfo | None = None):
     """A model (None: the built-in one) from the server's pool of loaded models: loaded once however many sessions
     ask for it, after unloading the least recently used ones until it fits the budget. ModelLoadError when it
     cannot be loaded or cannot fit (with the memory it needs)."""
-    path = default_model_path() if info is None else info.path
+    path = builtin_model_path() if info is None else info.path
     try:
         key = models.identity(path)
     except OSError as exc:
@@ -129,6 +129,11 @@ def builtin_model_file() -> Path | None:
     if found is not None:
         _builtin_file.append(found)
     return found
+
+
+def builtin_model_path() -> Path:
+    """The built-in model's file (builtin_model_file), fetched first where it is not on this machine yet."""
+    return builtin_model_file() or default_model_path()
 
 
 def _fetch_with_progress() -> None:
@@ -174,7 +179,7 @@ def get_model():
             st.session_state[MODEL_NOTE] = _("{reason} Showing the built-in model instead.").format(reason=exc)
     try:
         _fetch_with_progress()
-        lm = models.pool().peek(models.identity(builtin_model_file() or default_model_path()))
+        lm = models.pool().peek(models.identity(builtin_model_path()))
         if lm is not None:
             return lm
         with st.spinner(_("Loading the built-in model…"), show_time=True):

@@ -15,7 +15,6 @@ from app_pages._examples import load_examples, localized
 from app_pages._i18n import _, language
 from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, selected_rows, token_label
 from model import ForwardTrace, ModelConfig
-from model.files.gguf import default_model_path
 from viz.format import format_bytes, format_si
 
 PERSIST = dict(persist_state="session")
@@ -116,7 +115,7 @@ def model_picker(where) -> None:
     below it, greyed out with the reason; the upload box where the server allows uploads."""
     available = models.catalog()
     readable = {info.name: info for info in available if info.ok}
-    builtin = models.info_of(caches.builtin_model_file() or default_model_path())
+    builtin = models.info_of(caches.builtin_model_path())
     st.session_state[MODEL_PICK] = st.session_state.get(S.MODEL.key) or BUILTIN_PICK
     labels = {BUILTIN_PICK: model_label(builtin, True), **{name: model_label(info) for name, info in readable.items()}}
     where.selectbox(_("Model"), options=list(labels), key=MODEL_PICK, on_change=_copy_model_pick,
