@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -207,14 +208,26 @@ def computed(fn):
 
 def get_trace(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> ForwardTrace:
     """The forward trace of a text (shared by every session that shows the same text)."""
+    return trace_getter(text, max_tokens)()
+
+
+def trace_getter(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> Callable[[], ForwardTrace]:
+    """get_trace(text, max_tokens) as a function of no session: the model and cache are the session's now, the
+    trace is fetched (or computed) when it is called, from any thread (a background job)."""
     lm = get_model()
     cfg = lm.config
     max_tokens = min(max_tokens, cfg.max_positions)                  # a model with a shorter context reads less
-    T = min(len(lm.encode(text)), max_tokens)
-    attention = cfg.n_layers * cfg.n_heads * T * T                      # values; float16 above 64 MB of float32
-    expected = attention * (4 if 4 * attention <= FLOAT32_ATTENTION_BYTES else 2)
-    return _caches()["traces"].get((model_id(lm), text, max_tokens),
-                                   lambda: computed(lambda: lm.run(text, max_tokens=max_tokens)), expected)
+    traces = _caches()["traces"]
+    key = (model_id(lm), text, max_tokens)
+
+    def trace() -> ForwardTrace:
+        T = min(len(lm.encode(text)), max_tokens)
+        attention = cfg.n_layers * cfg.n_heads * T * T                  # values; float16 above 64 MB of float32
+        keys_values = 2 * cfg.n_layers * cfg.n_kv_heads * T * cfg.head_dim * 4
+        expected = attention * (4 if 4 * attention <= FLOAT32_ATTENTION_BYTES else 2) + keys_values
+        return traces.get(key, lambda: computed(lambda: lm.run(text, max_tokens=max_tokens)), expected)
+
+    return trace
 
 
 def token_limit() -> int:
@@ -266,15 +279,18 @@ def generation_job(text: str, n: int, temperature: float, top_k: int, top_p: flo
     if temperature == 0:
         top_k, top_p, seed = 0, 1.0, 0                      # greedy: the other settings change nothing
     key = (model_id(lm), text, n, temperature, top_k, top_p, seed)
+    trace = trace_getter(text)
 
     def work(job: Job):
         def on_step(step) -> bool:
             job.partial.append(step)
             return job.abandoned()
         # Concurrent generations (every session pressing Generate) share each decoding step in the model's batch
-        # (model.decoder.batching), so these jobs run at once rather than one after another.
+        # (model.decoder.batching), so these jobs run at once rather than one after another. The prompt's keys and
+        # values come from the text's trace, computed once for every page (a class has traced its texts before
+        # pressing Generate: no prompt pass), so a text's continuation is the same whichever page ran first.
         g = lm.generate(text, max_new_tokens=n, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                        on_step=on_step)
+                        on_step=on_step, trace=trace())
         return None if g.stop_reason == "cancelled" else g
 
     return _generation_jobs().job(key, n, work)

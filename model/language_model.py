@@ -63,12 +63,15 @@ class LanguageModel(Decoder):
         return ablate_heads(self, trace, heads)
 
     def generate(self, prompt: str | list[int], max_new_tokens: int = 32, temperature: float = 1.0, top_k: int = 0,
-                 top_p: float = 1.0, seed: int = 0, on_step=None) -> Generation:
+                 top_p: float = 1.0, seed: int = 0, on_step=None, trace: ForwardTrace | None = None) -> Generation:
         """Continue prompt (text, or token ids) with a KV cache, recording each step (model/decoder/generation.py);
         concurrent calls share each decoding step (model/decoder/batching.py).
-        temperature 0 is greedy. on_step(step) is called after each step; returning True from it stops there."""
+        temperature 0 is greedy. on_step(step) is called after each step; returning True from it stops there.
+        trace: the prompt's own trace (self.run of the same text), whose keys and values start the cache instead of
+        a prompt pass (the numbers of this forward, not of the step's kernels); ignored unless it holds exactly the
+        prompt's tokens under the causal mask."""
         settings = generation.GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed)
-        return batching.generate(self, prompt, settings, on_step)
+        return batching.generate(self, prompt, settings, on_step, trace)
 
     def generate_steps(self, prompt: str | list[int], max_new_tokens: int = 32, temperature: float = 1.0,
                        top_k: int = 0, top_p: float = 1.0, seed: int = 0) -> Iterator[GenerationStep]:

@@ -21,16 +21,15 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from model.decoder import generation as G
+from model.decoder.trace import ForwardTrace
 
 _DONE = object()
-SHARED_CHOICE_ROWS = 4     # from this many requests, a helper thread chooses half of a step's tokens
 JOIN_WINDOW_S = 0.005      # an idle batcher waits this long for more requests (ten threads' arrive within ~6 ms)
 
 
@@ -44,6 +43,7 @@ class Request:
     steps: queue.Queue = field(default_factory=queue.Queue)            # steps (when no on_step), errors, _DONE
     made_steps: list = field(default_factory=list)                     # the steps, when on_step
     cancelled: threading.Event = field(default_factory=threading.Event)
+    trace: ForwardTrace | None = None   # starts the cache instead of a prompt pass (generation.starts_prompt)
     closed: bool = False          # _DONE sent
     decoder: G.IncrementalDecoder | None = None
     rng: np.random.Generator | None = None
@@ -56,14 +56,15 @@ class GenerationBatcher:
 
     def __init__(self, lm):
         self.lm = lm
-        self._helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="generation-choice")
         self._joining: list[Request] = []
         self._lock = threading.Condition()
         self._running = False
 
-    def run(self, prompt_ids: Sequence[int], settings: G.GenerationSettings) -> Iterator[G.GenerationStep]:
-        """Each step of one generation as soon as the batch has made it. Stop iterating to cancel."""
-        request = self._submit(Request(list(prompt_ids), settings))
+    def run(self, prompt_ids: Sequence[int], settings: G.GenerationSettings,
+            trace: ForwardTrace | None = None) -> Iterator[G.GenerationStep]:
+        """Each step of one generation as soon as the batch has made it. Stop iterating to cancel. A trace of the
+        prompt (generation.starts_prompt) starts its cache instead of a prompt pass."""
+        request = self._submit(Request(list(prompt_ids), settings, trace=trace))
         try:
             while (item := request.steps.get()) is not _DONE:
                 if isinstance(item, BaseException):
@@ -73,10 +74,12 @@ class GenerationBatcher:
             request.cancelled.set()
 
     def run_to_end(self, prompt_ids: Sequence[int], settings: G.GenerationSettings,
-                   on_step: Callable[[G.GenerationStep], bool | None]) -> list[G.GenerationStep]:
+                   on_step: Callable[[G.GenerationStep], bool | None],
+                   trace: ForwardTrace | None = None) -> list[G.GenerationStep]:
         """Every step of one generation. on_step(step) runs in the batch thread as each step is made (keep it short:
-        the whole batch waits for it); returning True stops this generation there (its error stops only it)."""
-        request = self._submit(Request(list(prompt_ids), settings, on_step))
+        the whole batch waits for it); returning True stops this generation there (its error stops only it). A
+        trace of the prompt starts its cache, as in run."""
+        request = self._submit(Request(list(prompt_ids), settings, on_step, trace=trace))
         try:
             item = request.steps.get()                 # _DONE or an error: the steps went to on_step
             if isinstance(item, BaseException):
@@ -124,9 +127,12 @@ class GenerationBatcher:
         for r in joining:
             r.decoder = G.IncrementalDecoder(self.lm, len(r.prompt_ids) + r.settings.max_new_tokens - 1)
             r.rng = np.random.default_rng(r.settings.seed)
-        fed = G.feed_together([r.decoder for r in joining], [r.prompt_ids for r in joining],
-                              donors=[r.decoder for r in active])
-        self._choose(joining, [logits for logits, _ in fed], [row for _, row in fed])
+        prompted = [r for r in joining if r.trace is None]
+        fed = dict(zip(prompted, G.feed_together([r.decoder for r in prompted], [r.prompt_ids for r in prompted],
+                                                 donors=[r.decoder for r in active]) if prompted else [],
+                       strict=True))
+        started = [fed[r] if r.trace is None else r.decoder.start_from(r.trace) for r in joining]
+        self._choose(joining, [logits for logits, _ in started], [row for _, row in started])
         return [r for r in joining if not self._finished(r)]
 
     def _step(self, batch: list[Request]) -> None:
@@ -136,22 +142,15 @@ class GenerationBatcher:
         weights = batch[0].decoder.weights
         self._choose(batch, weights.logits(weights.out_norm(x)), rows)                    # logits [B, V]
 
-    def _choose(self, batch: list[Request], logits: Sequence[np.ndarray], rows: Sequence[np.ndarray]) -> None:
-        """Each request's next token from its logits [V] and attention row. From SHARED_CHOICE_ROWS requests, the
-        helper thread decides half of them meanwhile (numpy's passes over the vocabulary release the GIL: the
-        second core is otherwise idle then); on_step always runs here, in order."""
-        work = list(zip(batch, logits, rows, strict=True))
-        half = len(work) // 2 if len(work) >= SHARED_CHOICE_ROWS else 0
-        helped = self._helper.submit(lambda: [self._decide(*item) for item in work[:half]]) if half else None
-        steps = [self._decide(*item) for item in work[half:]]
-        steps = (helped.result() if helped else []) + steps
-        for r, step in zip(batch, steps, strict=True):
-            self._record(r, step)
-
-    def _decide(self, r: Request, logits: np.ndarray, row: np.ndarray) -> G.GenerationStep:
-        """r's next step: its distribution, one draw with r's generator, the record."""
-        dist = G.next_token_distribution(logits, r.settings)
-        return G.record_step(self.lm, r.made, G.choose_token(dist, r.rng), dist, row)
+    def _choose(self, batch: list[Request], logits: Sequence[np.ndarray] | np.ndarray,
+                rows: Sequence[np.ndarray]) -> None:
+        """Each request's next token from its logits [V] and attention row: every row's softmaxes in one native call
+        across the kernel threads (generation.next_token_distributions), then each request's draw with its own
+        generator and its record; on_step runs here, in order. (A helper thread choosing half of the rows gave
+        nothing: the per-row work left is Python, which holds the GIL.)"""
+        dists = G.next_token_distributions(np.asarray(logits), [r.settings for r in batch])
+        for r, dist, row in zip(batch, dists, rows, strict=True):
+            self._record(r, G.record_step(self.lm, r.made, G.choose_token(dist, r.rng), dist, row))
 
     def _record(self, r: Request, step: G.GenerationStep) -> None:
         r.made += 1
@@ -197,11 +196,15 @@ def generate_steps(lm, prompt_ids: Sequence[int], settings: G.GenerationSettings
 
 
 def generate(lm, prompt: str | Sequence[int], settings: G.GenerationSettings,
-             on_step: Callable[[G.GenerationStep], bool | None] | None = None) -> G.Generation:
+             on_step: Callable[[G.GenerationStep], bool | None] | None = None,
+             trace: ForwardTrace | None = None) -> G.Generation:
     """One generation to its end in the model's shared batch. on_step(step) is called after each step (progress), in
-    the batch's thread: keep it short; if it returns True, generation stops there (stop_reason "cancelled")."""
+    the batch's thread: keep it short; if it returns True, generation stops there (stop_reason "cancelled"). A
+    causal trace of exactly the prompt's tokens (lm.run of the same text, generation.starts_prompt) starts the
+    cache with its keys and values instead of a prompt pass; another trace is ignored."""
     text, ids, n_total = G.prepare_prompt(lm, prompt, settings.max_new_tokens)
-    steps = batcher_for(lm).run_to_end(ids, settings, on_step or (lambda step: None))
+    steps = batcher_for(lm).run_to_end(ids, settings, on_step or (lambda step: None),
+                                       trace if G.starts_prompt(trace, ids) else None)
     if steps[-1].token_id == lm.eos_token_id:
         stop_reason = "eos"
     else:

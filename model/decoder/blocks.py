@@ -119,20 +119,24 @@ class Attention:
         return x if cos is None else apply_rope(x, cos, sin)
 
     def __call__(self, h: torch.Tensor, cos, sin, mask: torch.Tensor, keep_scores: bool = False,
-                 pattern_out: torch.Tensor | None = None,
-                 heads_off: torch.Tensor | None = None) -> AttentionIntermediates:
+                 pattern_out: torch.Tensor | None = None, heads_off: torch.Tensor | None = None,
+                 kv_out: tuple[torch.Tensor, torch.Tensor] | None = None) -> AttentionIntermediates:
         """As many KV groups at a time as keep the float32 scores within SCORES_BYTES (every group of a 512-token
         text: two batched products a layer, not two per group), so memory stays bounded on long texts. The forward
         pass writes the pattern straight into the trace (pattern_out, possibly float16) and keeps no scores;
         layer_detail asks for float32 scores and pattern. Either way the numbers are computed the same way.
         mask [T, T] bool: True where query i may attend key j.
-        heads_off ([H] bool) zeroes those heads' mixed values before the output projection (head ablation)."""
+        heads_off ([H] bool) zeroes those heads' mixed values before the output projection (head ablation).
+        kv_out ([KV, T, hd] each) receives the rotated keys and the values (what a generation's cache holds)."""
         cfg = self.cfg
         T = h.shape[0]
         g, hd = cfg.group_size, cfg.head_dim
         q, k, v = self.project(h)
         q_rot = self.rotate(q, cos, sin)                                       # [H, T, hd]
         k_rot = self.rotate(k, cos, sin)                                       # [KV, T, hd]
+        if kv_out is not None:
+            kv_out[0].copy_(k_rot)
+            kv_out[1].copy_(v)
         scale = 1.0 / math.sqrt(hd)
         scores = torch.empty(cfg.n_heads, T, T) if keep_scores else None       # [H, T, T]
         pattern = torch.empty(cfg.n_heads, T, T) if pattern_out is None else pattern_out  # [H, T, T]
@@ -252,13 +256,15 @@ class Block:
                                take("ffn_down.bias"))
 
     def attention(self, x: torch.Tensor, cos, sin, mask, keep_scores: bool = False,
-                  pattern_out: torch.Tensor | None = None,
-                  heads_off: torch.Tensor | None = None) -> AttentionIntermediates:
-        return self.attn(self.attn_norm(x), cos, sin, mask, keep_scores, pattern_out, heads_off)
+                  pattern_out: torch.Tensor | None = None, heads_off: torch.Tensor | None = None,
+                  kv_out: tuple[torch.Tensor, torch.Tensor] | None = None) -> AttentionIntermediates:
+        return self.attn(self.attn_norm(x), cos, sin, mask, keep_scores, pattern_out, heads_off, kv_out)
 
     def __call__(self, x: torch.Tensor, cos, sin, mask, pattern_out: torch.Tensor | None = None,
-                 heads_off: torch.Tensor | None = None) -> torch.Tensor:
-        x = x + self.attention(x, cos, sin, mask, pattern_out=pattern_out, heads_off=heads_off).out  # [T, D]
+                 heads_off: torch.Tensor | None = None,
+                 kv_out: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        x = x + self.attention(x, cos, sin, mask, pattern_out=pattern_out, heads_off=heads_off,
+                               kv_out=kv_out).out                              # [T, D]
         return x + self.mlp(self.mlp_norm(x))                                  # [T, D]
 
     def parts(self, x: torch.Tensor, cos, sin, mask, keep_scores: bool = True) -> BlockIntermediates:

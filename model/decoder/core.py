@@ -135,6 +135,9 @@ class Decoder:
         n_values = cfg.n_layers * cfg.n_heads * T * T
         dtype = np.float32 if 4 * n_values <= FLOAT32_ATTENTION_BYTES else np.float16
         attention = np.empty((cfg.n_layers, cfg.n_heads, T, T), dtype=dtype)       # [L, H, T, T]
+        kv_shape = (cfg.n_layers, cfg.n_kv_heads, T, cfg.head_dim)
+        keys, values = (None, None) if allowed is not None else \
+            (np.empty(kv_shape, np.float32), np.empty(kv_shape, np.float32))         # [L, KV, T, hd] each
         checkpoints: dict[int, np.ndarray] = {}
         with torch.inference_mode():
             pos = self.positions(T, allowed)
@@ -142,14 +145,16 @@ class Decoder:
             for i, block in enumerate(self.blocks):
                 if i % CHECKPOINT_EVERY == 0:
                     checkpoints[i] = _read_only(x.numpy().copy())                  # [T, D]
-                x = block(x, pos.cos, pos.sin, pos.mask, pattern_out=torch.from_numpy(attention[i]))
+                kv_out = None if keys is None else (torch.from_numpy(keys[i]), torch.from_numpy(values[i]))
+                x = block(x, pos.cos, pos.sin, pos.mask, pattern_out=torch.from_numpy(attention[i]), kv_out=kv_out)
             final = self.final_norm(x)                                             # [T, D]
             logits = self.lm_head.logits(final[-1])                                # [V]: only the last position
         return ForwardTrace(
             text=text, token_ids=list(ids), tokens=self.token_strings(ids), attention=_read_only(attention),
             next_token_logits=_read_only(logits.numpy().copy()),
             truncated=(n_tokens_total or T) > T, n_tokens_total=n_tokens_total or T, checkpoints=checkpoints,
-            final_hidden=_read_only(final.numpy().copy()), allowed=allowed)
+            final_hidden=_read_only(final.numpy().copy()), allowed=allowed,
+            keys=None if keys is None else _read_only(keys), values=None if values is None else _read_only(values))
 
     def token_logprobs(self, trace: ForwardTrace) -> np.ndarray:
         """[T - 1] float32: log p(token t+1 | tokens <= t) under the trace's own pass (its mask included)."""

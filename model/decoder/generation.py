@@ -168,27 +168,50 @@ def next_token_distribution(logits: np.ndarray, settings: GenerationSettings) ->
     """Temperature, then top-k, then top-p, renormalized (model/sampling.py); greedy keeps the argmax only. Skips the
     passes that change nothing (temperature 1, no top-k / top-p): the same numbers, a third of a step's choosing.
     Each softmax and its entropy come from one native call where it runs (model.native.softmax_entropy)."""
-    raw, raw_entropy = _softmax_entropy(logits, 1.0)
+    return next_token_distributions(np.asarray(logits)[None], [settings])[0]
+
+
+def next_token_distributions(logits: np.ndarray, settings: Sequence[GenerationSettings]) -> list[TokenDistribution]:
+    """next_token_distribution of each row of logits [B, V] with its settings: every row's softmaxes (at T = 1 and
+    at its temperature) in one native call, a softmax a thread at a time, the same numbers as one at a time."""
+    logits = np.ascontiguousarray(logits)                                            # [B, V]
+    wanted = [(b, 1.0) for b in range(len(logits))] + [
+        (b, s.temperature) for b, s in enumerate(settings) if not s.greedy and s.temperature != 1.0]
+    softmaxes = dict(zip(wanted, _softmax_entropies(logits, wanted), strict=True))
+    return [_distribution(row, s, softmaxes[b, 1.0], softmaxes.get((b, s.temperature)))
+            for b, (row, s) in enumerate(zip(logits, settings, strict=True))]
+
+
+def _distribution(logits: np.ndarray, settings: GenerationSettings, raw_softmax, softmax) -> TokenDistribution:
+    """One row's distribution from its softmax at T = 1 and at its temperature (None: the same), each (probs [V]
+    float64, a function giving its entropy in bits)."""
+    raw, raw_entropy = raw_softmax
     if settings.greedy:
         keep = np.zeros(raw.shape, dtype=bool)
         keep[int(np.argmax(logits))] = True          # first maximum, as torch.argmax
         return TokenDistribution(raw, raw, keep, keep.astype(np.float64), raw_entropy())
-    probs, entropy = (raw, raw_entropy) if settings.temperature == 1.0 else \
-        _softmax_entropy(logits, settings.temperature)
+    probs, entropy = softmax or raw_softmax
     if settings.top_k == 0 and settings.top_p == 1.0:       # what filter_probs gives then: softmax sums to 1
         return TokenDistribution(raw, probs, probs > 0, probs, entropy())
     keep, kept = sampling.filter_probs(probs, settings.top_k, settings.top_p)
     return TokenDistribution(raw, probs, keep, kept, entropy())
 
 
-def _softmax_entropy(logits: np.ndarray, temperature: float) -> tuple[np.ndarray, Callable[[], float]]:
-    """softmax(logits / temperature) [V] float64 and a function giving its entropy in bits: natively both at once
-    (model.native.softmax_entropy), else numpy's softmax, and its entropy only when asked for."""
-    done = native_softmax.softmax_entropy(np.asarray(logits), temperature)
-    if done is not None:
-        return done[0], lambda: done[1]
-    p = sampling.softmax(logits, temperature)
-    return p, lambda: float(sampling.entropy_bits(p))
+def _softmax_entropies(logits: np.ndarray, wanted: Sequence[tuple[int, float]]) -> list[
+        tuple[np.ndarray, Callable[[], float]]]:
+    """For each (row, temperature): softmax(logits[row] / temperature) [V] float64 and a function giving its entropy
+    in bits: natively all at once (model.native.softmax_entropy), else numpy's softmax, and its entropy only when
+    asked for."""
+    done = native_softmax.softmax_entropy_rows(logits, [b for b, _ in wanted], [t for _, t in wanted])
+    out = []
+    for i, (b, t) in enumerate(wanted):
+        if done is not None and done[i] is not None:
+            p, h = done[i]
+            out.append((p, lambda h=h: h))
+        else:
+            p = sampling.softmax(logits[b], t)
+            out.append((p, lambda p=p: float(sampling.entropy_bits(p))))
+    return out
 
 
 def choose_token(dist: TokenDistribution, rng: np.random.Generator) -> int:
@@ -389,6 +412,21 @@ class IncrementalDecoder:
         self.v[:, :, :n] = source.v[:, :, :n]
         self.tokens = source.tokens[:n]
         self.length = n
+
+    def start_from(self, trace) -> tuple[np.ndarray, np.ndarray]:
+        """Start this empty cache from a causal ForwardTrace of the prompt (its rotated keys and values, as the
+        decoder's forward computed them) instead of running the prompt again: returns, as feed does, the trace's
+        logits after its last token [V] float32 and that token's attention row [n_layers, n_heads, T] float16."""
+        cfg, T = self.lm.config, trace.n_tokens
+        if self.length or trace.keys is None or T > self.capacity or \
+                trace.keys.shape != (cfg.n_layers, cfg.n_kv_heads, T, cfg.head_dim):
+            raise ValueError("start_from needs an empty cache and a causal trace of this model that fits it")
+        self.k[:, :, :T] = trace.keys
+        self.v[:, :, :T] = trace.values
+        self.tokens = list(trace.token_ids)
+        self.length = T
+        self.rows_only = False
+        return trace.next_token_logits, trace.attention[:, :, -1, :].astype(np.float16)   # [V], [L, H, T]
 
     def feed(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Run ids (continuing the cached tokens) through the model. Returns the logits after the last one
@@ -724,6 +762,12 @@ def prepare_prompt(lm, prompt: str | Sequence[int], max_new_tokens: int) -> tupl
     ids = prefix + body[-room:]
     text = prompt if isinstance(prompt, str) else lm.decode(all_ids)
     return text, ids, len(all_ids)
+
+
+def starts_prompt(trace, ids: Sequence[int]) -> bool:
+    """Whether trace can start a generation of prompt ids (IncrementalDecoder.start_from): a causal trace of exactly
+    those tokens."""
+    return trace is not None and trace.keys is not None and list(trace.token_ids) == list(ids)
 
 
 def first_token_samples(lm, prompt: str | Sequence[int], settings: GenerationSettings,

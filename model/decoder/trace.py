@@ -21,6 +21,10 @@ class ForwardTrace:
     #                                                         every CHECKPOINT_EVERY layers (for layer_detail)
     final_hidden: np.ndarray | None = field(default=None, repr=False)  # [T, d_model] float32 after the final norm
     allowed: np.ndarray | None = field(default=None, repr=False)  # [T, T] bool mask the pass ran under (None: causal)
+    keys: np.ndarray | None = field(default=None, repr=False)    # [n_layers, n_kv_heads, T, head_dim] float32, the
+    #                                                              rotated keys (causal passes only: a generation's
+    #                                                              cache, see IncrementalDecoder.start_from)
+    values: np.ndarray | None = field(default=None, repr=False)  # [n_layers, n_kv_heads, T, head_dim] float32
 
     @property
     def n_tokens(self) -> int:

@@ -10,6 +10,8 @@ by model/native/build.py. */
 #include <stdint.h>
 #include <string.h>
 
+#include "worker_pool.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -172,3 +174,27 @@ int softmax_entropy(const float *logits, int64_t V, double inv_t, double *probs,
 }
 
 #endif
+
+typedef struct {
+    const float *logits;               /* [rows, V] */
+    const int64_t *row;                /* [n]: the logits row of each softmax */
+    const double *inv_t;               /* [n] */
+    double *probs, *entropy_bits;      /* [n, V], [n] */
+    int *status;                       /* [n] */
+    int64_t V;
+} softmaxes_t;
+
+static void softmax_items(const void *p, int64_t start, int64_t stop) {
+    const softmaxes_t *a = p;
+    for (int64_t i = start; i < stop; i++)
+        a->status[i] = softmax_entropy(a->logits + a->row[i] * a->V, a->V, a->inv_t[i], a->probs + i * a->V,
+                                       a->entropy_bits + i);
+}
+
+/* n softmaxes at once, one a thread at a time: softmax i of logits row row[i] at 1 / inv_t[i] into probs[i] and
+entropy_bits[i], with softmax_entropy's status in status[i] (each the numbers of its own call). */
+void softmax_entropy_rows(const float *logits, int64_t V, const int64_t *row, const double *inv_t, int64_t n,
+                          double *probs, double *entropy_bits, int *status, int threads) {
+    const softmaxes_t a = {logits, row, inv_t, probs, entropy_bits, status, V};
+    parallel_items(softmax_items, &a, n, threads);
+}

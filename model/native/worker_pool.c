@@ -73,10 +73,11 @@ static void *worker_main(void *unused) {
     return NULL;
 }
 
-/* fn(args, start, stop) over 0..n split across the caller and threads - 1 workers. */
-void parallel_range(range_fn fn, const void *args, int64_t n, int threads) {
+/* fn over 0..n in chunks of `chunk`, split across the caller and threads - 1 workers (the caller alone for one
+chunk, or while another thread uses the pool). */
+static void dispatch(range_fn fn, const void *args, int64_t n, int64_t chunk, int threads) {
     if (threads > MAX_WORKERS + 1) threads = MAX_WORKERS + 1;
-    if (threads < 2 || n < 2 * CHUNKS_PER_THREAD || pthread_mutex_trylock(&pool.busy) != 0) {
+    if (threads < 2 || n <= chunk || pthread_mutex_trylock(&pool.busy) != 0) {
         fn(args, 0, n);
         return;
     }
@@ -90,12 +91,11 @@ void parallel_range(range_fn fn, const void *args, int64_t n, int threads) {
         if (failed) break;
         pool.workers++;
     }
-    const int64_t chunks = (int64_t)threads * CHUNKS_PER_THREAD;
     pool.fn = fn;
     pool.args = args;
     pool.n = n;
-    pool.chunk = (n + chunks - 1) / chunks;
-    pool.chunks = (n + pool.chunk - 1) / pool.chunk;
+    pool.chunk = chunk;
+    pool.chunks = (n + chunk - 1) / chunk;
     atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
     const uint64_t generation = (atomic_load_explicit(&pool.task, memory_order_relaxed) >> 32) + 1;
     pthread_mutex_lock(&pool.sleep_lock);
@@ -105,4 +105,18 @@ void parallel_range(range_fn fn, const void *args, int64_t n, int threads) {
     run_chunks(generation);
     while (atomic_load_explicit(&pool.done, memory_order_acquire) < pool.chunks) cpu_relax();
     pthread_mutex_unlock(&pool.busy);
+}
+
+void parallel_range(range_fn fn, const void *args, int64_t n, int threads) {
+    if (n < 2 * CHUNKS_PER_THREAD) {
+        fn(args, 0, n);
+        return;
+    }
+    const int used = threads > MAX_WORKERS + 1 ? MAX_WORKERS + 1 : threads;
+    const int64_t chunks = (int64_t)(used > 1 ? used : 1) * CHUNKS_PER_THREAD;
+    dispatch(fn, args, n, (n + chunks - 1) / chunks, threads);
+}
+
+void parallel_items(range_fn fn, const void *args, int64_t n, int threads) {
+    dispatch(fn, args, n, 1, threads);
 }

@@ -17,4 +17,8 @@ typedef void (*range_fn)(const void *args, int64_t start, int64_t stop);
 /* fn(args, start, stop) over 0..n split across the caller and threads - 1 workers. */
 void parallel_range(range_fn fn, const void *args, int64_t n, int threads);
 
+/* fn(args, i, i + 1) for each i in 0..n, the items shared out one at a time (items long enough to be worth a
+thread each, such as whole rows of a softmax). */
+void parallel_items(range_fn fn, const void *args, int64_t n, int threads);
+
 #endif

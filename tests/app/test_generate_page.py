@@ -1,5 +1,6 @@
 """The Generate page in Streamlit's AppTest, on the real model: the background generation, the step scrubber, the
-candidates and attention of a step, the two-temperature comparison, and links that restore all of it."""
+candidates and attention of a step, the two-temperature comparison, and links that restore all of it. The page's
+generations start from the text's trace (no prompt pass), so they are compared with lm.generate(..., trace=...)."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,7 +20,7 @@ def by_title(at, prefix: str) -> dict:
 
 def test_greedy_generation_matches_the_model_and_steps_through(lm):
     at = run_until(open_page("generate", text=PROMPT, n="6", greedy="1"), generated)
-    g = lm.generate(PROMPT, max_new_tokens=6, temperature=0)
+    g = lm.generate(PROMPT, max_new_tokens=6, temperature=0, trace=lm.run(PROMPT))
     story = " ".join(m.value for m in at.markdown)
     assert "Paris" in g.new_text and "Paris" in story
     assert at.slider(key="gen_step_pick").value == len(g.steps) - 1           # the last step by default
@@ -37,7 +38,7 @@ def test_greedy_generation_matches_the_model_and_steps_through(lm):
 
 def test_sampled_generation_follows_the_seed_and_the_link_restores_it(lm):
     at = run_until(open_page("generate", text=PROMPT, n="5", temp="1.5", seed="7", top_k="20"), generated)
-    g = lm.generate(PROMPT, max_new_tokens=5, temperature=1.5, top_k=20, seed=7)
+    g = lm.generate(PROMPT, max_new_tokens=5, temperature=1.5, top_k=20, seed=7, trace=lm.run(PROMPT))
     assert g.new_text.strip()[:3] in " ".join(m.value for m in at.markdown)
     at.slider(key="head").set_value(4)
     at.slider(key="gen_step_pick").set_value(2)
@@ -55,7 +56,7 @@ def test_two_temperatures_side_by_side(lm):
     titles = [f["layout"]["title"]["text"] for f in figures(at)]
     assert all(t.startswith("mean p = ") for t in titles)
     for temperature, fig in zip((0.3, 1.5), figures(at), strict=True):
-        g = lm.generate(PROMPT, max_new_tokens=6, temperature=temperature, seed=3)
+        g = lm.generate(PROMPT, max_new_tokens=6, temperature=temperature, seed=3, trace=lm.run(PROMPT))
         np.testing.assert_allclose(array(fig["data"][0]["y"]), [s.prob for s in g.steps], rtol=1e-6)
     assert "greedy" not in at.query_params and at.query_params["view"] == "compare"
 
@@ -70,7 +71,7 @@ def test_one_run_waits_for_the_generation_and_draws_it(lm):
     run waits for the job instead of leaving a progress bar for a later refresh to replace."""
     at = open_page("generate", text=PROMPT, n="3", temp="1.0", seed="90817")
     assert generated(at) and not at.get("progress")
-    g = lm.generate(PROMPT, max_new_tokens=3, temperature=1.0, seed=90817)
+    g = lm.generate(PROMPT, max_new_tokens=3, temperature=1.0, seed=90817, trace=lm.run(PROMPT))
     assert g.new_text.strip()[:2] in " ".join(m.value for m in at.markdown)
     at = open_page("generate", text=PROMPT, n="3", view="compare", low="0.5", high="2.0", seed="90818")
     assert len(figures(at)) == 2 and not at.get("progress")

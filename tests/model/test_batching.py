@@ -168,3 +168,64 @@ def test_nested_prompts_copy_from_the_longest_in_a_later_pass(lm, monkeypatch):
     assert computed[0] == len(longest)                          # the longest first, whole
     assert computed[1] == sum(len(ids) - min(_shared(ids, longest), len(ids) - 1) for ids in id_lists
                               if ids is not longest)            # then each shorter one past what it shares with it
+
+
+TRACED = "Count with me: 1, 2, 3, <b>bold</b> 猫 🙂"
+
+
+def test_a_traces_keys_and_values_are_what_transformers_caches(lm, hf_model):
+    """The rotated keys and values a trace keeps (what starts a generation's cache) against transformers' own KV
+    cache of the same tokens."""
+    import torch
+
+    trace = lm.run(TRACED)
+    with torch.no_grad():
+        cache = hf_model(torch.tensor([trace.token_ids]), use_cache=True).past_key_values
+    for layer in range(lm.config.n_layers):
+        np.testing.assert_allclose(trace.keys[layer], cache.layers[layer].keys[0].numpy(), atol=1e-4, rtol=1e-5)
+        np.testing.assert_allclose(trace.values[layer], cache.layers[layer].values[0].numpy(), atol=1e-4,
+                                   rtol=1e-5)
+
+
+def test_a_generation_started_from_its_prompts_trace_writes_what_a_prompt_pass_writes(lm):
+    trace = lm.run(TRACED)
+    for settings in (dict(temperature=0), dict(temperature=0.7, seed=4)):
+        passed = lm.generate(TRACED, max_new_tokens=16, **settings)
+        started = lm.generate(TRACED, max_new_tokens=16, trace=trace, **settings)
+        assert started.new_token_ids == passed.new_token_ids
+        for a, b in zip(passed.steps, started.steps, strict=True):
+            assert b.raw_prob == pytest.approx(a.raw_prob, abs=1e-5)
+            np.testing.assert_allclose(b.attention.astype(np.float32), a.attention.astype(np.float32), atol=1e-3)
+    first = lm.generate(TRACED, max_new_tokens=1, temperature=0, trace=trace).steps[0]
+    assert np.array_equal(first.attention, trace.attention[:, :, -1].astype(np.float16))   # the trace's own row
+
+
+@pytest.mark.parametrize("arch", ["default", "llama", "gpt2-Q8_0"])
+def test_generations_started_from_traces_batched_equal_alone(tiny_models, lm, arch):
+    model = lm if arch == "default" else load_model(path=tiny_models[arch])
+    jobs = [(PROMPTS[i], SETTINGS[i % len(SETTINGS)], model.run(PROMPTS[i])) for i in range(6)]
+    alone = [model.generate(p, max_new_tokens=10, trace=t, **s) for p, s, t in jobs]
+    batched = concurrently([lambda p=p, s=s, t=t: model.generate(p, max_new_tokens=10, trace=t, **s)
+                            for p, s, t in jobs])
+    for a, b in zip(alone, batched, strict=True):
+        assert_same(a, b)
+
+
+def test_a_trace_of_other_tokens_or_under_another_mask_is_ignored(lm):
+    passed = lm.generate(PROMPTS[1], max_new_tokens=6, temperature=0)
+    T = len(lm.run(PROMPTS[1]).token_ids)
+    masked = lm.run(PROMPTS[1], allowed=np.tril(np.ones((T, T), bool)))             # the causal mask, given
+    assert masked.keys is None and masked.values is None
+    for other in (lm.run(PROMPTS[0]), masked, lm.run(PROMPTS[1], max_tokens=T - 1)):
+        g = lm.generate(PROMPTS[1], max_new_tokens=6, temperature=0, trace=other)
+        assert g.new_token_ids == passed.new_token_ids
+        for a, b in zip(passed.steps, g.steps, strict=True):
+            assert np.array_equal(a.attention, b.attention)
+
+
+def test_start_from_needs_an_empty_cache(lm):
+    trace = lm.run(PROMPTS[0])
+    decoder = G.IncrementalDecoder(lm, trace.n_tokens + 4)
+    decoder.feed(trace.token_ids[:2])
+    with pytest.raises(ValueError, match="empty cache"):
+        decoder.start_from(trace)

@@ -11,7 +11,7 @@ import pytest
 
 from model.lessons import sampling
 from model.native import attention
-from model.native.softmax_entropy import softmax_entropy
+from model.native.softmax_entropy import softmax_entropy, softmax_entropy_rows
 from tests.app.apptest import ROOT
 
 
@@ -95,6 +95,26 @@ def test_softmax_entropy_leaves_infinite_and_nan_logits_to_numpy():
         assert softmax_entropy(np.array([0.5, bad, 1.0], np.float32), 1.0) is None
 
 
+@pytest.mark.skipif(softmax_entropy(np.zeros(3, np.float32), 1.0) is None, reason="no compiler or no AVX2")
+@pytest.mark.parametrize("n_rows", [1, 2, 3, 30])
+def test_softmax_entropy_rows_give_each_rows_own_call_bit_for_bit(n_rows):
+    """A batch's softmaxes in one call, a row a thread at a time: each exactly its own softmax_entropy call, rows
+    taken in any order and twice (two temperatures), a row holding inf left to numpy (None) without touching the
+    others."""
+    rng = np.random.default_rng(n_rows)
+    logits = (rng.standard_normal((n_rows, 4099)) * 4).astype(np.float32)
+    logits[-1, 7] = np.inf if n_rows > 2 else logits[-1, 7]
+    rows = [r for r in range(n_rows) for _ in range(2)][::-1]
+    temperatures = [0.7 if i % 2 else 1.0 for i in range(len(rows))]
+    got = softmax_entropy_rows(logits, rows, temperatures)
+    for (probs_entropy, r, t) in zip(got, rows, temperatures, strict=True):
+        alone = softmax_entropy(logits[r], t)
+        if alone is None:
+            assert probs_entropy is None and n_rows > 2 and r == n_rows - 1
+        else:
+            assert np.array_equal(probs_entropy[0], alone[0]) and probs_entropy[1] == alone[1]
+
+
 PROBE = """
 import json
 from model.native import attention, int8_linear
@@ -123,7 +143,7 @@ SOFTMAX_PROBE = """
 import hashlib
 import numpy as np
 from model.native.build import library
-from model.native.softmax_entropy import softmax_entropy
+from model.native.softmax_entropy import softmax_entropy, softmax_entropy_rows
 rng = np.random.default_rng(0)
 digest = hashlib.sha256()
 for vocab in (1, 7, 8, 9, 17, 1000, 49_152):
