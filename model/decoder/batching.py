@@ -59,6 +59,7 @@ class GenerationBatcher:
         self._joining: list[Request] = []
         self._lock = threading.Condition()
         self._running = False
+        self._softmaxes = G.SoftmaxWorkspace()      # the batch thread's, reused every step
 
     def run(self, prompt_ids: Sequence[int], settings: G.GenerationSettings,
             trace: ForwardTrace | None = None) -> Iterator[G.GenerationStep]:
@@ -144,13 +145,13 @@ class GenerationBatcher:
 
     def _choose(self, batch: list[Request], logits: Sequence[np.ndarray] | np.ndarray,
                 rows: Sequence[np.ndarray]) -> None:
-        """Each request's next token from its logits [V] and attention row: every row's softmaxes in one native call
-        across the kernel threads (generation.next_token_distributions), then each request's draw with its own
-        generator and its record; on_step runs here, in order. (A helper thread choosing half of the rows gave
-        nothing: the per-row work left is Python, which holds the GIL.)"""
-        dists = G.next_token_distributions(np.asarray(logits), [r.settings for r in batch])
-        for r, dist, row in zip(batch, dists, rows, strict=True):
-            self._record(r, G.record_step(self.lm, r.made, G.choose_token(dist, r.rng), dist, row))
+        """Each request's next step from its logits [V] and attention row, every row at once
+        (generation.choose_steps: a draw with each request's own generator); on_step runs here, in order. (A helper
+        thread choosing half of the rows gave nothing: what numpy left there was Python, holding the GIL.)"""
+        steps = G.choose_steps(self.lm, [r.made for r in batch], np.asarray(logits), [r.settings for r in batch],
+                               [r.rng for r in batch], rows, self._softmaxes)
+        for r, step in zip(batch, steps, strict=True):
+            self._record(r, step)
 
     def _record(self, r: Request, step: G.GenerationStep) -> None:
         r.made += 1

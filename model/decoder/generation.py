@@ -21,7 +21,8 @@ PREFILL_CHUNK queries (see feed_together).
 
 Choosing a token uses model/lessons/sampling.py: temperature, then top-k, then top-p, renormalize, then one draw
 (inverse_cdf) from a numpy Generator made once per call from the seed (temperature 0: greedy argmax); the softmax
-and its entropy are one native call where the kernels run (model.native.softmax_entropy).
+and its entropy are one native call where the kernels run (model.native.softmax_entropy), and a batch's rows without
+top-k / top-p are surveyed and drawn natively too (choose_steps, model.native.token_choice).
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ from model.lessons import sampling
 from model.native import attention as native_attention
 from model.native import decoder_step as native_step
 from model.native import softmax_entropy as native_softmax
+from model.native import token_choice
 from model.native.decoder_step import DecoderStep
 
 MAX_NEW_TOKENS = 256
@@ -175,43 +177,101 @@ def next_token_distributions(logits: np.ndarray, settings: Sequence[GenerationSe
     """next_token_distribution of each row of logits [B, V] with its settings: every row's softmaxes (at T = 1 and
     at its temperature) in one native call, a softmax a thread at a time, the same numbers as one at a time."""
     logits = np.ascontiguousarray(logits)                                            # [B, V]
-    wanted = [(b, 1.0) for b in range(len(logits))] + [
-        (b, s.temperature) for b, s in enumerate(settings) if not s.greedy and s.temperature != 1.0]
-    softmaxes = dict(zip(wanted, _softmax_entropies(logits, wanted), strict=True))
+    softmaxes = _row_softmaxes(logits, settings)
     return [_distribution(row, s, softmaxes[b, 1.0], softmaxes.get((b, s.temperature)))
             for b, (row, s) in enumerate(zip(logits, settings, strict=True))]
+
+
+def choose_steps(lm, made: Sequence[int], logits: np.ndarray, settings: Sequence[GenerationSettings],
+                 rngs: Sequence[np.random.Generator], rows: Sequence[np.ndarray],
+                 workspace: SoftmaxWorkspace | None = None) -> list[GenerationStep]:
+    """Step made[b] of each row's generation from its logits [B, V]: its distribution (next_token_distribution), one
+    draw with its own generator (choose_token) and the record (record_step) with attention row rows[b]. Rows greedy
+    or sampled without top-k / top-p are surveyed and drawn for the whole batch in two native calls
+    (model.native.token_choice: the same tokens and records, but where a uniform falls within rounding of a
+    boundary); the others, and every row without the kernels, in numpy. workspace: where the softmaxes go (one
+    caller's, reused step after step: nothing returned refers to it)."""
+    logits = np.ascontiguousarray(logits)                                            # [B, V]
+    softmaxes = _row_softmaxes(logits, settings, workspace)
+    drawn_from = {b: softmaxes[b, 1.0 if s.greedy else s.temperature] for b, s in enumerate(settings)}
+    plain = [b for b, s in enumerate(settings) if token_choice.available() and drawn_from[b][2] and
+             (s.greedy or (s.top_k == 0 and s.top_p == 1.0))]
+    steps: dict[int, GenerationStep] = {}
+    if plain:
+        choice = token_choice.TokenChoice([drawn_from[b][0] for b in plain], min(N_CANDIDATES, logits.shape[1]))
+        V = logits.shape[1]
+        u = [float(rngs[b].random(1)[0]) if not settings[b].greedy and (n == V or n > 1) else -1.0
+             for b, n in zip(plain, choice.positive, strict=True)]   # a one-hot distribution draws no uniform
+        tokens, ranks = choice.draw(u)
+        for i, b in enumerate(plain):
+            p, entropy, _ = drawn_from[b]
+            token, top = int(tokens[i]), choice.top[i]
+            if settings[b].greedy:
+                kept, sampling_probs, prob, n_kept = top == token, (top == token).astype(np.float64), 1.0, 1
+            else:
+                kept, sampling_probs, prob, n_kept = p[top] > 0, p[top], float(p[token]), int(choice.positive[i])
+            steps[b] = _step(lm, made[b], token, top, int(ranks[i]), p, softmaxes[b, 1.0][0], kept, sampling_probs,
+                             prob, entropy(), n_kept, rows[b])
+    for b, s in enumerate(settings):
+        if b not in steps:
+            dist = _distribution(logits[b], s, softmaxes[b, 1.0], softmaxes.get((b, s.temperature)))
+            steps[b] = record_step(lm, made[b], choose_token(dist, rngs[b]), dist, rows[b])
+    return [steps[b] for b in range(len(settings))]
+
+
+class SoftmaxWorkspace:
+    """A float64 buffer for a batch's softmaxes that grows as needed and is reused (see choose_steps)."""
+
+    def __init__(self):
+        self._buffer = np.empty((0, 0), np.float64)
+
+    def rows(self, n: int, V: int) -> np.ndarray:
+        """A C-order float64 [>= n, V] array (its contents: whatever the last use left)."""
+        if self._buffer.shape[1] != V or self._buffer.shape[0] < n:
+            self._buffer = np.empty((n, V), np.float64)
+        return self._buffer
+
+
+def _row_softmaxes(logits: np.ndarray, settings: Sequence[GenerationSettings],
+                   workspace: SoftmaxWorkspace | None = None) -> dict[
+        tuple[int, float], tuple[np.ndarray, Callable[[], float], bool]]:
+    """{(row, temperature): softmax} for every row at T = 1 and at its temperature (see _softmax_entropies)."""
+    wanted = [(b, 1.0) for b in range(len(logits))] + [
+        (b, s.temperature) for b, s in enumerate(settings) if not s.greedy and s.temperature != 1.0]
+    out = None if workspace is None else workspace.rows(len(wanted), logits.shape[1])
+    return dict(zip(wanted, _softmax_entropies(logits, wanted, out), strict=True))
 
 
 def _distribution(logits: np.ndarray, settings: GenerationSettings, raw_softmax, softmax) -> TokenDistribution:
     """One row's distribution from its softmax at T = 1 and at its temperature (None: the same), each (probs [V]
     float64, a function giving its entropy in bits)."""
-    raw, raw_entropy = raw_softmax
+    raw, raw_entropy, _ = raw_softmax
     if settings.greedy:
         keep = np.zeros(raw.shape, dtype=bool)
         keep[int(np.argmax(logits))] = True          # first maximum, as torch.argmax
         return TokenDistribution(raw, raw, keep, keep.astype(np.float64), raw_entropy())
-    probs, entropy = softmax or raw_softmax
+    probs, entropy, _ = softmax or raw_softmax
     if settings.top_k == 0 and settings.top_p == 1.0:       # what filter_probs gives then: softmax sums to 1
         return TokenDistribution(raw, probs, probs > 0, probs, entropy())
     keep, kept = sampling.filter_probs(probs, settings.top_k, settings.top_p)
     return TokenDistribution(raw, probs, keep, kept, entropy())
 
 
-def _softmax_entropies(logits: np.ndarray, wanted: Sequence[tuple[int, float]]) -> list[
-        tuple[np.ndarray, Callable[[], float]]]:
-    """For each (row, temperature): softmax(logits[row] / temperature) [V] float64 and a function giving its entropy
-    in bits: natively all at once (model.native.softmax_entropy), else numpy's softmax, and its entropy only when
-    asked for."""
-    done = native_softmax.softmax_entropy_rows(logits, [b for b, _ in wanted], [t for _, t in wanted])
-    out = []
+def _softmax_entropies(logits: np.ndarray, wanted: Sequence[tuple[int, float]],
+                       out: np.ndarray | None = None) -> list[tuple[np.ndarray, Callable[[], float], bool]]:
+    """For each (row, temperature): softmax(logits[row] / temperature) [V] float64, a function giving its entropy in
+    bits, and whether it came from the kernel (finite logits): natively all at once (model.native.softmax_entropy),
+    else numpy's softmax, and its entropy only when asked for."""
+    done = native_softmax.softmax_entropy_rows(logits, [b for b, _ in wanted], [t for _, t in wanted], out)
+    softmaxes = []
     for i, (b, t) in enumerate(wanted):
         if done is not None and done[i] is not None:
             p, h = done[i]
-            out.append((p, lambda h=h: h))
+            softmaxes.append((p, lambda h=h: h, True))
         else:
             p = sampling.softmax(logits[b], t)
-            out.append((p, lambda p=p: float(sampling.entropy_bits(p))))
-    return out
+            softmaxes.append((p, lambda p=p: float(sampling.entropy_bits(p)), False))
+    return softmaxes
 
 
 def choose_token(dist: TokenDistribution, rng: np.random.Generator) -> int:
@@ -786,16 +846,24 @@ def record_step(lm, t: int, token_id: int, dist: TokenDistribution, attention: n
     p = dist.probs
     top = sampling.top_ids(p, min(N_CANDIDATES, len(p)))
     rank = int(np.count_nonzero(p > p[token_id]) + np.count_nonzero(p[:token_id] == p[token_id]))
+    return _step(lm, t, token_id, top, rank, p, dist.raw, dist.keep[top], dist.sampling[top],
+                 float(dist.sampling[token_id]), dist.entropy_bits, int(np.count_nonzero(dist.keep)), attention)
+
+
+def _step(lm, t: int, token_id: int, top: np.ndarray, rank: int, p: np.ndarray, raw: np.ndarray, kept: np.ndarray,
+          sampling_probs: np.ndarray, prob: float, entropy_bits: float, n_kept: int,
+          attention: np.ndarray) -> GenerationStep:
+    """The GenerationStep of token_id drawn with probability prob; top: the candidates' ids, kept and
+    sampling_probs theirs; p and raw [V]: the distribution after temperature and at T = 1."""
     attention.flags.writeable = False
     candidates = Candidates(
         ids=_read_only(top.astype(np.int64)), tokens=tuple(lm.token_strings(top.tolist())),
-        probs=_read_only(p[top]), raw_probs=_read_only(dist.raw[top]), kept=_read_only(dist.keep[top]),
-        sampling_probs=_read_only(dist.sampling[top]))
+        probs=_read_only(p[top]), raw_probs=_read_only(raw[top]), kept=_read_only(np.asarray(kept)),
+        sampling_probs=_read_only(np.asarray(sampling_probs, dtype=np.float64)))
     return GenerationStep(
         index=t, token_id=token_id, token=lm.token_strings([token_id])[0], candidates=candidates, rank=rank,
-        prob=float(dist.sampling[token_id]), temperature_prob=float(p[token_id]),
-        raw_prob=float(dist.raw[token_id]), entropy_bits=dist.entropy_bits,
-        n_kept=int(np.count_nonzero(dist.keep)), attention=attention)
+        prob=prob, temperature_prob=float(p[token_id]), raw_prob=float(raw[token_id]), entropy_bits=entropy_bits,
+        n_kept=n_kept, attention=attention)
 
 
 def _integer(name: str, value, low: int, high: int | None) -> int:

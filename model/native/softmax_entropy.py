@@ -43,17 +43,22 @@ def softmax_entropy(logits: np.ndarray, temperature: float) -> tuple[np.ndarray,
     return probs, entropy.value
 
 
-def softmax_entropy_rows(logits: np.ndarray, rows: Sequence[int], temperatures: Sequence[float]) -> list[
-        tuple[np.ndarray, float] | None] | None:
+def softmax_entropy_rows(logits: np.ndarray, rows: Sequence[int], temperatures: Sequence[float],
+                         out: np.ndarray | None = None) -> list[tuple[np.ndarray, float] | None] | None:
     """softmax_entropy(logits[rows[i]], temperatures[i]) for each i, in one call split across kernel_threads() (the
-    same numbers as one call each): a list with None where that row needs numpy; None where the kernel cannot run."""
+    same numbers as one call each): a list with None where that row needs numpy; None where the kernel cannot run.
+    out: a C-order float64 [>= n, V] buffer the probabilities go to (a batch's, reused every step: fresh pages cost
+    a fault and a clear each), else a new one."""
     if _kernel() is None or logits.ndim != 2 or logits.dtype != np.float32 or not logits.flags.c_contiguous or \
             len(rows) != len(temperatures) or not all(0 <= r < len(logits) for r in rows):
         return None
     n, V = len(rows), logits.shape[1]
     which = np.array(rows, np.int64)                                                 # [n]
     inverse = 1.0 / np.array(temperatures, np.float64)                              # [n]
-    probs = np.empty((n, V), np.float64)                                             # [n, V]
+    if out is not None and (out.dtype != np.float64 or out.ndim != 2 or out.shape[0] < n or out.shape[1] != V or
+                            not out.flags.c_contiguous):
+        raise ValueError(f"out must be a C-order float64 [>= {n}, {V}] array, got {out.shape} {out.dtype}")
+    probs = np.empty((n, V), np.float64) if out is None else out[:n]                 # [n, V]
     entropy = np.empty(n, np.float64)                                                # [n]
     status = np.empty(n, np.intc)                                                    # [n]
     library().softmax_entropy_rows(logits.ctypes.data, V, which.ctypes.data, inverse.ctypes.data, n,

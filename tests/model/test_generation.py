@@ -11,11 +11,17 @@ from model.decoder.generation import (
     MAX_NEW_TOKENS,
     GenerationSettings,
     IncrementalDecoder,
+    SoftmaxWorkspace,
+    choose_steps,
+    choose_token,
     first_token_samples,
     inverse_cdf,
+    next_token_distribution,
     prepare_prompt,
+    record_step,
 )
 from model.lessons.sampling import top_ids
+from model.native import token_choice
 
 ENGLISH = "The history of the printing press begins in the fifteenth century, when Johannes Gutenberg"
 CODE = "def fibonacci(n: int) -> list[int]:\n    seq = [0, 1]\n    while len(seq) < n:\n"
@@ -271,3 +277,58 @@ def test_a_draw_is_the_inverse_cdf_of_one_uniform(vocab):
         assert p[drawn] > 0
         if u < cdf[-1] - 1e-12:
             assert drawn == int(np.searchsorted(cdf, u, side="right"))
+
+
+@pytest.mark.skipif(not token_choice.available(), reason="no C compiler: numpy's choice only")
+@pytest.mark.parametrize("vocab", [3, 10, 1000, 49152])
+def test_the_native_token_choice_follows_its_definitions(vocab):
+    """TokenChoice against the definitions worked in numpy: the most probable ids by a full sort (probability, then
+    id), the entries above 0, the inverse-CDF draw of one cumulative sum, the first maximum for u < 0, the rank."""
+    rng = np.random.default_rng(vocab)
+    rows = [softmax64(rng.standard_normal(vocab) * 3), softmax64(np.round(rng.standard_normal(vocab))),
+            softmax64(rng.standard_normal(vocab) * 300), np.full(vocab, 1.0 / vocab)]
+    rows[0][rng.integers(0, vocab, vocab // 3)] = 0.0                                # filtered out: never drawn
+    n_top = min(10, vocab)
+    choice = token_choice.TokenChoice(rows, n_top)
+    for i, p in enumerate(rows):
+        assert np.array_equal(choice.top[i], np.lexsort((np.arange(vocab), -p))[:n_top])
+        assert choice.positive[i] == np.count_nonzero(p > 0)
+    for u in np.r_[rng.random(40), 0.0, 1 - 2 ** -53, -1.0]:
+        tokens, ranks = choice.draw([u] * len(rows))
+        for p, token, rank in zip(rows, tokens, ranks, strict=True):
+            cdf = np.cumsum(p) / p.sum()
+            assert p[token] > 0
+            if u < 0:
+                assert token == np.argmax(p)
+            elif u < cdf[-1] - 1e-12:
+                assert token == int(np.searchsorted(cdf, u, side="right"))
+            assert rank == np.count_nonzero(p > p[token]) + np.count_nonzero(p[:token] == p[token])
+
+
+@pytest.mark.skipif(not token_choice.available(), reason="no C compiler: numpy's choice only")
+def test_a_batch_chosen_natively_gets_numpys_steps_and_uses_the_same_randomness(lm):
+    """choose_steps (rows without top-k / top-p surveyed and drawn natively) against next_token_distribution,
+    choose_token and record_step row by row: the same token, candidates, probabilities, rank and kept count, and
+    each generator left in the same state (a one-hot distribution draws no uniform)."""
+    rng = np.random.default_rng(7)
+    settings = [GenerationSettings(temperature=0), GenerationSettings(temperature=1.0, seed=1),
+                GenerationSettings(temperature=0.7, seed=2), GenerationSettings(temperature=0.05, seed=3),
+                GenerationSettings(temperature=1.3, top_k=20, seed=4), GenerationSettings(temperature=2.0, seed=5)]
+    for spread in (3.0, 40.0):
+        logits = (rng.standard_normal((len(settings), lm.config.vocab_size)) * spread).astype(np.float32)
+        logits[0, 5] = logits[0, 9] = logits[0].max() + 1                           # a tie for the greedy row
+        generators = [np.random.default_rng(i) for i in range(len(settings))]
+        references = [np.random.default_rng(i) for i in range(len(settings))]
+        rows = [np.zeros((2, 3, 4), np.float16) for _ in settings]
+        steps = choose_steps(lm, [3] * len(settings), logits, settings, generators, rows, SoftmaxWorkspace())
+        for b, (step, s) in enumerate(zip(steps, settings, strict=True)):
+            dist = next_token_distribution(logits[b], s)
+            want = record_step(lm, 3, choose_token(dist, references[b]), dist, np.zeros((2, 3, 4), np.float16))
+            assert (step.index, step.token_id, step.token, step.rank, step.n_kept) == \
+                (want.index, want.token_id, want.token, want.rank, want.n_kept)
+            assert (step.prob, step.temperature_prob, step.raw_prob, step.entropy_bits) == \
+                (want.prob, want.temperature_prob, want.raw_prob, want.entropy_bits)
+            for name in ("ids", "probs", "raw_probs", "kept", "sampling_probs"):
+                assert np.array_equal(getattr(step.candidates, name), getattr(want.candidates, name)), name
+            assert step.candidates.tokens == want.candidates.tokens
+            assert generators[b].random() == references[b].random()
