@@ -101,7 +101,20 @@ def finished(jobs: dict[str, object]) -> bool:
     return True
 
 
-def write_view(lm, text: str) -> None:
+def view_jobs(view: str, text: str) -> dict[str, object]:
+    """The generations the open view shows, by name, from the settings in the session (a link's or the widgets'
+    values are there before the page draws anything): asked for first, so that a class's clicks join one batch
+    sooner instead of each waiting for its page to be drawn."""
+    if view == "write":
+        temperature = 0.0 if ss[GREEDY.key] else float(ss[TEMP.key])
+        return {"": caches.generation_job(text, int(ss[N.key]), temperature, int(ss[TOP_K.key]),
+                                          float(ss[TOP_P.key]), int(ss[SEED.key]))}
+    settings = (int(ss[N.key]), int(ss[TOP_K.key]), float(ss[TOP_P.key]), int(ss[SEED.key]))
+    return {f"T = {float(ss[p.key]):g}": caches.generation_job(text, settings[0], float(ss[p.key]), *settings[1:])
+            for p in (LOW, HIGH)}
+
+
+def write_view(lm, jobs: dict[str, object]) -> None:
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
         st.slider(_("New tokens"), 1, S.MAX_NEW_TOKENS, key=N.key, width=170, **controls.PERSIST)
         st.toggle(_("Greedy"), key=GREEDY.key, **controls.PERSIST,
@@ -109,13 +122,10 @@ def write_view(lm, text: str) -> None:
         if not ss[GREEDY.key]:
             temperature_slider(TEMP, _("Temperature T"), width=200)
             sampling_popover(st)
-    temperature = 0.0 if ss[GREEDY.key] else float(ss[TEMP.key])
-    job = caches.generation_job(text, int(ss[N.key]), temperature, int(ss[TOP_K.key]), float(ss[TOP_P.key]),
-                                int(ss[SEED.key]))
-    wait_for({"": job}, _("Writing"))
-    if not finished({"": job}):
+    wait_for(jobs, _("Writing"))
+    if not finished(jobs):
         return
-    g = job.result
+    g = jobs[""].result
     scrubber(lm, g)
     kv_cache_panel(lm, g)
 
@@ -193,15 +203,12 @@ def scrubber(lm, g) -> None:
     step_view()
 
 
-def compare_view(lm, text: str) -> None:
+def compare_view(lm, jobs: dict[str, object]) -> None:
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
         st.slider(_("New tokens"), 1, S.MAX_NEW_TOKENS, key=N.key, width=150, **controls.PERSIST)
         temperature_slider(LOW, _("Low T"), width=160)
         temperature_slider(HIGH, _("High T"), width=160)
         sampling_popover(st)
-    settings = (int(ss[N.key]), int(ss[TOP_K.key]), float(ss[TOP_P.key]), int(ss[SEED.key]))
-    jobs = {f"T = {float(ss[p.key]):g}": caches.generation_job(text, settings[0], float(ss[p.key]), *settings[1:])
-            for p in (LOW, HIGH)}
     wait_for(jobs, _("Writing"))
     if not finished(jobs):
         return
@@ -218,18 +225,19 @@ def compare_view(lm, text: str) -> None:
                         key=f"gen_compare_{name}", filename=f"generate_{name.replace(' = ', '')}_probabilities")
     st.caption(_("The same prompt, seed {seed} and top-k / top-p, at two temperatures. The bars: the probability "
                  "each chosen token was drawn with. Low T keeps picking likely tokens; high T wanders.").format(
-        seed=settings[3]))
+        seed=int(ss[SEED.key])))
 
 
+lm_ = caches.get_model()
+text_ = shell.current_text()
+jobs_ = view_jobs(ss.get(VIEW.key) or VIEW.default, text_) if text_.strip() else {}
 shell.header(_("Generate"), _("The model writes one token at a time: each new token is drawn from its next-token "
                               "probabilities (after temperature, top-k and top-p), appended, and fed back in."))
 words = translated(vg.WORDS)
-lm_ = caches.get_model()
-text_ = shell.current_text()
 if not text_.strip():
     st.info(_("The text is empty. Type a prompt, or load an example, and the model will continue it."),
             icon=":material/edit_note:")
     st.stop()
 view, tab = controls.view_tabs(VIEW, S.GENERATE_VIEWS)
 with tab:
-    (write_view if view == "write" else compare_view)(lm_, text_)
+    (write_view if view == "write" else compare_view)(lm_, jobs_)
