@@ -5,7 +5,8 @@ IncrementalDecoder each) and advances all of them by one token per step with gen
 weights once for the whole batch: a one-token step is memory-bound, so B sequences cost little more than one.
 Requests join at the next step (the prompts of those joining together are run first, short ones in one pass
 over the weights, a prefix that an active request's cache or another joining prompt holds copied rather than
-computed again, see generation.feed_together) and leave when they reach max_new_tokens, the end-of-sequence token,
+computed again, see generation.feed_together; a request given its prompt's trace starts from its keys and values
+instead) and leave when they reach max_new_tokens, the end-of-sequence token,
 or are cancelled (the caller stopped iterating, or its on_step returned True). An idle batcher waits JOIN_WINDOW_S
 for requests sent together. Each request keeps its own random generator and its own cache, so its tokens are the
 ones it would get alone. When no request is left the thread ends.
@@ -133,6 +134,8 @@ class GenerationBatcher:
                                                  donors=[r.decoder for r in active]) if prompted else [],
                        strict=True))
         started = [fed[r] if r.trace is None else r.decoder.start_from(r.trace) for r in joining]
+        for r in joining:
+            r.trace = None               # copied into the cache: a long text's trace is not held to the end
         self._choose(joining, [logits for logits, _ in started], [row for _, row in started])
         return [r for r in joining if not self._finished(r)]
 
