@@ -220,12 +220,15 @@ def trace_getter(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> Callable[[]
     traces = _caches()["traces"]
     key = (model_id(lm), text, max_tokens)
 
-    def trace() -> ForwardTrace:
+    def expected_bytes() -> int:
         T = min(len(lm.encode(text)), max_tokens)
         attention = cfg.n_layers * cfg.n_heads * T * T                  # values; float16 above 64 MB of float32
         keys_values = 2 * cfg.n_layers * cfg.n_kv_heads * T * cfg.head_dim * 4
-        expected = attention * (4 if 4 * attention <= FLOAT32_ATTENTION_BYTES else 2) + keys_values
-        return traces.get(key, lambda: computed(lambda: lm.run(text, max_tokens=max_tokens)), expected)
+        return attention * (4 if 4 * attention <= FLOAT32_ATTENTION_BYTES else 2) + keys_values
+
+    def trace() -> ForwardTrace:                                        # a cached one: no tokenizing at every rerun
+        return traces.get(key, lambda: computed(lambda: lm.run(text, max_tokens=max_tokens)),
+                          0 if key in traces else expected_bytes())
 
     return trace
 

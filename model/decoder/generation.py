@@ -170,16 +170,9 @@ def next_token_distribution(logits: np.ndarray, settings: GenerationSettings) ->
     """Temperature, then top-k, then top-p, renormalized (model/sampling.py); greedy keeps the argmax only. Skips the
     passes that change nothing (temperature 1, no top-k / top-p): the same numbers, a third of a step's choosing.
     Each softmax and its entropy come from one native call where it runs (model.native.softmax_entropy)."""
-    return next_token_distributions(np.asarray(logits)[None], [settings])[0]
-
-
-def next_token_distributions(logits: np.ndarray, settings: Sequence[GenerationSettings]) -> list[TokenDistribution]:
-    """next_token_distribution of each row of logits [B, V] with its settings: every row's softmaxes (at T = 1 and
-    at its temperature) in one native call, a softmax a thread at a time, the same numbers as one at a time."""
-    logits = np.ascontiguousarray(logits)                                            # [B, V]
-    softmaxes = _row_softmaxes(logits, settings)
-    return [_distribution(row, s, softmaxes[b, 1.0], softmaxes.get((b, s.temperature)))
-            for b, (row, s) in enumerate(zip(logits, settings, strict=True))]
+    logits = np.ascontiguousarray(logits)[None]                                      # [1, V]
+    softmaxes = _row_softmaxes(logits, [settings])
+    return _distribution(logits[0], settings, softmaxes[0, 1.0], softmaxes.get((0, settings.temperature)))
 
 
 def choose_steps(lm, made: Sequence[int], logits: np.ndarray, settings: Sequence[GenerationSettings],

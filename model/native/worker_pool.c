@@ -73,10 +73,9 @@ static void *worker_main(void *unused) {
     return NULL;
 }
 
-/* fn over 0..n in chunks of `chunk`, split across the caller and threads - 1 workers (the caller alone for one
-chunk, or while another thread uses the pool). */
+/* fn over 0..n in chunks of `chunk`, split across the caller and threads - 1 workers (threads at most
+MAX_WORKERS + 1; the caller alone for one chunk, or while another thread uses the pool). */
 static void dispatch(range_fn fn, const void *args, int64_t n, int64_t chunk, int threads) {
-    if (threads > MAX_WORKERS + 1) threads = MAX_WORKERS + 1;
     if (threads < 2 || n <= chunk || pthread_mutex_trylock(&pool.busy) != 0) {
         fn(args, 0, n);
         return;
@@ -107,16 +106,19 @@ static void dispatch(range_fn fn, const void *args, int64_t n, int64_t chunk, in
     pthread_mutex_unlock(&pool.busy);
 }
 
+/* The threads a call may use: the caller and at most MAX_WORKERS workers. */
+static int usable(int threads) { return threads > MAX_WORKERS + 1 ? MAX_WORKERS + 1 : threads; }
+
 void parallel_range(range_fn fn, const void *args, int64_t n, int threads) {
-    if (n < 2 * CHUNKS_PER_THREAD) {
+    threads = usable(threads);
+    if (threads < 2 || n < 2 * CHUNKS_PER_THREAD) {
         fn(args, 0, n);
         return;
     }
-    const int used = threads > MAX_WORKERS + 1 ? MAX_WORKERS + 1 : threads;
-    const int64_t chunks = (int64_t)(used > 1 ? used : 1) * CHUNKS_PER_THREAD;
+    const int64_t chunks = (int64_t)threads * CHUNKS_PER_THREAD;
     dispatch(fn, args, n, (n + chunks - 1) / chunks, threads);
 }
 
 void parallel_items(range_fn fn, const void *args, int64_t n, int threads) {
-    dispatch(fn, args, n, 1, threads);
+    dispatch(fn, args, n, 1, usable(threads));
 }
