@@ -2,7 +2,7 @@
 generation step: 0.75 (4-bit codes) to 1.25 bytes a weight read per step instead of float32's 4, and a row's numbers
 the same in any batch.
 
-Made from a QuantizedMatrix of type Q8_0 (its int8 values and scales, shared, not copied) or from a float32 matrix
+Made from a QuantizedMatrix of type Q8_0 (its int8 values and scales, regrouped) or from a float32 matrix
 that a Q8_0, Q4_0, Q5_0, Q4_1 or Q5_1 tensor was dequantized into (the built-in model: Q4_1 blocks, a Q8_0 table).
 In those formats every 32 values of a row are scale * code (+ offset), the codes integers: Q8_0 from -127 to 127
 with the largest magnitude at +-127 (scale = amax / 127), Q4_0 / Q5_0 with the extreme value at code -8 / -16,
@@ -12,7 +12,6 @@ float16. Codes, scales and offsets are recovered and checked to give back every 
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,40 +55,40 @@ LAYOUTS = {
 
 @dataclass(frozen=True, eq=False)
 class Int8Blocks:
-    """codes times scales [out, in / 32] float32, plus offsets [out, in / 32] float32 (or None): codes int8
-    [out, in], or uint8 [out, in / 2] with two 4-bit codes a byte (nibbles: Q4_0 / Q4_1 values)."""
+    """A matrix [out, in] as codes times scales per 32 values (plus offsets), held by the native kernel's view in its
+    grouped layout (model.native.int8_linear.Int8Matrix): int8 codes, or two 4-bit codes a byte (Q4_0 / Q4_1
+    values)."""
 
-    codes: torch.Tensor
-    scales: torch.Tensor
-    offsets: torch.Tensor | None
-    nibbles: bool = False
+    matrix: kernel.Int8Matrix
 
     @property
     def shape(self) -> tuple[int, int]:
-        return self.scales.shape[0], self.scales.shape[1] * kernel.BLOCK
+        return self.matrix.n, self.matrix.k
 
     @property
     def nbytes(self) -> int:
-        return sum(t.nbytes for t in (self.codes, self.scales, self.offsets) if t is not None)
+        return self.matrix.nbytes
 
-    @functools.cached_property
-    def matrix(self) -> kernel.Int8Matrix:
-        """The native kernel's view (checked once)."""
-        return kernel.Int8Matrix(self.codes, self.scales, self.offsets, self.nibbles)
+    @property
+    def nibbles(self) -> bool:
+        return bool(self.matrix.nibbles)
+
+    @property
+    def has_offsets(self) -> bool:
+        return self.matrix.has_offsets
 
     def linear(self, x: np.ndarray) -> np.ndarray:
         """Rows x [B, in] float32 -> x @ W^T [B, out] float32; a row's numbers are the same in any batch."""
         return self.matrix(x)
 
 
-def copy_nbytes(type_name: str, shape: tuple[int, int]) -> int:
-    """Bytes of the Int8Blocks copy a float32 matrix dequantized from this GGUF type gets (0: none)."""
+def copy_nbytes(type_name: str, shape: tuple[int, int], kept_quantized: bool = False) -> int:
+    """Bytes of the Int8Blocks a matrix of this GGUF type gets (0: none): every format of LAYOUTS when dequantized
+    to float32; only Q8_0 when kept quantized (its codes regrouped for the kernel)."""
     layout = LAYOUTS.get(type_name)
-    if layout is None:
+    if layout is None or (kept_quantized and type_name != "Q8_0"):
         return 0
-    n_values = int(shape[0]) * int(shape[1])
-    code_bytes = n_values // 2 if layout.nibbles else n_values
-    return code_bytes + n_values // kernel.BLOCK * 4 * (2 if layout.has_offset else 1)
+    return kernel.grouped_nbytes(int(shape[0]), int(shape[1]), layout.nibbles, layout.has_offset)
 
 
 def int8_blocks_of(w) -> Int8Blocks | None:
@@ -100,7 +99,8 @@ def int8_blocks_of(w) -> Int8Blocks | None:
     if isinstance(w, QuantizedMatrix):
         if w.format.name != "Q8_0":
             return None
-        return Int8Blocks(w.values.reshape(w.shape), w.scale[..., 0].contiguous(), None)
+        return Int8Blocks(kernel.Int8Matrix(w.values.reshape(w.shape), w.scale[..., 0].contiguous(), None,
+                                            False))
     if isinstance(w, torch.Tensor) and w.dtype == torch.float32 and w.dim() == 2 and w.shape[1] % kernel.BLOCK == 0:
         for layout in LAYOUTS.values():
             if _recovered(w[:SAMPLE_ROWS], layout) is not None:                     # cheap test first
@@ -141,7 +141,7 @@ def _recovered(w: torch.Tensor, layout: _Layout) -> Int8Blocks | None:
         scales[rows] = scale.view(-1, per_row)
         if offsets is not None:
             offsets[rows] = offset.view(-1, per_row)
-    return Int8Blocks(codes, scales, offsets, layout.nibbles)
+    return Int8Blocks(kernel.Int8Matrix(codes, scales, offsets, layout.nibbles))
 
 
 def _nibbles(codes: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,8 @@
 """x @ W^T for a matrix held as integer codes with a float32 scale (and optionally an offset) per 32 values
 (int8_linear.c): codes one byte each (8-bit and 5-bit formats) or two to a byte (4-bit), so a one-token step reads
-0.75 to 1.25 bytes a weight instead of float32's 4. Every output is computed the same way whatever the number of
-rows, so a row's numbers do not depend on the rows multiplied with it."""
+0.75 to 1.25 bytes a weight instead of float32's 4, laid out in groups of 16 outputs for the kernel. Every output is
+the same sequence of multiply-adds over k whatever the number of rows, so a row's numbers do not depend on the rows
+multiplied with it."""
 from __future__ import annotations
 
 import ctypes
@@ -14,6 +15,8 @@ from model.native.build import library
 from model.native.threads import kernel_threads
 
 BLOCK = 32                 # values per scale / offset
+GROUP = 16                 # outputs of a group in the kernel's layout (int8_linear.c's GROUP_OUTPUTS)
+GROUPS_AT_ONCE = 256       # groups regrouped at a time (bounds the temporaries for a large vocabulary's matrix)
 
 
 @functools.cache
@@ -32,9 +35,10 @@ def available() -> bool:
 
 
 class Int8Matrix:
-    """A matrix W = codes * scales [N, K / 32] (+ offsets [N, K / 32]) per 32 values, checked once, multiplied with
-    little per-call work (a generation step makes ~120 products): codes int8 [N, K], or uint8 [N, K / 2] with two
-    4-bit codes a byte when nibbles (GGUF's Q4 order within each block of 16 bytes). Keeps its tensors alive."""
+    """A matrix W = codes * scales [N, K / 32] (+ offsets [N, K / 32]) per 32 values, checked and laid out once,
+    multiplied with little per-call work (a generation step makes ~120 products). Given codes int8 [N, K], or uint8
+    [N, K / 2] with two 4-bit codes a byte when nibbles (GGUF's Q4 order within each block of 16 bytes); keeps only
+    its own copy in the kernel's grouped layout (see grouped_layout), so the caller's tensors may be dropped."""
 
     def __init__(self, codes: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor | None, nibbles: bool):
         n, k = scales.shape[0], scales.shape[1] * BLOCK
@@ -43,11 +47,14 @@ class Int8Matrix:
                 offsets is not None and (offsets.dtype != torch.float32 or offsets.shape != scales.shape)):
             raise ValueError(f"int8_linear needs codes {want} for float32 scales [N, K/{BLOCK}] {tuple(scales.shape)}, "
                              f"got codes {codes.dtype} {tuple(codes.shape)}, scales {scales.dtype}")
-        if not all(t is None or t.is_contiguous() for t in (codes, scales, offsets)):
-            raise ValueError("int8_linear's codes, scales and offsets must be contiguous")
-        self.tensors = (codes, scales, offsets)
+        self.tensors = grouped_layout(codes, scales, offsets, bool(nibbles))
         self.n, self.k, self.nibbles = n, k, int(nibbles)
-        self.pointers = (codes.data_ptr(), scales.data_ptr(), None if offsets is None else offsets.data_ptr())
+        self.has_offsets = offsets is not None
+        self.pointers = tuple(None if t is None else t.data_ptr() for t in self.tensors)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors if t is not None)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """x [M, K] float32 @ W^T -> [M, N] float32, on kernel_threads(). Call only where available()."""
@@ -62,6 +69,44 @@ class Int8Matrix:
         if status != 0:
             raise RuntimeError("int8_linear: this CPU has neither AVX2 + FMA nor AVX-512")
         return out
+
+
+def grouped_nbytes(n: int, k: int, nibbles: bool, offsets: bool) -> int:
+    """Bytes of an Int8Matrix [n, k] in the grouped layout (n padded to whole groups)."""
+    padded = -(-n // GROUP) * GROUP
+    return padded * k // (2 if nibbles else 1) + padded * (k // BLOCK) * 4 * (2 if offsets else 1)
+
+
+def grouped_layout(codes: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor | None,
+                   nibbles: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The kernel's layout of ceil(N / 16) groups of 16 outputs (the last padded with zero codes and scales): codes
+    [G, K, 16] int8, or [G, K, 8] uint8 with output j's code in byte j's low nibble and output j + 8's in its high;
+    scales and offsets [G, K / 32, 16]. One k's codes of a group are contiguous, for the kernel's 16-output vectors."""
+    n, blocks = scales.shape
+    k, groups = blocks * BLOCK, -(-n // GROUP)
+    out_codes = torch.empty(groups, k, GROUP // 2 if nibbles else GROUP, dtype=codes.dtype)
+    out_scales = torch.empty(groups, blocks, GROUP)
+    out_offsets = None if offsets is None else torch.empty(groups, blocks, GROUP)
+    for g0 in range(0, groups, GROUPS_AT_ONCE):
+        g1 = min(groups, g0 + GROUPS_AT_ONCE)
+        rows = slice(g0 * GROUP, min(n, g1 * GROUP))
+        part = codes[rows]
+        if nibbles:
+            halves = part.view(-1, blocks, BLOCK // 2)                               # [r, B, 16]
+            part = torch.cat([halves & 0x0F, halves >> 4], dim=2).view(-1, k)       # [r, K] codes 0..15
+        part = _by_group(part, g1 - g0)                                              # [g, K, 16]
+        out_codes[g0:g1] = part[..., :GROUP // 2] | (part[..., GROUP // 2:] << 4) if nibbles else part
+        out_scales[g0:g1] = _by_group(scales[rows], g1 - g0)
+        if offsets is not None:
+            out_offsets[g0:g1] = _by_group(offsets[rows], g1 - g0)
+    return out_codes, out_scales, out_offsets
+
+
+def _by_group(rows: torch.Tensor, groups: int) -> torch.Tensor:
+    """rows [r, w] (r <= groups * 16; missing rows are zeros) -> [groups, w, 16]: each group's 16 rows as columns."""
+    padded = torch.zeros(groups * GROUP, rows.shape[1], dtype=rows.dtype)
+    padded[:rows.shape[0]] = rows
+    return padded.view(groups, GROUP, -1).transpose(1, 2)                            # [g, w, 16]
 
 
 def int8_linear(codes: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor | None, x: np.ndarray,

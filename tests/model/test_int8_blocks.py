@@ -28,7 +28,7 @@ def gguf_values(kind: str, shape=(96, 320), seed=0) -> np.ndarray:
 def test_each_format_is_recovered_and_multiplies_as_the_dequantized_matrix(kind):
     values = gguf_values(kind)
     blocks = int8_blocks_of(torch.from_numpy(values))
-    assert blocks is not None and (blocks.nibbles, blocks.offsets is not None) == LAYOUTS[kind]
+    assert blocks is not None and (blocks.nibbles, blocks.has_offsets) == LAYOUTS[kind]
     assert blocks.nbytes == copy_nbytes(kind, values.shape)
     x = np.random.default_rng(1).standard_normal((5, values.shape[1])).astype(np.float32)
     reference = x.astype(np.float64) @ values.astype(np.float64).T                 # [5, 96]
@@ -38,7 +38,7 @@ def test_each_format_is_recovered_and_multiplies_as_the_dequantized_matrix(kind)
 
 
 @pytest.mark.parametrize("kind", ["Q8_0", "Q4_1"])
-@pytest.mark.parametrize("width", [256, 896, 1536, 4864])   # rows whole in a tile (12, 8 rows); in 3 and 9 segments
+@pytest.mark.parametrize("width", [256, 896, 1536, 4864])   # 2 to 38 segments of 128 values
 def test_a_row_gets_the_same_numbers_in_any_batch(kind, width):
     values = gguf_values(kind, (130, width))                                        # 130 outputs: several groups
     blocks = int8_blocks_of(torch.from_numpy(values))
@@ -66,12 +66,14 @@ def test_one_changed_value_keeps_the_matrix_float32():
     assert int8_blocks_of(torch.from_numpy(values)) is None
 
 
-def test_a_q8_0_matrix_kept_quantized_is_shared_not_copied():
+def test_a_q8_0_matrix_kept_quantized_is_regrouped_and_its_copy_counted():
     data = np.random.default_rng(4).standard_normal((64, 128)).astype(np.float32)
     raw = gguf.quantize(data, gguf.GGMLQuantizationType.Q8_0)
     matrix = QuantizedMatrix(raw, "Q8_0", (64, 128))
     blocks = int8_blocks_of(matrix)
-    assert isinstance(blocks, Int8Blocks) and blocks.codes.data_ptr() == matrix.values.data_ptr()
+    assert isinstance(blocks, Int8Blocks)
+    assert blocks.nbytes == copy_nbytes("Q8_0", (64, 128), kept_quantized=True) == 64 * 128 + 64 * 4 * 4
+    assert copy_nbytes("Q4_1", (64, 128), kept_quantized=True) == 0                  # left to the torch path
     x = np.random.default_rng(5).standard_normal((2, 128)).astype(np.float32)
     reference = x.astype(np.float64) @ gguf.dequantize(raw, gguf.GGMLQuantizationType.Q8_0).astype(np.float64).T
     assert np.abs(blocks.linear(x) - reference).max() <= 2e-6 * np.abs(reference).max()
@@ -86,3 +88,26 @@ def test_wrong_shapes_are_refused():
     blocks = int8_blocks_of(torch.from_numpy(gguf_values("Q8_0", (8, 64))))
     with pytest.raises(ValueError):
         blocks.linear(np.zeros((2, 32), np.float32))
+
+
+def documented_order(x: np.ndarray, w: np.ndarray, segment: int = 128) -> np.ndarray:
+    """x [M, K] @ w [N, K]^T as int8_linear.c documents it: per segment of 128 values of k, acc = 0, then
+    acc = fma(w[n, k], x[m, k], acc) in order of k; the segments' sums added in order; float32 throughout. An fma is
+    emulated in float64 (a float32 product is exact there), one rounding to float32 after the addition."""
+    total = None
+    for start in range(0, x.shape[1], segment):
+        acc = np.zeros((x.shape[0], w.shape[0]), np.float32)                         # [M, N]
+        for k in range(start, min(start + segment, x.shape[1])):
+            acc = (acc.astype(np.float64) + x[:, k, None].astype(np.float64) * w[None, :, k]).astype(np.float32)
+        total = acc if total is None else total + acc
+    return total
+
+
+@pytest.mark.parametrize("kind", ["Q8_0", "Q4_1", "Q5_0"])
+def test_every_output_is_the_documented_sequence_of_multiply_adds(kind):
+    values = gguf_values(kind, (37, 320), seed=6)                                    # 3 groups, the last padded
+    blocks = int8_blocks_of(torch.from_numpy(values))
+    x = np.random.default_rng(7).standard_normal((7, 320)).astype(np.float32)
+    expected = documented_order(x, values)
+    assert np.array_equal(blocks.linear(x), expected)
+    assert np.array_equal(blocks.linear(x[4:5]), expected[4:5])
