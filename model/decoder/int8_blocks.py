@@ -2,7 +2,7 @@
 generation step: 0.75 (4-bit codes) to 1.25 bytes a weight read per step instead of float32's 4, and a row's numbers
 the same in any batch.
 
-Made from a QuantizedMatrix of type Q8_0 (its int8 values and scales, regrouped) or from a float32 matrix
+Made from a QuantizedMatrix of type Q8_0 (which holds its codes in the kernel's layout: shared) or from a float32 matrix
 that a Q8_0, Q4_0, Q5_0, Q4_1 or Q5_1 tensor was dequantized into (the built-in model: Q4_1 blocks, a Q8_0 table).
 In those formats every 32 values of a row are scale * code (+ offset), the codes integers: Q8_0 from -127 to 127
 with the largest magnitude at +-127 (scale = amax / 127), Q4_0 / Q5_0 with the extreme value at code -8 / -16,
@@ -82,11 +82,10 @@ class Int8Blocks:
         return self.matrix(x)
 
 
-def copy_nbytes(type_name: str, shape: tuple[int, int], kept_quantized: bool = False) -> int:
-    """Bytes of the Int8Blocks a matrix of this GGUF type gets (0: none): every format of LAYOUTS when dequantized
-    to float32; only Q8_0 when kept quantized (its codes regrouped for the kernel)."""
+def copy_nbytes(type_name: str, shape: tuple[int, int]) -> int:
+    """Bytes of the Int8Blocks copy a float32 matrix dequantized from this GGUF type gets (0: none)."""
     layout = LAYOUTS.get(type_name)
-    if layout is None or (kept_quantized and type_name != "Q8_0"):
+    if layout is None:
         return 0
     return kernel.grouped_nbytes(int(shape[0]), int(shape[1]), layout.nibbles, layout.has_offset)
 
@@ -97,10 +96,7 @@ def int8_blocks_of(w) -> Int8Blocks | None:
     if not kernel.available():
         return None
     if isinstance(w, QuantizedMatrix):
-        if w.format.name != "Q8_0":
-            return None
-        return Int8Blocks(kernel.Int8Matrix(w.values.reshape(w.shape), w.scale[..., 0].contiguous(), None,
-                                            False))
+        return None if w.int8 is None else Int8Blocks(w.int8)                    # Q8_0: shared, not copied
     if isinstance(w, torch.Tensor) and w.dtype == torch.float32 and w.dim() == 2 and w.shape[1] % kernel.BLOCK == 0:
         for layout in LAYOUTS.values():
             if _recovered(w[:SAMPLE_ROWS], layout) is not None:                     # cheap test first

@@ -63,7 +63,7 @@ class QuantizedMatrix:
         if fmt.dtype is not None:
             values = data.view(np.int16 if fmt.block_bytes == 2 else np.float32).reshape(n_rows, n_cols)
             self.planes = [torch.from_numpy(values.copy()).view(fmt.dtype)]        # [out, in]
-            self.d = self.sc = self.dmin = self.mn = None
+            self.d = self.sc = self.dmin = self.mn = self.int8 = None
             return
         self.planes = [torch.empty(n_rows, n_cols * w // 8, dtype=torch.uint8) for w in bitplanes.WIDTHS[fmt.bits]]
         self.d = self.sc = self.dmin = self.mn = None                              # [out * blocks per row, 1 or groups]
@@ -77,6 +77,10 @@ class QuantizedMatrix:
                 plane[rows] = part
             for name in ("d", "sc", "dmin", "mn"):
                 self._store(name, rows, getattr(fields, name))
+        self.int8 = None
+        if fmt.name == "Q8_0" and int8_linear.available():        # held once, in the native kernel's layout
+            self.int8 = int8_linear.Int8Matrix(self.planes[0].view(torch.int8), self.d.view(n_rows, -1), None, False)
+            self.planes, self.d = [], None
 
     def _store(self, name: str, rows: slice, part: torch.Tensor | None) -> None:
         """The blocks of rows `rows` of scale field `name` (allocated on the first chunk): [blocks, per block]."""
@@ -93,17 +97,34 @@ class QuantizedMatrix:
 
     @property
     def nbytes(self) -> int:
-        return sum(t.nbytes for t in (*self.planes, self.d, self.sc, self.dmin, self.mn) if t is not None)
+        return sum(t.nbytes for t in (*self.planes, self.d, self.sc, self.dmin, self.mn) if t is not None) + (
+            self.int8.nbytes if self.int8 is not None else 0)
 
     @property
     def values(self) -> torch.Tensor:
         """Q8_0: the int8 quants [out, in / 32, 32]; each 32 are scaled by `scale`."""
+        if self.int8 is not None:
+            return self._grouped_rows(slice(0, self._shape[0]))[0].view(self._shape[0], -1, 32)
         return self.planes[0].view(torch.int8).view(self._shape[0], -1, 32)
 
     @property
     def scale(self) -> torch.Tensor:
         """Q8_0: the float32 scale of every 32 quants [out, in / 32, 1]."""
+        if self.int8 is not None:
+            return self._grouped_rows(slice(0, self._shape[0]))[1].view(self._shape[0], -1, 1)
         return self.d.view(self._shape[0], -1, 1)
+
+    def _grouped_rows(self, rows: slice | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Q8_0 held as the kernel's groups of 16 rows (int8_linear.grouped_layout): the int8 codes [r, in] and
+        float32 scales [r, in / 32] of rows `rows` (a slice or ids)."""
+        codes, scales, _ = self.int8.tensors                                       # [G, in, 16], [G, in / 32, 16]
+        group = int8_linear.GROUP
+        if not isinstance(rows, slice):
+            return codes[rows // group, :, rows % group], scales[rows // group, :, rows % group]
+        g0, g1 = rows.start // group, -(-rows.stop // group)
+        pick = slice(rows.start - g0 * group, rows.stop - g0 * group)
+        return (codes[g0:g1].transpose(1, 2).reshape(-1, codes.shape[1])[pick],
+                scales[g0:g1].transpose(1, 2).reshape(-1, scales.shape[1])[pick])
 
     def _scales(self, rows: slice | torch.Tensor) -> list[torch.Tensor | None]:
         """d, sc, dmin, mn of rows `rows` (a slice or ids): [blocks, 1 or groups per block] each, or None."""
@@ -138,10 +159,14 @@ class QuantizedMatrix:
 
     def rows(self, ids: torch.Tensor) -> torch.Tensor:
         """W[ids] as float32 [len(ids), in]."""
+        if self.int8 is not None:
+            codes, scales = self._grouped_rows(ids)                                 # [r, in], [r, in / 32]
+            return (codes.float().view(len(ids), -1, 32) * scales[..., None]).view(len(ids), -1)
         picked = QuantizedMatrix.__new__(QuantizedMatrix)
         picked.format, picked._shape = self.format, (len(ids), self._shape[1])
         picked.planes = [plane[ids] for plane in self.planes]
         picked.d, picked.sc, picked.dmin, picked.mn = self._scales(ids)
+        picked.int8 = None
         return picked.dequantized()
 
     def dequantized(self) -> torch.Tensor:
@@ -157,6 +182,9 @@ class QuantizedMatrix:
     def dequantize_rows(self, rows: slice, out: torch.Tensor) -> None:
         """Rows start:stop of the matrix into out, float32 [stop - start, in] (contiguous)."""
         fmt = self.format
+        if self.int8 is not None:
+            int8_linear.dequantize_grouped_rows(self.int8, rows, out)              # one native pass, same values
+            return
         planes = [plane[rows] for plane in self.planes]
         if fmt.dtype is not None:
             out.copy_(planes[0])
@@ -181,6 +209,8 @@ def quantized_nbytes(type_name: str, shape: tuple[int, int]) -> int:
     n_values = int(shape[0]) * int(shape[1])
     if fmt.dtype is not None:
         return n_values * fmt.block_bytes
+    if fmt.name == "Q8_0" and int8_linear.available():
+        return int8_linear.grouped_nbytes(int(shape[0]), int(shape[1]), nibbles=False, offsets=False)
     fields = fmt.split(torch.zeros(1, fmt.block_bytes, dtype=torch.uint8))
     per_block = sum(t.nbytes for t in (fields.d, fields.sc, fields.dmin, fields.mn) if t is not None)
     return n_values * fmt.bits // 8 + n_values // fmt.block_values * per_block

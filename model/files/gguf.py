@@ -281,14 +281,13 @@ def keeps_quantized(tensors) -> bool:
 def memory_needed(tensors, keep_quantized: bool) -> int:
     """Bytes the loaded weights take: float32 for every tensor, except the matrices kept quantized (all 2-D
     weights but F32 ones and GPT-2's position table) when keep_quantized; a float32 matrix of a format the
-    generation step multiplies as int8 (and a kept Q8_0 matrix) also counts that copy (model.decoder.int8_blocks,
-    made on first generation)."""
+    generation step multiplies as int8 also counts that copy (model.decoder.int8_blocks, made on first generation)."""
     total = 0
     for t in tensors:
         kind, shape = t.tensor_type.name, tuple(int(n) for n in reversed(t.shape))
         matrix = len(shape) == 2 and t.name != "position_embd.weight" and kind != "F32"
         if keep_quantized and matrix:
-            total += quantized_nbytes(kind, shape) + copy_nbytes(kind, shape, kept_quantized=True)
+            total += quantized_nbytes(kind, shape)
         else:
             total += 4 * int(t.n_elements) + (copy_nbytes(kind, shape) if matrix else 0)
     return total

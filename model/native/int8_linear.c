@@ -30,6 +30,23 @@ void int8_dequantize(const int8_t *c, const float *s, int64_t n_blocks, float *o
         for (int v = 0; v < 32; v++) out[b * 32 + v] = (float)c[b * 32 + v] * s[b];
 }
 
+/* out [rows, K] = rows row0 .. row0 + rows - 1 of a Q8_0 matrix held in the grouped layout (codes [G][K][16],
+scales [G][K / 32][16], no offsets): code times scale, exact, as int8_dequantize; for a kept-quantized matrix's
+product in the full forward. */
+#if defined(__x86_64__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+void int8_dequantize_grouped(const int8_t *c, const float *s, int64_t K, int64_t row0, int64_t rows, float *out) {
+    const int64_t B = K / 32;
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t n = row0 + r, g = n / 16, j = n % 16;
+        const int8_t *cn = c + g * K * 16 + j;
+        const float *sn = s + g * B * 16 + j;
+        for (int64_t b = 0; b < B; b++)
+            for (int v = 0; v < 32; v++) out[r * K + b * 32 + v] = (float)cn[(b * 32 + v) * 16] * sn[b * 16];
+    }
+}
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 

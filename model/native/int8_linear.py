@@ -141,3 +141,26 @@ def dequantize_q8_0(codes: torch.Tensor, scales: torch.Tensor, out: torch.Tensor
                          f"{scales.dtype}, {tuple(out.shape)} {out.dtype}")
     fn(codes.data_ptr(), scales.data_ptr(), n_blocks, out.data_ptr())
     return True
+
+
+@functools.cache
+def _dequantize_grouped():
+    lib = library()
+    if lib is None:
+        return None
+    lib.int8_dequantize_grouped.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * 3 + \
+        [ctypes.c_void_p]
+    lib.int8_dequantize_grouped.restype = None
+    return lib.int8_dequantize_grouped
+
+
+def dequantize_grouped_rows(matrix: Int8Matrix, rows: slice, out: torch.Tensor) -> None:
+    """Rows start:stop of a Q8_0 Int8Matrix (no offsets, 8-bit codes) into out, float32 [stop - start, K]
+    (contiguous): code times scale, exactly gguf's values."""
+    if matrix.nibbles or matrix.has_offsets or not 0 <= rows.start <= rows.stop <= matrix.n or \
+            out.dtype != torch.float32 or tuple(out.shape) != (rows.stop - rows.start, matrix.k) or \
+            not out.is_contiguous():
+        raise ValueError(f"dequantize_grouped_rows needs a Q8_0 matrix and a contiguous float32 out of its rows "
+                         f"{rows} [{rows.stop - rows.start}, {matrix.k}], got {out.dtype} {tuple(out.shape)}")
+    _dequantize_grouped()(matrix.pointers[0], matrix.pointers[1], matrix.k, rows.start, rows.stop - rows.start,
+                          out.data_ptr())

@@ -66,14 +66,13 @@ def test_one_changed_value_keeps_the_matrix_float32():
     assert int8_blocks_of(torch.from_numpy(values)) is None
 
 
-def test_a_q8_0_matrix_kept_quantized_is_regrouped_and_its_copy_counted():
+def test_a_q8_0_matrix_kept_quantized_is_shared_not_copied():
     data = np.random.default_rng(4).standard_normal((64, 128)).astype(np.float32)
     raw = gguf.quantize(data, gguf.GGMLQuantizationType.Q8_0)
     matrix = QuantizedMatrix(raw, "Q8_0", (64, 128))
     blocks = int8_blocks_of(matrix)
-    assert isinstance(blocks, Int8Blocks)
-    assert blocks.nbytes == copy_nbytes("Q8_0", (64, 128), kept_quantized=True) == 64 * 128 + 64 * 4 * 4
-    assert copy_nbytes("Q4_1", (64, 128), kept_quantized=True) == 0                  # left to the torch path
+    assert isinstance(blocks, Int8Blocks) and blocks.matrix is matrix.int8
+    assert matrix.nbytes == blocks.nbytes == 64 * 128 + 64 * 4 * 4                  # the codes once, float32 scales
     x = np.random.default_rng(5).standard_normal((2, 128)).astype(np.float32)
     reference = x.astype(np.float64) @ gguf.dequantize(raw, gguf.GGMLQuantizationType.Q8_0).astype(np.float64).T
     assert np.abs(blocks.linear(x) - reference).max() <= 2e-6 * np.abs(reference).max()
