@@ -6,8 +6,9 @@ A QuantizedMatrix holds each block's codes repacked row by row into bit planes (
 scales unpacked (float32 d and dmin per block, group scales and minimums one byte each): the file's bits, laid out
 so that a chunk dequantizes in a few contiguous torch ops, exactly as gguf does (model.files.quants.scale_codes).
 Where the native int8 kernel runs, a Q8_0 matrix holds its codes and scales once, in that kernel's groups of 16 rows
-(model.native.int8_linear.Int8Matrix, which the generation step multiplies), and dequantizes rows from there. A product dequantizes into this thread's reused buffers (a fresh multi-MB buffer per call or chunk costs a page
-fault per 4 kB); nothing on the object changes after construction, so any number of threads may share one matrix.
+(model.native.int8_linear.Int8Matrix, which the generation step multiplies), and dequantizes rows from there. A
+product dequantizes into this thread's reused buffers (a fresh multi-MB buffer per call or chunk costs a page fault
+per 4 kB); nothing on the object changes after construction, so any number of threads may share one matrix.
 """
 from __future__ import annotations
 
