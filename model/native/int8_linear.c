@@ -10,11 +10,12 @@ float32 [M, N] with rows ldy apart.
 Each y[m, n] is one fixed sequence of operations: for each segment of 128 values of k, acc = 0, then
 acc = fma(W[n, k], x[m, k], acc) for each k in turn, each W[n, k] made exactly (code * scale, or one fma with the
 offset); the segments' sums added in order. That sequence is the same whatever M, the tile a row falls in, the
-thread count or the instruction set, so a row's numbers do not depend on the rows beside it. A tile of up to MAX_TILE rows, transposed to [K][R], broadcasts each x[m, k] into the two
-vectors of a group's 16 outputs (a BLIS-style outer product: 12 multiply-adds per k for the codes widened once, where
-the earlier kernel, an inner product per output, widened them once per 5 rows); every tile takes a pass of groups
-in turn, their codes held in L2, before the next pass (PASS_BYTES). Built at first use by model/native/build.py;
-int8_linear_level() says whether this CPU runs it (0: use the fallback). */
+thread count or the instruction set, so a row's numbers do not depend on the rows beside it. A tile of up to
+MAX_TILE rows, transposed to [K][R], broadcasts each x[m, k] into the two vectors of a group's 16 outputs (a
+BLIS-style outer product: 12 multiply-adds per k for the codes widened once, where the earlier kernel, an inner
+product per output, widened them once per 5 rows); every tile takes a pass of groups in turn, their codes held in
+L2, before the next pass (PASS_BYTES). Built at first use by model/native/build.py; int8_linear_level() says
+whether this CPU runs it (0: use the fallback). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -151,14 +152,14 @@ static void pack_tiles(const float *x, float *packed, int64_t M, int64_t K, int 
 
 #define TILE_CASE(R, C)                                                                                           \
     case R * 8 + C:                                                                                               \
-        tile_groups(j->c, j->s, j->o, xt, g, K, nibble_codes, with_offsets, R, C, dots);                                        \
+        tile_groups(j->c, j->s, j->o, xt, g, K, nibble_codes, with_offsets, R, C, dots);                               \
         break;
 
 /* Groups start..stop-1 of a job for every row of x (packed by pack_tiles), a pass of groups (their codes in L2) at
 a time, each tile of rows over the pass. One function per code width and offsets or not (constants where the loop
 is compiled: a test of the offsets' pointer at every k left the loop branchy). */
 #define PASS_BYTES 98304
-#define GROUP_RANGE(name, nibbles, offsets)                                                                                  \
+#define GROUP_RANGE(name, nibbles, offsets)                                                                            \
     __attribute__((target("avx2,fma")))                                                                               \
     static void name(const void *p, int64_t start, int64_t stop) {                                                    \
         const job_t *j = p;                                                                                           \
@@ -169,7 +170,7 @@ is compiled: a test of the offsets' pointer at every k left the loop branchy). *
         for (int64_t p0 = start; p0 < stop; p0 += pass) {                                                             \
             const int64_t p1 = p0 + pass < stop ? p0 + pass : stop;                                                   \
             for (int64_t m = 0; m < j->M;) {                                                                          \
-                const int R = tile_rows(j->M - m, with_offsets ? OFFSET_TILE : MAX_TILE);                                                              \
+                const int R = tile_rows(j->M - m, with_offsets ? OFFSET_TILE : MAX_TILE);                              \
                 const float *xt = j->x + m * K;                                                                       \
                 for (int64_t g = p0; g < p1;) {                                                                       \
                     const int C = tile_chains(R) <= p1 - g ? tile_chains(R) : 1;                                      \

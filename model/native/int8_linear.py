@@ -30,7 +30,7 @@ def _kernel():
 
 
 def available() -> bool:
-    """Whether the kernel is built and this CPU runs it (AVX2 + FMA or AVX-512)."""
+    """Whether the kernel is built and this CPU runs it (AVX2 + FMA; one path on AVX-512 CPUs too)."""
     return _kernel() is not None
 
 
@@ -67,7 +67,7 @@ class Int8Matrix:
         if status == -2:
             raise MemoryError(f"int8_linear could not allocate a copy of x {x.shape}")
         if status != 0:
-            raise RuntimeError("int8_linear: this CPU has neither AVX2 + FMA nor AVX-512")
+            raise RuntimeError("int8_linear: this CPU has no AVX2 + FMA")
         return out
 
 
