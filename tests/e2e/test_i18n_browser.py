@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from playwright import sync_api
 from playwright.sync_api import expect
 
 from tests.e2e.browser_harness import RUN_COUNTER_INIT_JS
@@ -52,7 +53,12 @@ NAV_JS = """() => [...document.querySelectorAll('[data-testid="stSidebarNav"] a,
 
 
 def settled_header(page) -> dict | None:
-    """HEADER_JS once the header's layout has settled (two readings 150 ms apart agree)."""
+    """HEADER_JS once the header's four parts are drawn (a widget's code can arrive after the run has ended, on a busy
+    machine) and its layout has settled (two readings 150 ms apart agree); as it is after 10 s if a part is missing."""
+    try:
+        page.wait_for_function(f"() => ({HEADER_JS})()?.parts.length === 4", timeout=10_000, polling=100)
+    except sync_api.TimeoutError:
+        pass
     last = page.evaluate(HEADER_JS)
     for _ in range(20):
         page.wait_for_timeout(150)
