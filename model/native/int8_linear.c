@@ -1,21 +1,24 @@
 /* y[m, n] = sum over k of  W[n, k] * x[m, k]  in float32 arithmetic, for W[n, k] = s[n, k / 32] * c[n, k] +
-o[n, k / 32] (the values of Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 blocks, made in registers as gguf dequantizes them).
+o[n, k / 32] (the values of Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 blocks), without making W: each block's codes are
+multiplied by x, and the sum scaled.
 
 The matrix is held in groups of GROUP_OUTPUTS outputs (int8_linear.py's grouped layout), so that one vector holds
-one k's weights of 16 outputs: c [G][K][16] int8 codes (nibbles = 0), or [G][K][8] bytes with two 4-bit codes each
+one k's codes of 16 outputs: c [G][K][16] int8 codes (nibbles = 0), or [G][K][8] bytes with two 4-bit codes each
 (nibbles = 1: byte j holds output j's code in its low nibble and output j + 8's in its high); s and o (or NULL: no
 offsets) [G][K / 32][16] float32; outputs past N (the last group's padding) are not stored. x: float32 [M, K]; y:
 float32 [M, N] with rows ldy apart.
 
-Each y[m, n] is one fixed sequence of operations: for each segment of 128 values of k, acc = 0, then
-acc = fma(W[n, k], x[m, k], acc) for each k in turn, each W[n, k] made exactly (code * scale, or one fma with the
-offset); the segments' sums added in order. That sequence is the same whatever M, the tile a row falls in, the
-thread count or the instruction set, so a row's numbers do not depend on the rows beside it. A tile of up to
-MAX_TILE rows, transposed to [K][R], broadcasts each x[m, k] into the two vectors of a group's 16 outputs (a
-BLIS-style outer product: 12 multiply-adds per k for the codes widened once, where the earlier kernel, an inner
-product per output, widened them once per 5 rows); every tile takes a pass of groups in turn, their codes held in
-L2, before the next pass (PASS_BYTES). Built at first use by model/native/build.py; int8_linear_level() says
-whether this CPU runs it (0: use the fallback). */
+Each y[m, n] is one fixed sequence of operations: acc = 0; for each block b of 32 values of k in turn,
+sum = 0, then sum = fma(c[n, k], x[m, k], sum) for each k of the block in turn, then acc = fma(s[n, b], sum, acc),
+and with offsets acc = fma(o[n, b], xsum, acc), xsum being the block's x[m, k] added in turn from 0. That sequence
+is the same whatever M, the tile a row falls in, the thread count or the instruction set, so a row's numbers do not
+depend on the rows beside it. The inner loop is only multiply-adds: weights made first (code * scale, or an fma
+with the offset, as gguf dequantizes) took one more multiply or fma per vector of codes, as many as the
+multiply-adds of a one- or two-row tile (one row: 1.2-1.3x slower). A tile of up to MAX_TILE rows, transposed to
+[K][R], broadcasts each x[m, k] into the two vectors of a group's 16 codes (a BLIS-style outer product: 12
+multiply-adds per k for the codes widened once); every tile takes a pass of groups in turn, their codes held in L2,
+before the next pass (PASS_BYTES). Built at first use by model/native/build.py; int8_linear_level() says whether
+this CPU runs it (0: use the fallback). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -56,81 +59,78 @@ void int8_dequantize_grouped(const int8_t *c, const float *s, int64_t K, int64_t
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define GROUP_OUTPUTS 16        /* outputs of a group: two 8-lane vectors */
-#define MAX_TILE 6              /* rows of x per tile: 12 accumulators, 2 weight vectors and x[m, k] in 16 registers */
-#define OFFSET_TILE 5           /* with offsets (their fma needs a scale in a register): 6 rows spilled, 1.7x slower */
+#define MAX_TILE 6              /* rows of x per tile: 12 block sums, 2 vectors of codes and x[m, k] in 16 registers */
 #define MAX_CHAINS 4            /* groups taken together by a tile of one or two rows (more dependency chains) */
 
-/* One k's weights of a group's 16 outputs: codes widened to float, times the block's scales (+ offsets, one fma). */
+/* One k's codes of a group's 16 outputs, widened to float (exact: small integers). */
 __attribute__((target("avx2,fma")))
-ALWAYS_INLINE void weights_at(const int8_t *ck, const float *sb, const float *ob, const int nibbles,
-                              const int offsets, __m256 *w0, __m256 *w1) {
-    __m256 f0, f1;
+ALWAYS_INLINE void codes_at(const int8_t *ck, const int nibbles, __m256 *f0, __m256 *f1) {
     if (nibbles) {
         const __m256i pairs = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)ck));  /* a byte a lane */
-        f0 = _mm256_cvtepi32_ps(_mm256_and_si256(pairs, _mm256_set1_epi32(0x0F)));
-        f1 = _mm256_cvtepi32_ps(_mm256_srli_epi32(pairs, 4));
+        *f0 = _mm256_cvtepi32_ps(_mm256_and_si256(pairs, _mm256_set1_epi32(0x0F)));
+        *f1 = _mm256_cvtepi32_ps(_mm256_srli_epi32(pairs, 4));
     } else {
-        f0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)ck)));
-        f1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(ck + 8))));
-    }
-    if (offsets) {
-        *w0 = _mm256_fmadd_ps(f0, _mm256_loadu_ps(sb), _mm256_loadu_ps(ob));
-        *w1 = _mm256_fmadd_ps(f1, _mm256_loadu_ps(sb + 8), _mm256_loadu_ps(ob + 8));
-    } else {
-        *w0 = _mm256_mul_ps(f0, _mm256_loadu_ps(sb));
-        *w1 = _mm256_mul_ps(f1, _mm256_loadu_ps(sb + 8));
+        *f0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)ck)));
+        *f1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(ck + 8))));
     }
 }
 
-/* Groups g .. g + C - 1 for a tile of R rows (xt: [K][R]), all of K; R and C fixed at compile time so that the
-2 R C accumulators stay in registers. K is summed in segments of SEGMENT_BLOCKS blocks, each from zero, their sums
-added in order into out: rounding grows with a segment's length and the number of segments, not with K (a
-4864-wide row summed in one chain was 3e-6 of its largest output off a float64 product; an inner product's 16
-lanes were 1e-6). */
-#define SEGMENT_BLOCKS 4
+/* Groups g .. g + C - 1 for a tile of R rows (xt: [K][R]; xs: the rows' block sums [K / 32][R], read with
+offsets), all of K, into out (the tile's accumulators, [C R][16]); R and C fixed at compile time so that the 2 R C
+block sums stay in registers. Each block's codes are multiplied by x from zero, then scaled (and the offset times
+the block's x sum added) into the accumulator: the inner loop is only the multiply-adds (made weights cost a
+multiply or an fma per vector of codes, as many as the multiply-adds of 1 to 2 rows). */
 __attribute__((target("avx2,fma")))
-ALWAYS_INLINE void tile_groups(const int8_t *c, const float *s, const float *o, const float *xt, int64_t g,
-                               int64_t K, const int nibbles, const int offsets, const int R, const int C,
+ALWAYS_INLINE void tile_groups(const int8_t *c, const float *s, const float *o, const float *xt, const float *xs,
+                               int64_t g, int64_t K, const int nibbles, const int offsets, const int R, const int C,
                                float *out) {
     const int64_t B = K / 32, stride = nibbles ? 8 : 16;
-    for (int64_t b0 = 0; b0 < B; b0 += SEGMENT_BLOCKS) {
-        const int64_t b1 = b0 + SEGMENT_BLOCKS < B ? b0 + SEGMENT_BLOCKS : B;
+    for (int a = 0; a < 2 * R * C; a++) _mm256_store_ps(out + a * 8, _mm256_setzero_ps());
+    for (int64_t b = 0; b < B; b++) {
         __m256 lo[MAX_CHAINS * MAX_TILE], hi[MAX_CHAINS * MAX_TILE];
         for (int a = 0; a < R * C; a++) lo[a] = hi[a] = _mm256_setzero_ps();
-        for (int64_t b = b0; b < b1; b++) {
-            for (int kk = 0; kk < 32; kk++) {
-                const int64_t k = b * 32 + kk;
-                for (int q = 0; q < C; q++) {
-                    const int64_t gq = g + q, sb = (gq * B + b) * GROUP_OUTPUTS;
-                    __m256 w0, w1;
-                    weights_at(c + (gq * K + k) * stride, s + sb, o + sb, nibbles, offsets, &w0, &w1);
-                    for (int i = 0; i < R; i++) {
-                        const __m256 xv = _mm256_broadcast_ss(xt + k * R + i);
-                        lo[q * R + i] = _mm256_fmadd_ps(w0, xv, lo[q * R + i]);
-                        hi[q * R + i] = _mm256_fmadd_ps(w1, xv, hi[q * R + i]);
-                    }
+        for (int kk = 0; kk < 32; kk++) {
+            const int64_t k = b * 32 + kk;
+            for (int q = 0; q < C; q++) {
+                __m256 f0, f1;
+                codes_at(c + ((g + q) * K + k) * stride, nibbles, &f0, &f1);
+                for (int i = 0; i < R; i++) {
+                    const __m256 xv = _mm256_broadcast_ss(xt + k * R + i);
+                    lo[q * R + i] = _mm256_fmadd_ps(f0, xv, lo[q * R + i]);
+                    hi[q * R + i] = _mm256_fmadd_ps(f1, xv, hi[q * R + i]);
                 }
             }
         }
-        for (int a = 0; a < R * C; a++) {
-            float *at = out + a * GROUP_OUTPUTS;
-            _mm256_store_ps(at, b0 ? _mm256_add_ps(_mm256_load_ps(at), lo[a]) : lo[a]);
-            _mm256_store_ps(at + 8, b0 ? _mm256_add_ps(_mm256_load_ps(at + 8), hi[a]) : hi[a]);
+        for (int q = 0; q < C; q++) {
+            const int64_t at_b = ((g + q) * B + b) * GROUP_OUTPUTS;
+            const float *sb = s + at_b, *ob = offsets ? o + at_b : NULL;
+            for (int i = 0; i < R; i++) {
+                float *at = out + (q * R + i) * GROUP_OUTPUTS;
+                __m256 y0 = _mm256_fmadd_ps(_mm256_loadu_ps(sb), lo[q * R + i], _mm256_load_ps(at));
+                __m256 y1 = _mm256_fmadd_ps(_mm256_loadu_ps(sb + 8), hi[q * R + i], _mm256_load_ps(at + 8));
+                if (offsets) {
+                    const __m256 sum = _mm256_broadcast_ss(xs + b * R + i);
+                    y0 = _mm256_fmadd_ps(_mm256_loadu_ps(ob), sum, y0);
+                    y1 = _mm256_fmadd_ps(_mm256_loadu_ps(ob + 8), sum, y1);
+                }
+                _mm256_store_ps(at, y0);
+                _mm256_store_ps(at + 8, y1);
+            }
         }
     }
 }
 
 typedef struct {
     const int8_t *c;
-    const float *s, *o, *x;
+    const float *s, *o, *x, *xs;   /* xs: the block sums of x (pack_block_sums), with offsets */
     float *y;
     int64_t M, N, K, ldy;          /* ldy: floats from one row of y to the next (N, or more for a part of y) */
 } job_t;
 
 /* Rows of x in the tile starting `left` rows before the end: the rows left split evenly into as few tiles as hold
-at most `most` rows (MAX_TILE, or OFFSET_TILE): 10 rows are two tiles of 5, 30 five of 6. */
-static int tile_rows(int64_t left, int most) {
-    const int64_t tiles = (left + most - 1) / most;
+at most MAX_TILE rows: 10 rows are two tiles of 5, 30 five of 6. */
+static int tile_rows(int64_t left) {
+    const int64_t tiles = (left + MAX_TILE - 1) / MAX_TILE;
     return (int)((left + tiles - 1) / tiles);
 }
 
@@ -141,25 +141,41 @@ static int tile_chains(int R) { return R == 1 ? 4 : R == 2 ? 2 : 1; }
 
 /* x [M, K] with each tile of R rows (tile_rows) transposed, [K][R], in memory aligned to 64-byte lines: a k's
 R values are contiguous for the broadcasts. */
-static void pack_tiles(const float *x, float *packed, int64_t M, int64_t K, int most) {
+static void pack_tiles(const float *x, float *packed, int64_t M, int64_t K) {
     for (int64_t m = 0; m < M;) {
-        const int R = tile_rows(M - m, most);
+        const int R = tile_rows(M - m);
         for (int64_t k = 0; k < K; k++)
             for (int i = 0; i < R; i++) packed[m * K + k * R + i] = x[(m + i) * K + k];
         m += R;
     }
 }
 
-#define TILE_CASE(R, C)                                                                                           \
-    case R * 8 + C:                                                                                               \
-        tile_groups(j->c, j->s, j->o, xt, g, K, nibble_codes, with_offsets, R, C, dots);                               \
+/* The sums of x's rows over each block of 32 values, for the offsets' term, each tile's [K / 32][R] as pack_tiles
+lays x out: sum = 0, then sum = sum + x[m, k] for the block's values in order. */
+static void pack_block_sums(const float *x, float *xs, int64_t M, int64_t K) {
+    const int64_t B = K / 32;
+    for (int64_t m = 0; m < M;) {
+        const int R = tile_rows(M - m);
+        for (int i = 0; i < R; i++)
+            for (int64_t b = 0; b < B; b++) {
+                float sum = 0.0f;
+                for (int v = 0; v < 32; v++) sum += x[(m + i) * K + b * 32 + v];
+                xs[m * B + b * R + i] = sum;
+            }
+        m += R;
+    }
+}
+
+#define TILE_CASE(R, C)                                                                                               \
+    case R * 8 + C:                                                                                                   \
+        tile_groups(j->c, j->s, j->o, xt, xst, g, K, nibble_codes, with_offsets, R, C, dots);                         \
         break;
 
 /* Groups start..stop-1 of a job for every row of x (packed by pack_tiles), a pass of groups (their codes in L2) at
 a time, each tile of rows over the pass. One function per code width and offsets or not (constants where the loop
 is compiled: a test of the offsets' pointer at every k left the loop branchy). */
 #define PASS_BYTES 98304
-#define GROUP_RANGE(name, nibbles, offsets)                                                                            \
+#define GROUP_RANGE(name, nibbles, offsets)                                                                           \
     __attribute__((target("avx2,fma")))                                                                               \
     static void name(const void *p, int64_t start, int64_t stop) {                                                    \
         const job_t *j = p;                                                                                           \
@@ -170,8 +186,8 @@ is compiled: a test of the offsets' pointer at every k left the loop branchy). *
         for (int64_t p0 = start; p0 < stop; p0 += pass) {                                                             \
             const int64_t p1 = p0 + pass < stop ? p0 + pass : stop;                                                   \
             for (int64_t m = 0; m < j->M;) {                                                                          \
-                const int R = tile_rows(j->M - m, with_offsets ? OFFSET_TILE : MAX_TILE);                              \
-                const float *xt = j->x + m * K;                                                                       \
+                const int R = tile_rows(j->M - m);                                                                    \
+                const float *xt = j->x + m * K, *xst = with_offsets ? j->xs + m * (K / 32) : NULL;                    \
                 for (int64_t g = p0; g < p1;) {                                                                       \
                     const int C = tile_chains(R) <= p1 - g ? tile_chains(R) : 1;                                      \
                     switch (R * 8 + C) {                                                                              \
@@ -205,16 +221,25 @@ AVX2 + FMA (int8_linear_level() == 0), -2 when the packed copy of x could not be
 int int8_linear_strided(const int8_t *c, const float *s, const float *o, const float *x, float *y, int64_t M,
                         int64_t N, int64_t K, int64_t ldy, int threads, int nibbles) {
     if (int8_linear_level() == 0) return -1;
-    float *packed = NULL;
+    float *packed = NULL, *sums = NULL;
     if (M > 1) {                                  /* one row is its own packing */
         packed = aligned_alloc(64, (size_t)(M * K) * sizeof(float));   /* K / 32 whole lines */
         if (!packed) return -2;
-        pack_tiles(x, packed, M, K, o ? OFFSET_TILE : MAX_TILE);
+        pack_tiles(x, packed, M, K);
     }
-    const job_t job = {c, s, o, packed ? packed : x, y, M, N, K, ldy};
+    if (o) {
+        sums = malloc((size_t)(M * (K / 32)) * sizeof(float));
+        if (!sums) {
+            free(packed);
+            return -2;
+        }
+        pack_block_sums(x, sums, M, K);
+    }
+    const job_t job = {c, s, o, packed ? packed : x, sums, y, M, N, K, ldy};
     const range_fn groups = nibbles ? (o ? groups_q4_offsets : groups_q4) : (o ? groups_q8_offsets : groups_q8);
     parallel_range(groups, &job, (N + GROUP_OUTPUTS - 1) / GROUP_OUTPUTS, threads);
     free(packed);
+    free(sums);
     return 0;
 }
 

@@ -38,7 +38,7 @@ def test_each_format_is_recovered_and_multiplies_as_the_dequantized_matrix(kind)
 
 
 @pytest.mark.parametrize("kind", ["Q8_0", "Q4_1"])
-@pytest.mark.parametrize("width", [256, 896, 1536, 4864])   # 2 to 38 segments of 128 values
+@pytest.mark.parametrize("width", [256, 896, 1536, 4864])   # 8 to 152 blocks of 32 values
 def test_a_row_gets_the_same_numbers_in_any_batch(kind, width):
     values = gguf_values(kind, (130, width))                                        # 130 outputs: several groups
     blocks = int8_blocks_of(torch.from_numpy(values))
@@ -89,24 +89,44 @@ def test_wrong_shapes_are_refused():
         blocks.linear(np.zeros((2, 32), np.float32))
 
 
-def documented_order(x: np.ndarray, w: np.ndarray, segment: int = 128) -> np.ndarray:
-    """x [M, K] @ w [N, K]^T as int8_linear.c documents it: per segment of 128 values of k, acc = 0, then
-    acc = fma(w[n, k], x[m, k], acc) in order of k; the segments' sums added in order; float32 throughout. An fma is
-    emulated in float64 (a float32 product is exact there), one rounding to float32 after the addition."""
-    total = None
-    for start in range(0, x.shape[1], segment):
-        acc = np.zeros((x.shape[0], w.shape[0]), np.float32)                         # [M, N]
-        for k in range(start, min(start + segment, x.shape[1])):
-            acc = (acc.astype(np.float64) + x[:, k, None].astype(np.float64) * w[None, :, k]).astype(np.float32)
-        total = acc if total is None else total + acc
-    return total
+def fma32(acc: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """float32 fma(a, b, acc), emulated in float64 (a product of two float32 is exact there), rounded once."""
+    return (acc.astype(np.float64) + a.astype(np.float64) * b.astype(np.float64)).astype(np.float32)
 
 
-@pytest.mark.parametrize("kind", ["Q8_0", "Q4_1", "Q5_0"])
-def test_every_output_is_the_documented_sequence_of_multiply_adds(kind):
-    values = gguf_values(kind, (37, 320), seed=6)                                    # 3 groups, the last padded
-    blocks = int8_blocks_of(torch.from_numpy(values))
-    x = np.random.default_rng(7).standard_normal((7, 320)).astype(np.float32)
-    expected = documented_order(x, values)
-    assert np.array_equal(blocks.linear(x), expected)
-    assert np.array_equal(blocks.linear(x[4:5]), expected[4:5])
+def documented_order(x: np.ndarray, codes: np.ndarray, scales: np.ndarray, offsets: np.ndarray | None) -> np.ndarray:
+    """x [M, K] @ W^T for W[n, k] = scales[n, k / 32] * codes[n, k] (+ offsets[n, k / 32]) as int8_linear.c documents
+    it, float32 throughout: acc = 0; per block of 32 values of k, s = 0, s = fma(codes[n, k], x[m, k], s) in order
+    of k, then acc = fma(scale, s, acc) (and, with offsets, acc = fma(offset, the block's sum of x, acc), the sum
+    taken in order from 0)."""
+    acc = np.zeros((x.shape[0], codes.shape[0]), np.float32)                          # [M, N]
+    for b in range(codes.shape[1] // 32):
+        block = slice(32 * b, 32 * b + 32)
+        s = np.zeros_like(acc)
+        for k in range(block.start, block.stop):
+            s = fma32(s, x[:, k, None], codes[None, :, k])
+        acc = fma32(acc, scales[None, :, b], s)
+        if offsets is not None:
+            x_sum = np.zeros(x.shape[0], np.float32)
+            for k in range(block.start, block.stop):
+                x_sum = x_sum + x[:, k]
+            acc = fma32(acc, offsets[None, :, b], x_sum[:, None])
+    return acc
+
+
+@pytest.mark.parametrize("nibbles, with_offsets", [(False, False), (True, True), (False, True), (True, False)])
+def test_every_output_is_the_documented_sequence_of_multiply_adds(nibbles, with_offsets):
+    rng = np.random.default_rng(6)
+    n, k = 37, 320                                                                     # 3 groups, the last padded
+    codes = rng.integers(0, 16, (n, k)) if nibbles else rng.integers(-128, 128, (n, k))
+    scales = rng.standard_normal((n, k // 32)).astype(np.float16).astype(np.float32)
+    offsets = rng.standard_normal((n, k // 32)).astype(np.float16).astype(np.float32) if with_offsets else None
+    blocks = codes.reshape(n, k // 32, 32)
+    stored = (blocks[:, :, :16] | blocks[:, :, 16:] << 4).astype(np.uint8).reshape(n, k // 2) if nibbles else \
+        codes.astype(np.int8)                                   # GGUF's Q4 order: byte j holds codes j and j + 16
+    matrix = int8_linear.Int8Matrix(torch.from_numpy(stored), torch.from_numpy(scales),
+                                    None if offsets is None else torch.from_numpy(offsets), nibbles)
+    x = rng.standard_normal((7, k)).astype(np.float32)
+    expected = documented_order(x, codes.astype(np.float32), scales, offsets)
+    assert np.array_equal(matrix(x), expected)
+    assert np.array_equal(matrix(x[4:5]), expected[4:5])
