@@ -109,12 +109,6 @@ def _by_group(rows: torch.Tensor, groups: int) -> torch.Tensor:
     return padded.view(groups, GROUP, -1).transpose(1, 2)                            # [g, w, 16]
 
 
-def int8_linear(codes: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor | None, x: np.ndarray,
-                nibbles: bool) -> np.ndarray:
-    """x [M, K] float32 @ W^T -> [M, N] float32 for W as in Int8Matrix (checked at every call)."""
-    return Int8Matrix(codes, scales, offsets, nibbles)(x)
-
-
 @functools.cache
 def _dequantize():
     lib = library()
