@@ -12,12 +12,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from model.decoder.blocks import Attention, Block, Norm, Weight, dense
+from model.decoder.blocks import Attention, Block, Norm, Weight, dense, runs_natively
 from model.decoder.config import ModelConfig
 from model.decoder.embedding import embedding_table
 from model.decoder.matrices import QuantizedMatrix
 from model.decoder.rope import rope_cos_sin
 from model.decoder.trace import ForwardTrace, LayerDetail
+from model.native.threads import torch_on_calling_thread
 
 DEFAULT_MAX_TOKENS = 512
 CHECKPOINT_EVERY = 6  # keep every 6th layer's input: layer_detail re-runs at most 5 blocks; 1/6 of the memory
@@ -104,6 +105,11 @@ class Decoder:
         """The positions and mask the trace was recorded with (re-runs use the same mask)."""
         return self.positions(trace.n_tokens, trace.allowed)
 
+    def pass_threads(self, rows: int):
+        """The context a pass over `rows` positions runs in: torch's operations on the calling thread alone where
+        the blocks' products run on the native kernel's threads (two pools spinning on the same cores)."""
+        return torch_on_calling_thread(runs_natively(self.blocks[0].attn.w_qkv, rows))
+
     def final_norm(self, x: torch.Tensor) -> torch.Tensor:
         return self.out_norm(x)
 
@@ -139,7 +145,7 @@ class Decoder:
         keys, values = (None, None) if allowed is not None else \
             (np.empty(kv_shape, np.float32), np.empty(kv_shape, np.float32))         # [L, KV, T, hd] each
         checkpoints: dict[int, np.ndarray] = {}
-        with torch.inference_mode():
+        with torch.inference_mode(), self.pass_threads(T):
             pos = self.positions(T, allowed)
             x = self.embed(torch.tensor(ids))                                      # [T, D]
             for i, block in enumerate(self.blocks):
@@ -176,7 +182,7 @@ class Decoder:
         if not 0 <= layer < self.config.n_layers:
             raise ValueError(f"layer must be from 0 to {self.config.n_layers - 1}, got {layer}")
         start = layer - layer % CHECKPOINT_EVERY
-        with torch.inference_mode():
+        with torch.inference_mode(), self.pass_threads(trace.n_tokens):
             pos = self.positions_for(trace)
             x = torch.from_numpy(trace.checkpoints[start].copy())                  # [T, D]
             for block in self.blocks[start:layer]:

@@ -12,6 +12,8 @@ float16. Codes, scales and offsets are recovered and checked to give back every 
 """
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +24,8 @@ from model.native import int8_linear as kernel
 
 RECOVER_CHUNK = 1 << 20       # float32 values checked at a time (4 MB and its temporaries)
 SAMPLE_ROWS = 4               # rows tried in each layout before the whole matrix
+_RECOVERED: dict[int, Int8Blocks | None] = {}   # id of a live float32 matrix -> its Int8Blocks or None
+_RECOVERED_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -92,16 +96,23 @@ def copy_nbytes(type_name: str, shape: tuple[int, int]) -> int:
 
 def int8_blocks_of(w) -> Int8Blocks | None:
     """w as Int8Blocks when the native kernel runs here and w is a Q8_0 QuantizedMatrix or float32 holding one of
-    LAYOUTS' values exactly; else None (the caller multiplies w as it is)."""
+    LAYOUTS' values exactly; else None (the caller multiplies w as it is). A float32 matrix's answer is found once
+    and kept as long as the matrix: the generation step and the full forward (model.decoder.blocks.linear) share
+    one copy."""
     if not kernel.available():
         return None
     if isinstance(w, QuantizedMatrix):
         return None if w.int8 is None else Int8Blocks(w.int8)                    # Q8_0: shared, not copied
-    if isinstance(w, torch.Tensor) and w.dtype == torch.float32 and w.dim() == 2 and w.shape[1] % kernel.BLOCK == 0:
-        for layout in LAYOUTS.values():
-            if _recovered(w[:SAMPLE_ROWS], layout) is not None:                     # cheap test first
-                return _recovered(w, layout)
-    return None
+    if not (isinstance(w, torch.Tensor) and w.dtype == torch.float32 and w.dim() == 2 and
+            w.shape[1] % kernel.BLOCK == 0):
+        return None
+    key = id(w)
+    with _RECOVERED_LOCK:
+        if key not in _RECOVERED:
+            _RECOVERED[key] = next((_recovered(w, layout) for layout in LAYOUTS.values()
+                                    if _recovered(w[:SAMPLE_ROWS], layout) is not None), None)   # cheap test first
+            weakref.finalize(w, _RECOVERED.pop, key, None)                     # forgotten with the matrix
+        return _RECOVERED[key]
 
 
 def _recovered(w: torch.Tensor, layout: _Layout) -> Int8Blocks | None:

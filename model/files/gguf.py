@@ -281,7 +281,7 @@ def keeps_quantized(tensors) -> bool:
 def memory_needed(tensors, keep_quantized: bool) -> int:
     """Bytes the loaded weights take: float32 for every tensor, except the matrices kept quantized (all 2-D
     weights but F32 ones and GPT-2's position table) when keep_quantized; a float32 matrix of a format the
-    generation step multiplies as int8 also counts that copy (model.decoder.int8_blocks, made on first generation)."""
+    generation step multiplies as int8 also counts that copy (model.decoder.int8_blocks, made at its first product)."""
     total = 0
     for t in tensors:
         kind, shape = t.tensor_type.name, tuple(int(n) for n in reversed(t.shape))

@@ -130,3 +130,32 @@ def test_every_output_is_the_documented_sequence_of_multiply_adds(nibbles, with_
     expected = documented_order(x, codes.astype(np.float32), scales, offsets)
     assert np.array_equal(matrix(x), expected)
     assert np.array_equal(matrix(x[4:5]), expected[4:5])
+
+
+def test_a_float32_matrix_is_recovered_once_and_its_copy_shared():
+    w = torch.from_numpy(gguf_values("Q4_1", (64, 128)))
+    assert int8_blocks_of(w) is int8_blocks_of(w)                                   # the step and the forward share it
+    plain = torch.from_numpy(np.random.default_rng(5).standard_normal((8, 64)).astype(np.float32))
+    assert int8_blocks_of(plain) is None and int8_blocks_of(plain) is None
+
+
+@pytest.mark.parametrize("kind", ["Q8_0", "Q4_1"])
+def test_the_forward_multiplies_a_coded_matrix_natively_up_to_native_rows(kind):
+    from model.decoder import blocks
+
+    values = gguf_values(kind, (160, 576))
+    w = torch.from_numpy(values)
+    bias = torch.from_numpy(np.random.default_rng(6).standard_normal(160).astype(np.float32))
+    for rows in (1, 7, blocks.NATIVE_ROWS, blocks.NATIVE_ROWS + 1, 300):
+        x = torch.from_numpy(np.random.default_rng(rows).standard_normal((rows, 576)).astype(np.float32))
+        got = blocks.linear(x, w, bias)                                              # [rows, 160]
+        reference = x.double() @ w.double().T + bias.double()
+        assert got.shape == (rows, 160)
+        assert (got.double() - reference).abs().max() <= 2e-6 * reference.abs().max(), rows
+        native = blocks.runs_natively(w, rows)
+        assert native == (rows <= blocks.NATIVE_ROWS)
+        if native:                                                                  # each row as if alone
+            assert torch.equal(blocks.linear(x[3:4] if rows > 3 else x[:1], w, bias), got[3:4] if rows > 3 else got[:1])
+            assert torch.equal(blocks.linear(x[0], w, bias), got[0])                 # one vector: [in] -> [out]
+    plain = torch.from_numpy(np.random.default_rng(7).standard_normal((16, 64)).astype(np.float32))
+    assert not blocks.runs_natively(plain, 4)
