@@ -45,7 +45,7 @@ def ablate_heads(lm: Decoder, trace: ForwardTrace, heads: Iterable[tuple[int, in
         return trace.next_token_logits.copy()
     first = min(off)
     start = first - first % CHECKPOINT_EVERY
-    with torch.inference_mode():
+    with torch.inference_mode(), lm.pass_threads(trace.n_tokens):
         pos = lm.positions_for(trace)
         x = torch.from_numpy(trace.checkpoints[start].copy())                  # [T, D]
         for i in range(start, lm.config.n_layers):

@@ -48,7 +48,7 @@ def logit_attribution(lm: Decoder, trace: ForwardTrace, token_id: int, position:
     heads = torch.empty(cfg.n_layers, cfg.n_heads, cfg.d_model)                 # [L, H, D]
     mlps = torch.empty(cfg.n_layers, cfg.d_model)                               # [L, D]
     out_biases = torch.zeros(cfg.d_model)                                       # [D]
-    with torch.inference_mode():
+    with torch.inference_mode(), lm.pass_threads(trace.n_tokens):
         pos = lm.positions_for(trace)
         x = torch.from_numpy(trace.checkpoints[0].copy())                      # [T, D]
         embedding = x[p].clone()                                                # [D]

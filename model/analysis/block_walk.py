@@ -77,7 +77,7 @@ def block_walk(lm: Decoder, trace: ForwardTrace, layer: int, position: int) -> B
     p = check_position(trace, position)
     cfg = lm.config
     block = lm.blocks[layer]
-    with torch.inference_mode():
+    with torch.inference_mode(), lm.pass_threads(trace.n_tokens):
         pos = lm.positions_for(trace)
         x = layer_input(lm, trace, layer, pos)                                 # [T, D]
         parts = block.parts(x, pos.cos, pos.sin, pos.mask)

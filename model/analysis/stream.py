@@ -68,7 +68,7 @@ def residual_norms(lm: Decoder, trace: ForwardTrace) -> ResidualNorms:
     resid = np.empty((L + 1, T), dtype=np.float32)
     attn = np.empty((L, T), dtype=np.float32)
     mlp = np.empty((L, T), dtype=np.float32)
-    with torch.inference_mode():
+    with torch.inference_mode(), lm.pass_threads(trace.n_tokens):
         pos = lm.positions_for(trace)
         x = torch.from_numpy(trace.checkpoints[0].copy())                  # [T, D]
         resid[0] = torch.linalg.vector_norm(x, dim=-1).numpy()
