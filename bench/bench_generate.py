@@ -13,7 +13,7 @@ the machine's load hits them alike; the load average is printed before and after
   and through torch's F.linear (MKL);
 - llama.cpp (llama-cpp-python, when installed; a bench-only reference, never a dependency) on the same file and
   thread count: new tokens per second for the same prompt, and its prompt evaluation of 64 and 256 tokens against
-  our prompt pass with the full attention trace (lm.run_ids);
+  our prompt pass with the full attention trace (lm.run_ids), also with torch one core below, as the app runs it;
 - many streams: 10 concurrent 32-token generations (threads, distinct prompts and seeds; they share each decoding
   step) against one alone; then --class-size (30) of them, the engine's part of a class pressing Generate.
 With --qwen05b the model is instead Qwen2.5-0.5B's shapes with random Q8_0 weights (bench.bench_models writes
@@ -170,6 +170,8 @@ def llama_cpp_reference(lm, ids: list[int], greedy_ids: list[int], totals: dict[
         return
     import torch
 
+    from model.native.threads import usable_cores
+
     threads = torch.get_num_threads()
     llm = Llama(model_path=lm.source, n_ctx=1024, n_threads=threads, n_threads_batch=threads, n_batch=512,
                 verbose=False)
@@ -191,10 +193,22 @@ def llama_cpp_reference(lm, ids: list[int], greedy_ids: list[int], totals: dict[
             llm.eval(long_ids[:n])
         return run
 
+    app_threads = max(1, usable_cores() - 1)             # the app's compute_threads(): torch one core below
+
+    def ours_as_the_app(n):
+        def run():
+            torch.set_num_threads(app_threads)
+            try:
+                lm.run_ids(long_ids[:n])
+            finally:
+                torch.set_num_threads(threads)
+        return run
+
     measured = interleaved_medians({
         "llama.cpp generate": llama_generate, "llama.cpp prompt 64": llama_prompt(64),
         "llama.cpp prompt 256": llama_prompt(256), "ours prompt 64": lambda: lm.run_ids(long_ids[:64]),
-        "ours prompt 256": lambda: lm.run_ids(long_ids[:256])}, runs)
+        "ours prompt 256": lambda: lm.run_ids(long_ids[:256]), "app prompt 64": ours_as_the_app(64),
+        "app prompt 256": ours_as_the_app(256)}, runs)
     same = llama_generate() == greedy_ids
     ref = NEW_TOKENS / measured["llama.cpp generate"]
     print(f"\nllama.cpp ({threads} threads): {ref:.1f} new tokens/s (same {NEW_TOKENS} greedy tokens as ours: {same})")
@@ -203,7 +217,9 @@ def llama_cpp_reference(lm, ids: list[int], greedy_ids: list[int], totals: dict[
     for n in (64, 256):
         print(f"prompt {n} tokens: ours with the full trace {measured[f'ours prompt {n}'] * 1e3:.0f} ms, llama.cpp "
               f"{measured[f'llama.cpp prompt {n}'] * 1e3:.0f} ms: "
-              f"{measured[f'ours prompt {n}'] / measured[f'llama.cpp prompt {n}']:.2f}x its time (target <= 0.8)")
+              f"{measured[f'ours prompt {n}'] / measured[f'llama.cpp prompt {n}']:.2f}x its time (target <= 0.8); with "
+              f"torch on {app_threads} thread(s) as the app runs it {measured[f'app prompt {n}'] * 1e3:.0f} ms: "
+              f"{measured[f'app prompt {n}'] / measured[f'llama.cpp prompt {n}']:.2f}x")
 
 
 def many_streams(lm, runs: int, streams: int = 10, new_tokens: int = 32) -> None:
