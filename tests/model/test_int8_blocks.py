@@ -140,9 +140,10 @@ def test_a_float32_matrix_is_recovered_once_and_its_copy_shared():
 
 
 @pytest.mark.parametrize("kind", ["Q8_0", "Q4_1"])
-def test_the_forward_multiplies_a_coded_matrix_natively_up_to_native_rows(kind):
+def test_the_forward_multiplies_a_coded_matrix_natively_up_to_native_rows(kind, monkeypatch):
     from model.decoder import blocks
 
+    monkeypatch.setattr(blocks, "kernel_threads", torch.get_num_threads)             # torch on every kernel thread
     values = gguf_values(kind, (160, 576))
     w = torch.from_numpy(values)
     bias = torch.from_numpy(np.random.default_rng(6).standard_normal(160).astype(np.float32))
@@ -159,3 +160,16 @@ def test_the_forward_multiplies_a_coded_matrix_natively_up_to_native_rows(kind):
             assert torch.equal(blocks.linear(x[0], w, bias), got[0])                 # one vector: [in] -> [out]
     plain = torch.from_numpy(np.random.default_rng(7).standard_normal((16, 64)).astype(np.float32))
     assert not blocks.runs_natively(plain, 4)
+
+
+def test_with_torch_on_fewer_threads_than_the_kernel_the_forward_multiplies_natively_at_any_rows(monkeypatch):
+    from model.decoder import blocks
+
+    monkeypatch.setattr(blocks, "kernel_threads", lambda: torch.get_num_threads() + 1)   # as the app: torch one below
+    w = torch.from_numpy(gguf_values("Q4_1", (96, 320)))
+    x = torch.from_numpy(np.random.default_rng(8).standard_normal((300, 320)).astype(np.float32))
+    assert blocks.runs_natively(w, 300) and blocks.runs_natively(w, 1)
+    got = blocks.linear(x, w)                                                        # [300, 96]
+    reference = x.double() @ w.double().T
+    assert (got.double() - reference).abs().max() <= 2e-6 * reference.abs().max()
+    assert torch.equal(blocks.linear(x[299:], w), got[299:])                         # the last row as if alone
