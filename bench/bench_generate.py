@@ -170,7 +170,7 @@ def llama_cpp_reference(lm, ids: list[int], greedy_ids: list[int], totals: dict[
         return
     import torch
 
-    from model.native.threads import usable_cores
+    from app_pages._caches import compute_threads
 
     threads = torch.get_num_threads()
     llm = Llama(model_path=lm.source, n_ctx=1024, n_threads=threads, n_threads_batch=threads, n_batch=512,
@@ -193,7 +193,7 @@ def llama_cpp_reference(lm, ids: list[int], greedy_ids: list[int], totals: dict[
             llm.eval(long_ids[:n])
         return run
 
-    app_threads = max(1, usable_cores() - 1)             # the app's compute_threads(): torch one core below
+    app_threads = compute_threads()                      # torch one core below, as the app sets it
 
     def ours_as_the_app(n):
         def run():
