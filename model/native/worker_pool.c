@@ -2,6 +2,7 @@
 #include "worker_pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
@@ -9,6 +10,8 @@
 #define MAX_WORKERS 15
 #define SPIN_NS 500000          /* 0.5 ms: longer than the gaps between a step's kernel calls */
 #define CHUNKS_PER_THREAD 4
+#define YIELD_EVERY 256         /* spinning: give the core away every 256 pauses (~5 us), in case the thread waited
+                                   for, or another (Python) thread, is waiting for it: more threads than cores */
 
 static struct {
     pthread_mutex_t busy;                  /* held by the calling thread for the whole call */
@@ -58,12 +61,16 @@ static void *worker_main(void *unused) {
         for (int i = 0;; i++) {
             generation = atomic_load_explicit(&pool.task, memory_order_acquire) >> 32;
             if (generation != last) break;
-            if ((i & 255) == 255 && monotonic_ns() - spin_start > SPIN_NS) {
-                pthread_mutex_lock(&pool.sleep_lock);
-                while ((atomic_load_explicit(&pool.task, memory_order_acquire) >> 32) == last)
-                    pthread_cond_wait(&pool.wake, &pool.sleep_lock);
-                pthread_mutex_unlock(&pool.sleep_lock);
-                spin_start = monotonic_ns();
+            if (i % YIELD_EVERY == YIELD_EVERY - 1) {
+                if (monotonic_ns() - spin_start > SPIN_NS) {
+                    pthread_mutex_lock(&pool.sleep_lock);
+                    while ((atomic_load_explicit(&pool.task, memory_order_acquire) >> 32) == last)
+                        pthread_cond_wait(&pool.wake, &pool.sleep_lock);
+                    pthread_mutex_unlock(&pool.sleep_lock);
+                    spin_start = monotonic_ns();
+                } else {
+                    sched_yield();
+                }
             }
             cpu_relax();
         }
@@ -102,7 +109,10 @@ static void dispatch(range_fn fn, const void *args, int64_t n, int64_t chunk, in
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.sleep_lock);
     run_chunks(generation);
-    while (atomic_load_explicit(&pool.done, memory_order_acquire) < pool.chunks) cpu_relax();
+    for (int i = 1; atomic_load_explicit(&pool.done, memory_order_acquire) < pool.chunks; i++) {
+        cpu_relax();
+        if (i % YIELD_EVERY == 0) sched_yield();      /* the last chunk's thread may be waiting for this core */
+    }
     pthread_mutex_unlock(&pool.busy);
 }
 
