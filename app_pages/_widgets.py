@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import threading
 
 import streamlit as st
 
@@ -12,6 +13,12 @@ from viz.theme import scale_fonts
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^])")
 PRESENTER_FONT_SCALE = 1.25     # presenter mode: chart text 14 -> 18 px, 16 -> 20 px
 PRESENT_KEY = "present"         # _schemas.PRESENT.key (not imported: _schemas imports the model package)
+# Figures that many sessions draw at the same moment (a class's generations end together) are drawn one session at a
+# time. Building and sending figures is Python, under the GIL: thirty sessions drawing at once all finish together
+# at the end, and the server's event loop, which sends every session its messages, gets the GIL one time in
+# thirty-one, so even the text each page wrote before its figures waits for the last figure. In turn, each page's
+# text goes out at once and its figures follow, the first ones first.
+FIGURES_IN_TURN = threading.Lock()
 
 
 def escape_markdown(text: str) -> str:

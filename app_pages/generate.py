@@ -13,7 +13,7 @@ from app_pages import _schemas as S
 from app_pages import _shell as shell
 from app_pages._i18n import _, ngettext, translated
 from app_pages._kv_cache_panel import kv_cache_panel
-from app_pages._widgets import escape_markdown, show_figure, token_legend
+from app_pages._widgets import FIGURES_IN_TURN, escape_markdown, show_figure, token_legend
 from model.analysis.head_stats import mean_distance_back
 from model.lessons.sampling import T_MAX, T_MIN, temperature_grid
 from viz import attention as va
@@ -165,42 +165,48 @@ def scrubber(lm, g) -> None:
                                         raw=f"{step.raw_prob:.1%}", n=f"{kept:,}")]
                 + ([_("Stopped at the end-of-turn token.")] if g.stop_reason == "eos" and step_index == last
                    else [])))
-        with chart:
-            c = step.candidates
-            drawn = int(np.flatnonzero(c.ids == step.token_id)[0]) if step.token_id in c.ids else None
-            show_figure(vg.candidates_figure(list(c.tokens), c.probs, c.kept, drawn, height=330, words=words,
-                                             title=_("Top {n} candidates").format(n=len(c.ids))),
-                        key="gen_candidates", filename=f"generate_step{step_index}_candidates")
-        layer, head, hide_sink = ss[S.LAYER.key], ss[S.HEAD.key], bool(ss[S.SINK.key])
-        rows = np.asarray(step.attention, dtype=np.float32)                                # [L, H, n]
-        if hide_sink and rows.shape[-1] > 1:
-            rows = rows.copy()
-            rows[..., 0] = np.nan
-            rows /= np.nansum(rows, axis=-1, keepdims=True)
-        tokens = g.tokens[: rows.shape[-1]]
-        show_figure(vg.attention_row_figure(rows[layer, head], tokens, g.prompt_len, max_labels=40,
-                                            words=words, title=_("Where it looked: layer {layer}, head {head}").format(
-                                                layer=layer, head=head)),
-                    key="gen_attention", filename=f"generate_step{step_index}_L{layer}_H{head}")
-        st.caption(_("The attention of the position that predicted this token, over the text so far: prompt tokens "
-                     "blue, generated ones orange; token 0 (the sink) hidden.") if hide_sink else
-                   _("The attention of the position that predicted this token, over the text so far: prompt tokens "
-                     "blue, generated ones orange."))
-        distance = mean_distance_back(rows)                                                 # [L, H]
-        show_figure(stat_overview(distance, label=_("mean distance back"), selected=(layer, head), zmin=0.0,
-                                  scale_title=_("tokens"), words=translated(va.WORDS),
-                                  title=_("How far back every head looked for this token")),
-                    key="gen_grid", filename=f"generate_step{step_index}_heads", selection_mode="points",
-                    on_select=partial(controls.pick_head_from_chart, "gen_grid"))
-        st.caption(_("Each cell is one head: the attention-weighted distance back from the newest token (0 = "
-                     "itself). Click a cell to show that head above.") if hide_sink else
-                   _("Each cell is one head: the attention-weighted distance back from the newest token (0 = "
-                     "itself). Click a cell to show that head above. With the sink shown, heads that park on token 0 "
-                     "look far back."))
-        token_legend(tokens)
+        with FIGURES_IN_TURN:
+            step_figures(g, step, step_index, chart)
         shell.finish()                                        # the step changed: the link follows it
 
     step_view()
+
+
+def step_figures(g, step, step_index: int, chart) -> None:
+    """The figures of one step: its candidates (in `chart`), where it looked, how far back every head looked."""
+    with chart:
+        c = step.candidates
+        drawn = int(np.flatnonzero(c.ids == step.token_id)[0]) if step.token_id in c.ids else None
+        show_figure(vg.candidates_figure(list(c.tokens), c.probs, c.kept, drawn, height=330, words=words,
+                                         title=_("Top {n} candidates").format(n=len(c.ids))),
+                    key="gen_candidates", filename=f"generate_step{step_index}_candidates")
+    layer, head, hide_sink = ss[S.LAYER.key], ss[S.HEAD.key], bool(ss[S.SINK.key])
+    rows = np.asarray(step.attention, dtype=np.float32)                                # [L, H, n]
+    if hide_sink and rows.shape[-1] > 1:
+        rows = rows.copy()
+        rows[..., 0] = np.nan
+        rows /= np.nansum(rows, axis=-1, keepdims=True)
+    tokens = g.tokens[: rows.shape[-1]]
+    show_figure(vg.attention_row_figure(rows[layer, head], tokens, g.prompt_len, max_labels=40,
+                                        words=words, title=_("Where it looked: layer {layer}, head {head}").format(
+                                            layer=layer, head=head)),
+                key="gen_attention", filename=f"generate_step{step_index}_L{layer}_H{head}")
+    st.caption(_("The attention of the position that predicted this token, over the text so far: prompt tokens "
+                 "blue, generated ones orange; token 0 (the sink) hidden.") if hide_sink else
+               _("The attention of the position that predicted this token, over the text so far: prompt tokens "
+                 "blue, generated ones orange."))
+    distance = mean_distance_back(rows)                                                 # [L, H]
+    show_figure(stat_overview(distance, label=_("mean distance back"), selected=(layer, head), zmin=0.0,
+                              scale_title=_("tokens"), words=translated(va.WORDS),
+                              title=_("How far back every head looked for this token")),
+                key="gen_grid", filename=f"generate_step{step_index}_heads", selection_mode="points",
+                on_select=partial(controls.pick_head_from_chart, "gen_grid"))
+    st.caption(_("Each cell is one head: the attention-weighted distance back from the newest token (0 = "
+                 "itself). Click a cell to show that head above.") if hide_sink else
+               _("Each cell is one head: the attention-weighted distance back from the newest token (0 = "
+                 "itself). Click a cell to show that head above. With the sink shown, heads that park on token 0 "
+                 "look far back."))
+    token_legend(tokens)
 
 
 def compare_view(lm, jobs: dict[str, object]) -> None:
