@@ -6,9 +6,10 @@ For N in --sessions (default 10 and 30), against one `streamlit run app.py` (mod
   long      (--long) every student opens their own ~500-token text: the memory case
   generate  (--generate) with the app open on their own text, every student clicks Generate in the page menu at
             once (its defaults: 32 new tokens, T = 0.7): the generations share each decoding step
-            (model.decoder.batching); times per student: served, from the click's request reaching the server
-            to the last message of the script run that writes the text leaving it (a proxy between each browser
-            and the server sees them: the server's part, whatever the browsers' CPU); received, from the click
+            (model.decoder.batching); times per student: text served, from the click's request reaching the
+            server to the message that writes the text leaving it, and served, to the last message of that script
+            run (the figures drawn after the text) leaving it (a proxy between each browser and the server sees
+            them: the server's part, whatever the browsers' CPU); received, from the click
             to that run received by the browser's network layer; on screen, to the text drawn. With --together
             the proxies hold the clicks' requests until all have come and send them at once (starved browsers
             click late: the requests otherwise arrive over seconds)
@@ -167,15 +168,18 @@ def switch_heads(pages, rounds: int) -> list[float]:
 
 
 class TextRunEnd:
-    """Watches one page's ForwardMsgs for the end of the script run that writes its generated text: the first
-    script_finished at or after a message holding the text's container (gen_text)."""
+    """Watches one page's ForwardMsgs for the script run that writes its generated text: `text` is true from the
+    message that writes the text itself (the one after its container, gen_text), `is_end` at the first
+    script_finished at or after it."""
 
     def __init__(self):
         self._seen_text = False
+        self.text = False
 
     def is_end(self, data: bytes) -> bool:
+        self.text = self.text or self._seen_text
         self._seen_text = self._seen_text or b"gen_text" in data
-        if not self._seen_text:
+        if not self.text:
             return False
         message = ForwardMsg()
         message.ParseFromString(data)
@@ -183,7 +187,7 @@ class TextRunEnd:
 
 
 class Served:
-    """When the server sent the last message of the script run that writes a page's generated text, and when it
+    """When the server sent a page's generated text, the last message of the script run that writes it, and when it
     received the page's rerun request for it, as a WebSocketTap between the page and the server saw them: the
     server's part of what a student waits for, whatever the browsers' CPU."""
 
@@ -201,10 +205,13 @@ class Served:
             return
         if self.at is None and self._end.is_end(data):
             self.at = at
+        if self.text_at is None and self._end.text:
+            self.text_at = at
 
     def reset(self) -> None:
         self.reruns: list[float] = []
-        self.at: float | None = None
+        self.at: float | None = None           # the run writing the text ended
+        self.text_at: float | None = None      # the text itself sent
         self._end = TextRunEnd()
 
     def asked_after(self, clicked_at: float) -> float:
@@ -258,14 +265,15 @@ class Delivery:
 
 
 def press_generate(pages, served: list[Served], together: TogetherClicks | None) -> tuple[list[float], list[float],
-                                                                                         list[float], float]:
+                                                                                         list[float], list[float],
+                                                                                         float]:
     """Every student clicks Generate in the page menu at the same moment (its default: 32 new tokens, T = 0.7).
-    Returns, per student, the seconds from the click's request reaching the server to the run writing the text
-    sent (Served), from the click to that run received by the browser (Delivery), and to the text drawn on screen;
-    and the seconds between the first and the last request reaching the server. The clicks are set to one wall-clock
-    time in every page beforehand (clicking page after page from here takes ~0.5 s a page while the browsers are
-    busy), but a browser starved by the generations already running clicks late; `together` sends the requests to
-    the server at once."""
+    Returns, per student, the seconds from the click's request reaching the server to the text sent and to the run
+    writing it sent (Served), from the click to that run received by the browser (Delivery), and to the text drawn
+    on screen; and the seconds between the first and the last request reaching the server. The clicks are set to
+    one wall-clock time in every page beforehand (clicking page after page from here takes ~0.5 s a page while the
+    browsers are busy), but a browser starved by the generations already running clicks late; `together` sends the
+    requests to the server at once."""
     link = '[data-testid="stSidebarNav"] a[href$="/generate"]'
     for page in pages:
         page.locator(link).wait_for()
@@ -288,13 +296,14 @@ def press_generate(pages, served: list[Served], together: TogetherClicks | None)
         while delivery.at is None:                 # frames are handed to Python while playwright is called
             page.wait_for_timeout(20)
         delivered.append(delivery.at - (page.evaluate("window.__clickedAt") / 1000 + wall_to_monotonic))
-    sent, asked = [], []
+    text_sent, sent, asked = [], [], []
     for page, record in zip(pages, served, strict=True):
         while record.at is None:
             page.wait_for_timeout(20)
         asked.append(record.asked_after(page.evaluate("window.__clickedAt") / 1000))
+        text_sent.append(record.text_at - asked[-1])
         sent.append(record.at - asked[-1])
-    return sent, delivered, drawn, max(asked) - min(asked)
+    return text_sent, sent, delivered, drawn, max(asked) - min(asked)
 
 
 def p95(values: list[float]) -> float:
@@ -310,10 +319,10 @@ def run_case(browser, server: Server, name: str, texts: list[str], switches: int
                 for record in served]
         pages = open_class(browser, [tap.url for tap in taps], texts)
         wait_all(pages)
-    sent, delivered, spread = [], [], float("nan")
+    text_sent, sent, delivered, spread = [], [], [], float("nan")
     with ServerProbe(server.proc.pid) as probe:
         if generate:
-            sent, delivered, first, spread = press_generate(pages, served, clicks)
+            text_sent, sent, delivered, first, spread = press_generate(pages, served, clicks)
         else:
             pages = open_class(browser, [server.url] * len(texts), texts)
             first = wait_all(pages)
@@ -325,6 +334,7 @@ def run_case(browser, server: Server, name: str, texts: list[str], switches: int
         tap.close()
     return dict(case=name, n=len(texts), cpu_per_session=cpu_first / len(texts), peak_mb=probe.peak_mb,
                 first_median=statistics.median(first), first_max=max(first),
+                text=f"{statistics.median(text_sent):.2f} / {max(text_sent):.2f}" if text_sent else "-",
                 served=f"{statistics.median(sent):.2f} / {max(sent):.2f}" if sent else "-", spread=spread,
                 delivered=f"{statistics.median(delivered):.2f} / {max(delivered):.2f}" if delivered else "-",
                 switch_p95=p95(switch) if switch else float("nan"))
@@ -342,8 +352,9 @@ def main() -> None:
     args = ap.parse_args()
     log_dir = Path(tempfile.mkdtemp(prefix="bench_classroom_"))
     print("bench_classroom: one server, N Chromium sessions at once (browsers share the server's 2 cores)")
-    print(f"{'case':<22} {'N':>3} {'server CPU s/session':>21} {'peak RSS MB':>12} {'served s':>14} {'received s':>14} "
-          f"{'on screen s':>18} {'head switch p95 s':>18} {'requests over s':>16}", flush=True)
+    print(f"{'case':<22} {'N':>3} {'server CPU s/session':>21} {'peak RSS MB':>12} {'text served s':>14} "
+          f"{'served s':>14} {'received s':>14} {'on screen s':>18} {'head switch p95 s':>18} "
+          f"{'requests over s':>16}", flush=True)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=niced_chromium(log_dir), args=CHROMIUM_ARGS)
         for k, n in enumerate(args.sessions):
@@ -366,14 +377,16 @@ def main() -> None:
                 for name, texts, switches, generate in cases:
                     r = run_case(browser, server, name, texts, switches, generate, args.together)
                     print(f"{r['case']:<22} {r['n']:>3} {r['cpu_per_session']:>21.3f} {r['peak_mb']:>12.0f} "
-                          f"{r['served']:>14} {r['delivered']:>14} {r['first_median']:>8.2f} / {r['first_max']:<7.2f} "
+                          f"{r['text']:>14} {r['served']:>14} {r['delivered']:>14} "
+                          f"{r['first_median']:>8.2f} / {r['first_max']:<7.2f} "
                           f"{r['switch_p95']:>18.2f} {r['spread']:>16.2f}", flush=True)
             finally:
                 server.stop()
         browser.close()
     print("(median / max. on screen: from navigation to the first heatmap drawn or, generating, from the click to "
-          "the written text drawn; served: from the click's request reaching the server to the last message of the "
-          "run that writes it sent (seen by a proxy); received: from the click to that run received by the browser; "
+          "the written text drawn; text served: from the click's request reaching the server to the message writing "
+          "the text sent; served: to the last message of the run that writes it sent (both seen by a proxy); "
+          "received: from the click to that run received by the browser; "
           "requests over: from the first click's request reaching the server to the last's. "
           "Server logs in", log_dir, ")")
 
