@@ -212,7 +212,8 @@ def _shared_controls(schema: Schema) -> None:
     """Text, layer, head and sink switch, each only where it applies: in the sidebar, or in presenter mode in one
     compact row at the top of the page (with the share link and the switch back)."""
     cfg = caches.get_model().config
-    has = {key: _applies(schema, key) for key in S.SHARED_KEYS}
+    active = {p.key for p in schema.active(st.session_state)}
+    has = {key: key in active for key in S.SHARED_KEYS}
     if presenter_mode():
         row = st.container(horizontal=True, vertical_alignment="bottom", gap="small", key="presenter_row")
         if has[S.TEXT.key]:
