@@ -15,7 +15,7 @@ from app_pages._warmup import start_warm_up
 # A class pressing Generate at once: thirty script runs are Python, under the GIL, while the generation batch thread
 # needs it back after each of its native calls, and the event loop to send every page its messages. A thread asking
 # for the GIL waits for the holder's switch interval; at Python's default 5 ms each of the batch's ~10 returns a step
-# waited that long behind the pages (class of 30: a 30-row step 137 -> 121 ms, the last text sent 6.9 -> 5.9 s).
+# waited that long behind the pages (a class of 30, one instrumented run: a 30-row step 137 -> 121 ms).
 SWITCH_INTERVAL_S = 0.001
 sys.setswitchinterval(SWITCH_INTERVAL_S)
 
