@@ -193,8 +193,10 @@ def choose_steps(lm, made: Sequence[int], logits: np.ndarray, settings: Sequence
     if plain:
         choice = token_choice.TokenChoice([drawn_from[b][0] for b in plain], min(N_CANDIDATES, logits.shape[1]))
         V = logits.shape[1]
-        u = [float(rngs[b].random(1)[0]) if not settings[b].greedy and (n == V or n > 1) else -1.0
-             for b, n in zip(plain, choice.positive, strict=True)]   # a one-hot distribution draws no uniform
+        # random(), not random(1): the same number, without handing the GIL on (an array's draw does: ~1 ms a row
+        # while a class's page runs want it); a one-hot distribution draws no uniform
+        u = [rngs[b].random() if not settings[b].greedy and (n == V or n > 1) else -1.0
+             for b, n in zip(plain, choice.positive, strict=True)]
         tokens, ranks = choice.draw(u)
         for i, b in enumerate(plain):
             p, entropy, _ = drawn_from[b]
@@ -273,7 +275,7 @@ def choose_token(dist: TokenDistribution, rng: np.random.Generator) -> int:
     kept = None if dist.keep.all() else np.flatnonzero(dist.keep)                   # None: every token
     if kept is not None and len(kept) == 1:
         return int(kept[0])
-    drawn = inverse_cdf(dist.sampling if kept is None else dist.sampling[kept], float(rng.random(1)[0]))
+    drawn = inverse_cdf(dist.sampling if kept is None else dist.sampling[kept], rng.random())
     return drawn if kept is None else int(kept[drawn])
 
 
@@ -641,9 +643,7 @@ def step_rows(decoders: Sequence[IncrementalDecoder], token_ids: Sequence[int],
     else:
         x = _numpy_blocks(decoders, runs, at, x, cos, sin, rows, attend)            # [B, D]
     if attend is not None:
-        for b, row in enumerate(rows):
-            if row is not None:        # torch's float16 conversion: numpy's took 0.3 ms a row (the same bits)
-                torch.from_numpy(row).copy_(torch.from_numpy(attend.pattern(b)))     # [L, H, T_b]
+        attend.write_patterns(rows)                                                  # [L, H, T_b] each
     for d, first_row, count in runs:
         d.length += count
         d.tokens.extend(token_ids[first_row:first_row + count])

@@ -25,6 +25,27 @@ def _kernel():
     return fn
 
 
+@functools.cache
+def _halves():
+    lib = library()
+    if lib is None:
+        return None
+    for fn in (lib.patterns_to_half, lib.float16_from_float32):
+        fn.restype = None
+    lib.patterns_to_half.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 4
+    lib.float16_from_float32.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int]
+    return lib
+
+
+def float16_bits(x: np.ndarray, portable: bool = False) -> np.ndarray:
+    """x float32 as float16 (half_rows.c: IEEE round to nearest even; portable: its integer arithmetic even where the
+    CPU converts). Call only where available()."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.empty(x.shape, np.float16)
+    _halves().float16_from_float32(x.ctypes.data, x.size, out.ctypes.data, int(portable))
+    return out
+
+
 def available() -> bool:
     """Whether the kernel is built (a C compiler was found)."""
     return _kernel() is not None
@@ -84,6 +105,25 @@ class CachedAttention:
         return (self.k_addr.ctypes.data, self.v_addr.ctypes.data, self.capacity.ctypes.data,
                 self.positions.ctypes.data, self.slot.ctypes.data, self.max_len, self.patterns.ctypes.data,
                 self._scratch.ctypes.data)
+
+    def write_patterns(self, rows: Sequence[np.ndarray | None]) -> None:
+        """Each kept row b's attention (pattern(b)) into rows[b], a C-order float16 [n_layers, H, positions[b] + 1]
+        (None: not wanted), all in one native call (a torch copy per row handed the GIL on at each)."""
+        if len(rows) != len(self.positions):
+            raise ValueError(f"write_patterns needs one entry a row ({len(self.positions)}), got {len(rows)}")
+        addresses = np.zeros(len(rows), np.uint64)                                   # [B], 0: not written
+        for b, row in enumerate(rows):
+            if row is None:
+                continue
+            want = (self.n_layers, self.n_heads, int(self.positions[b]) + 1)
+            if self.slot[b] < 0 or row.dtype != np.float16 or row.shape != want or not row.flags.c_contiguous or \
+                    not row.flags.writeable:
+                raise ValueError(f"row {b} must be a kept row's writable C-order float16 {want}, got {row.dtype} "
+                                 f"{row.shape}")
+            addresses[b] = row.ctypes.data
+        lengths = self.positions + 1                                                 # [B]
+        _halves().patterns_to_half(self.patterns.ctypes.data, self.slot.ctypes.data, lengths.ctypes.data,
+                                   addresses.ctypes.data, len(rows), self.n_layers, self.n_heads, self.max_len)
 
     def pattern(self, b: int) -> np.ndarray:
         """Kept row b's attention, every layer: [n_layers, H, positions[b] + 1] float32."""

@@ -69,6 +69,62 @@ def test_cached_attention_writes_the_caches_and_matches_float64_for_each_row(hea
     assert np.array_equal(alone_out[0], out[last])
 
 
+def float16_cases() -> np.ndarray:
+    """float32 values whose float16 rounding is easy to get wrong: every float16 value, every midpoint between two
+    neighbours (ties to even), a float32 step either side of each midpoint, the subnormal and overflow ends, zeros
+    and infinities of both signs, and a spread of ordinary values."""
+    halves = np.arange(0, 0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)   # 0 .. 65504, every one
+    midpoints = ((halves[:-1] + halves[1:]) / 2).astype(np.float32)                       # exact in float32
+    around = np.concatenate([np.nextafter(midpoints, np.float32(np.inf)), np.nextafter(midpoints, np.float32(0))])
+    ends = np.array([65504, 65519.996, 65520, 65536, 1e9, np.inf, 2.0 ** -24, 2.0 ** -25, 1.5 * 2.0 ** -25,
+                     2.0 ** -26, 1e-30, 1e-45, 0.0, 6.1e-5], np.float32)
+    spread = (np.random.default_rng(3).standard_normal(20_000) * np.exp(np.random.default_rng(4).uniform(
+        -20, 12, 20_000))).astype(np.float32)
+    values = np.concatenate([halves.astype(np.float32), midpoints, around, ends, spread])
+    return np.concatenate([values, -values])
+
+
+@pytest.mark.skipif(not attention.available(), reason="no C compiler: torch path")
+@pytest.mark.parametrize("portable", [False, True])
+def test_float16_conversion_rounds_as_torch_and_numpy_bit_for_bit(portable):
+    """half_rows.c's conversion (F16C, and its integer arithmetic) against torch's and numpy's (each IEEE round to
+    nearest even, made independently), bit for bit, NaN included (torch's quiet NaN)."""
+    import torch
+
+    x = np.concatenate([float16_cases(), np.array([np.nan], np.float32)])
+    got = attention.float16_bits(x, portable=portable).view(np.uint16)
+    want = torch.from_numpy(x).to(torch.float16).view(torch.int16).numpy().view(np.uint16)
+    assert np.array_equal(got, want)
+    with np.errstate(over="ignore"):                                               # 65520 and up: inf
+        assert np.array_equal(got[:-1], x[:-1].astype(np.float16).view(np.uint16))
+
+
+@pytest.mark.skipif(not attention.available(), reason="no C compiler: torch path")
+def test_the_kept_attention_rows_are_written_as_float16_in_one_call():
+    """write_patterns puts each kept row's pattern (every layer) into its float16 array, converted as numpy does, and
+    leaves rows not asked for (None) and arrays of a wrong shape alone."""
+    rng = np.random.default_rng(11)
+    n_layers, heads, kv_heads, hd, lengths = 3, 4, 2, 16, [5, 0, 12]
+    caches = [tuple(rng.standard_normal((n_layers, kv_heads, n + 3, hd)).astype(np.float32) for _ in range(2))
+              for n in lengths]
+    keep = [True, False, True]
+    attend = attention.CachedAttention([k for k, _ in caches], [v for _, v in caches], lengths, keep, heads)
+    for layer in range(n_layers):
+        q = rng.standard_normal((3, heads, hd)).astype(np.float32) * 4
+        k_new, v_new = (rng.standard_normal((3, kv_heads, hd)).astype(np.float32) for _ in range(2))
+        attend(layer, q, k_new, v_new, 1 / np.sqrt(hd))
+    rows = [np.full((n_layers, heads, n + 1), -1, np.float16) if kept else None
+            for n, kept in zip(lengths, keep, strict=True)]
+    attend.write_patterns(rows)
+    for b in (0, 2):
+        assert np.array_equal(rows[b].view(np.uint16), attend.pattern(b).astype(np.float16).view(np.uint16))
+        assert rows[b].min() >= 0 and np.allclose(rows[b].astype(np.float32).sum(axis=-1), 1, atol=1e-2)
+    with pytest.raises(ValueError, match="row 0"):
+        attend.write_patterns([np.zeros((n_layers, heads, 5), np.float16), None, None])
+    with pytest.raises(ValueError, match="row 1"):
+        attend.write_patterns([None, np.zeros((n_layers, heads, 1), np.float16), None])
+
+
 @pytest.mark.skipif(softmax_entropy(np.zeros(3, np.float32), 1.0) is None, reason="no compiler or no AVX2")
 @pytest.mark.parametrize("vocab", [1, 7, 16, 17, 1000, 49_152])
 @pytest.mark.parametrize("temperature", [0.05, 0.7, 1.0, 10.0])
