@@ -19,6 +19,7 @@ from model.lessons.sampling import T_MAX, T_MIN, temperature_grid
 from viz import attention as va
 from viz import generation as vg
 from viz.attention import stat_overview
+from viz.format import percent_labels
 
 VIEW = S.GENERATE.by_name("view")
 N, GREEDY, TEMP = (S.GENERATE.by_name(n) for n in ("n", "greedy", "temp"))
@@ -85,7 +86,7 @@ def wait_for(jobs: dict[str, object], what: str) -> None:
                 if job.partial:
                     step = job.partial[-1]
                     st.caption(_("Last token: {token} (p = {p})").format(token=escape_markdown(step.token),
-                                                                         p=f"{step.prob:.0%}"))
+                                                                         p=percent_labels([step.prob])[0]))
         pending[0].done.wait(min(MAX_REFRESH_S, REFRESH_S * max(1, caches.generations_running())))
     shown.empty()
 
@@ -226,8 +227,9 @@ def compare_view(lm, jobs: dict[str, object]) -> None:
             with st.container(height=130, border=True, key=f"gen_text_{name}"):
                 st.markdown(written_markdown(lm, g.prompt_ids, g.new_token_ids, None))
             probs = np.array([s.prob for s in g.steps])
+            mean = percent_labels([probs.mean()])[0]          # two digits: a high T's mean is not a rounded 0%
             show_figure(vg.chosen_probability_figure(probs, g.new_tokens, color=color, words=words,
-                                                     title=_("mean p = {p}").format(p=f"{probs.mean():.0%}")),
+                                                     title=_("mean p = {p}").format(p=mean)),
                         key=f"gen_compare_{name}", filename=f"generate_{name.replace(' = ', '')}_probabilities")
     st.caption(_("The same prompt, seed {seed} and top-k / top-p, at two temperatures. The bars: the probability "
                  "each chosen token was drawn with. Low T keeps picking likely tokens; high T wanders.").format(

@@ -4,6 +4,7 @@ generations start from the text's trace (no prompt pass), so they are compared w
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tests.app.apptest import array, figures, open_page, rerun, run_until, widget_values
 
@@ -53,11 +54,13 @@ def test_sampled_generation_follows_the_seed_and_the_link_restores_it(lm):
 def test_two_temperatures_side_by_side(lm):
     at = open_page("generate", text=PROMPT, n="6", view="compare", low="0.3", high="1.5", seed="3")
     at = run_until(at, lambda a: len(figures(a)) == 2)
-    titles = [f["layout"]["title"]["text"] for f in figures(at)]
-    assert all(t.startswith("mean p = ") for t in titles)
     for temperature, fig in zip((0.3, 1.5), figures(at), strict=True):
         g = lm.generate(PROMPT, max_new_tokens=6, temperature=temperature, seed=3, trace=lm.run(PROMPT))
         np.testing.assert_allclose(array(fig["data"][0]["y"]), [s.prob for s in g.steps], rtol=1e-6)
+        title = fig["layout"]["title"]["text"]
+        assert title.startswith("mean p = ") and title.endswith("%")
+        shown = float(title.removeprefix("mean p = ").removesuffix("%")) / 100         # two significant digits
+        assert shown == pytest.approx(np.mean([s.prob for s in g.steps]), rel=0.06)
     assert "greedy" not in at.query_params and at.query_params["view"] == "compare"
 
 
