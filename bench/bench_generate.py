@@ -15,11 +15,13 @@ the machine's load hits them alike; the load average is printed before and after
   thread count: new tokens per second for the same prompt, and its prompt evaluation of 64 and 256 tokens against
   our prompt pass with the full attention trace (lm.run_ids), also with torch one core below, as the app runs it;
 - many streams: 10 concurrent 32-token generations (threads, distinct prompts and seeds; they share each decoding
-  step) against one alone; then --class-size (30) of them, the engine's part of a class pressing Generate.
+  step) against one alone; then --class-size (30) of them, the engine's part of a class pressing Generate, alone and
+  beside --busy-threads (4) Python threads that keep asking for the GIL (a class's page runs, with the app's 1 ms
+  switch interval): each time the batch thread hands the GIL on, it waits for it behind them.
 With --qwen05b the model is instead Qwen2.5-0.5B's shapes with random Q8_0 weights (bench.bench_models writes
 it; its matrices stay quantized in memory), with llama.cpp as the only reference; --model PATH runs any GGUF so.
 Usage (from the repository root): python -m bench.bench_generate [--runs 5] [--no-reference] [--qwen05b | --model P]
-[--class-size 30]
+[--class-size 30] [--busy-threads 4]
 """
 from __future__ import annotations
 
@@ -61,6 +63,7 @@ def main() -> None:
     parser.add_argument("--model", help="a GGUF file instead of the default model (no transformers reference)")
     parser.add_argument("--qwen05b", action="store_true", help="Qwen2.5-0.5B's shapes, random Q8_0 weights")
     parser.add_argument("--class-size", type=int, default=30, help="streams of the second many-streams run")
+    parser.add_argument("--busy-threads", type=int, default=4, help="Python threads beside the class's streams")
     args = parser.parse_args()
     if args.qwen05b:
         import tempfile
@@ -158,6 +161,7 @@ def main() -> None:
     llama_cpp_reference(lm, ids, greedy_ids, totals, args.runs)
     many_streams(lm, args.runs)
     many_streams(lm, args.runs, streams=args.class_size)
+    many_streams(lm, min(args.runs, 3), streams=args.class_size, busy_threads=args.busy_threads)
     print(f"\nend: {load_average()}")
 
 
@@ -222,8 +226,10 @@ def llama_cpp_reference(lm, ids: list[int], greedy_ids: list[int], totals: dict[
               f"{measured[f'app prompt {n}'] / measured[f'llama.cpp prompt {n}']:.2f}x")
 
 
-def many_streams(lm, runs: int, streams: int = 10, new_tokens: int = 32) -> None:
-    """Wall time of `streams` concurrent generations (threads) against one alone."""
+def many_streams(lm, runs: int, streams: int = 10, new_tokens: int = 32, busy_threads: int = 0) -> None:
+    """Wall time of `streams` concurrent generations (threads) against one alone; with busy_threads, both measured
+    while that many pure-Python threads run (the GIL handed on every 1 ms, as app.py sets it)."""
+    import sys
     import threading
 
     prompts = [f"{PROMPT[:60 + 7 * i]}" for i in range(streams)]
@@ -240,9 +246,27 @@ def many_streams(lm, runs: int, streams: int = 10, new_tokens: int = 32) -> None
         for t in threads:
             t.join()
 
-    measured = interleaved_medians({"one": one, "many": many}, runs)
-    target = " (target <= 3)" if streams == 10 else ""
-    print(f"\n{streams} concurrent {new_tokens}-token generations: {measured['many']:.2f} s, one alone "
+    stop = threading.Event()
+
+    def busy():
+        while not stop.is_set():
+            sum(range(1000))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.001 if busy_threads else interval)
+    pythons = [threading.Thread(target=busy, daemon=True) for _ in range(busy_threads)]
+    for t in pythons:
+        t.start()
+    try:
+        measured = interleaved_medians({"one": one, "many": many}, runs)
+    finally:
+        stop.set()
+        for t in pythons:
+            t.join()
+        sys.setswitchinterval(interval)
+    target = " (target <= 3)" if streams == 10 and not busy_threads else ""
+    beside = f" beside {busy_threads} busy Python threads" if busy_threads else ""
+    print(f"\n{streams} concurrent {new_tokens}-token generations{beside}: {measured['many']:.2f} s, one alone "
           f"{measured['one']:.2f} s: {measured['many'] / measured['one']:.2f}x its time{target}")
 
 
