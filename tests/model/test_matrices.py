@@ -1,7 +1,10 @@
 """model.decoder.matrices: a QuantizedMatrix (GGUF blocks kept in memory) multiplies, looks rows up and dequantizes
 like the gguf package's float32 matrix, for every supported type, over products split into whole and partial
 chunks, and from many threads at once; DenseMatrix has the same interface."""
+import os
 import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -69,6 +72,37 @@ def test_dense_matrix_has_the_same_interface():
     torch.testing.assert_close(matrix.linear(x), x @ weight.T)
     assert torch.equal(matrix.rows(torch.tensor([2, 0])), weight[[2, 0]])
     assert torch.equal(matrix.dequantized(), weight)
+
+
+def other_threads_cpu_s() -> float:
+    """CPU seconds used so far by every thread of this process but the calling one (from /proc)."""
+    me, ticks = threading.get_native_id(), 0
+    for task in os.listdir("/proc/self/task"):
+        if int(task) != me:
+            fields = Path(f"/proc/self/task/{task}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])                              # utime + stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads each thread's CPU time from /proc")
+def test_looking_rows_up_leaves_torchs_thread_team_idle(case):
+    """A generation step looks its tokens up between native kernels that use every core: torch's indexing of a few
+    rows woke its OpenMP team, whose threads then spun for ms after each call (~0.2 CPU-s over these 200 calls)."""
+    type_name, raw, _ = case
+    tables = [QuantizedMatrix(raw, type_name, (ROWS, COLS)), DenseMatrix(torch.randn(1024, COLS))]
+    ids = torch.tensor([0, 7, 3, 3, 11, 20, 5, 30, 31, 1])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        torch.ones(1 << 20).sum()                                 # the team exists and has just worked
+        before = other_threads_cpu_s()
+        for _ in range(100):
+            for table in tables:
+                table.rows(ids)
+                time.sleep(0.001)
+        assert other_threads_cpu_s() - before < 0.08
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_quantized_matrices_hold_about_their_file_size():
