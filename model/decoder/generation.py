@@ -39,6 +39,7 @@ from model.decoder.blocks import SwiGLU, Weight
 from model.decoder.embedding import DenseEmbedding
 from model.decoder.int8_blocks import Int8Blocks, int8_blocks_of
 from model.decoder.matrices import QuantizedMatrix
+from model.decoder.rope import rope_cos_sin
 from model.lessons import sampling
 from model.native import attention as native_attention
 from model.native import decoder_step as native_step
@@ -361,8 +362,13 @@ class StepWeights:
 
     all_native: bool              # every matrix multiplied by the native int8 kernel (see feed_together)
     native_blocks: DecoderStep | None   # all blocks in one native call (RMSNorm / RoPE / SwiGLU models)
+    ROPE_ROWS_MIN = 1024          # positions of the first shared RoPE table (it doubles when a cache needs more)
 
     def __init__(self, lm):
+        cfg = lm.config
+        self._rope_shape = (cfg.head_dim, cfg.rope_theta, lm.rope_factors) if cfg.uses_rope else None
+        self._rope: tuple[np.ndarray, np.ndarray] | None = None                     # cos, sin [P, hd/2]
+        self._rope_lock = threading.Lock()
         self.blocks = [BlockWeights.of(block) for block in lm.blocks]
         self.out_norm = NormWeights.of(lm.out_norm)
         self.positions = _numpy(lm.position_embedding)                                # [P, D] (GPT-2) or None
@@ -376,6 +382,19 @@ class StepWeights:
         if isinstance(self.head, QuantizedMatrix) and self.head.format.name == "Q8_0":
             self.head_blocks = head.values.transpose(0, 1).contiguous()                   # [nb, V, 32] int8
             self.head_scales = head.scale[..., 0].T.contiguous()                          # [nb, V] float32
+
+    def rope_rows(self, n: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """cos and sin [n, hd/2] of positions 0..n-1 (lm.rope_tables' numbers), views of one table shared by every
+        cache of the model (never written); None, None without RoPE. Computed per cache, they were ~6 torch
+        operations, each handing the GIL on: a class's joiners each waited for it behind thirty pages' scripts."""
+        if self._rope_shape is None:
+            return None, None
+        with self._rope_lock:
+            if self._rope is None or len(self._rope[0]) < n:
+                size = max(n, self.ROPE_ROWS_MIN, 2 * len(self._rope[0]) if self._rope else 0)
+                self._rope = tuple(t.numpy() for t in rope_cos_sin(range(size), *self._rope_shape))
+            cos, sin = self._rope
+        return cos[:n], sin[:n]
 
     def logits(self, xn: np.ndarray) -> np.ndarray:
         """Next-token logits [B, V] float32 of final-normed rows xn [B, D]."""
@@ -449,9 +468,10 @@ class IncrementalDecoder:
         shape = (cfg.n_layers, cfg.n_kv_heads, capacity, cfg.head_dim)
         self.k = np.empty(shape, np.float32)                                          # [L, KV, C, hd] after RoPE
         self.v = np.empty(shape, np.float32)                                          # [L, KV, C, hd]
-        self.cos, self.sin = lm.rope_tables(range(capacity))                          # [C, hd/2] each, or None
-        self.cos_np, self.sin_np = _numpy(self.cos), _numpy(self.sin)                # [C, hd/2] each, or None
         self.weights = steps_for(lm)
+        self.cos_np, self.sin_np = self.weights.rope_rows(capacity)                  # [C, hd/2] each, or None
+        self.cos, self.sin = (None, None) if self.cos_np is None else (
+            torch.from_numpy(self.cos_np), torch.from_numpy(self.sin_np))            # the same memory
         self.capacity = capacity
         self.length = 0                                                               # positions cached so far
         self.tokens: list[int] = []                                                   # their token ids

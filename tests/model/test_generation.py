@@ -85,6 +85,19 @@ def test_each_cached_step_equals_a_full_forward(lm):
         assert step.raw_prob == pytest.approx(softmax64(trace.next_token_logits)[step.token_id], abs=1e-5)
 
 
+def test_caches_share_one_rope_table_with_the_models_numbers(lm):
+    """Each cache's cos / sin are views of one table per model (made once, not per request), equal to
+    lm.rope_tables' at every position, also after the table grows for a longer cache."""
+    small, other = IncrementalDecoder(lm, 40), IncrementalDecoder(lm, 7)
+    assert np.shares_memory(small.cos_np, other.cos_np) and np.shares_memory(small.sin, other.sin.numpy())
+    n = 3 * small.weights.ROPE_ROWS_MIN + 5                                # past the first table and its doubling
+    for decoder in (small, IncrementalDecoder(lm, n), IncrementalDecoder(lm, 12)):
+        cos, sin = lm.rope_tables(range(decoder.capacity))
+        np.testing.assert_array_equal(decoder.cos_np, cos.numpy())
+        np.testing.assert_array_equal(decoder.sin_np, sin.numpy())
+        assert torch.equal(decoder.cos, cos) and torch.equal(decoder.sin, sin)
+
+
 def test_chunked_prompt_longer_than_one_chunk_equals_full_forward(lm):
     ids = (lm.encode(ENGLISH + " " + CODE) * 20)[:300]                      # > PREFILL_CHUNK (256)
     logits, row = IncrementalDecoder(lm, len(ids)).feed(ids)
