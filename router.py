@@ -6,6 +6,7 @@ frame around it (link, state, shared controls) in app_pages/_shell.py."""
 import pandas  # noqa: F401
 import streamlit as st
 
+from app_pages import _generation_jobs as generation_jobs
 from app_pages import _shell as shell
 from app_pages._i18n import N_, _
 from app_pages._url import shown
@@ -24,6 +25,10 @@ PAGES = [
     ("app_pages/parameters.py", N_("Parameters"), ":material/calculate:", "parameters"),
     ("app_pages/train.py", N_("Train"), ":material/model_training:", "train"),
 ]
+
+
+# Work a page asks for before the frame around it is drawn (see app_pages/_generation_jobs.py).
+ASKED_FIRST = {"generate": generation_jobs.ask_first}
 
 
 def _old_attention_link() -> None:
@@ -50,7 +55,7 @@ if wanted is not None and not st.session_state.get(shell.URL_READ):
         shell.link_note(_("page={page} is not a page of this app: showing {title}.").format(page=shown(wanted),
                                                                                            title=page.title))
     st.query_params.from_dict(rest)
-shell.start(names[page.url_path])
+shell.start(names[page.url_path], before_controls=ASKED_FIRST.get(names[page.url_path]))
 try:
     page.run()
 finally:

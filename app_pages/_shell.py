@@ -1,12 +1,13 @@
 """The frame around every page: reading the share link, clamping the state, the shared controls (sidebar, or one
 row on the page in presenter mode), the page header with the share link, and writing the link back.
 
-app.py calls start(page) before the page runs and finish() after it. A page then reads its settings from
+router.py calls start(page) before the page runs and finish() after it. A page then reads its settings from
 st.session_state (already valid: clamped once per run here) and draws its own controls and figures.
 """
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -124,8 +125,9 @@ def link_note(note: str) -> None:
     st.session_state.setdefault(NOTES, []).append(note)
 
 
-def start(page: str) -> None:
-    """Before the page runs: read the link (first run), fill defaults, clamp, draw the shared controls."""
+def start(page: str, before_controls: Callable[[], None] | None = None) -> None:
+    """Before the page runs: read the link (first run), fill defaults, clamp, call before_controls (the page's
+    slow work asked for from the settled settings), draw the shared controls."""
     ss = st.session_state
     schema = S.schema(page)
     ss.setdefault(S.TEXT.key, default_text())
@@ -143,6 +145,8 @@ def start(page: str) -> None:
         ss[caches.MODEL_NOTE] = " ".join(_note_text(n) for n in said)
     ss[MODEL_SEEN] = model
     ss[RUN] = (page, schema, ctx)
+    if before_controls is not None:
+        before_controls()
     st.sidebar.html(CSS + (PRESENTER_CSS if presenter_mode() else ""))   # in the sidebar: no gap on the page
     _shared_controls(schema)
 

@@ -11,6 +11,7 @@ from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _schemas as S
 from app_pages import _shell as shell
+from app_pages._generation_jobs import GREEDY, HIGH, LOW, SEED, TEMP, TOP_K, TOP_P, VIEW, N, current_jobs
 from app_pages._i18n import _, ngettext, translated
 from app_pages._kv_cache_panel import kv_cache_panel
 from app_pages._widgets import FIGURES_IN_TURN, escape_markdown, show_figure, token_legend
@@ -21,10 +22,7 @@ from viz import generation as vg
 from viz.attention import stat_overview
 from viz.format import percent_labels
 
-VIEW = S.GENERATE.by_name("view")
-N, GREEDY, TEMP = (S.GENERATE.by_name(n) for n in ("n", "greedy", "temp"))
-TOP_K, TOP_P, SEED, STEP = (S.GENERATE.by_name(n) for n in ("top_k", "top_p", "seed", "step"))
-LOW, HIGH = S.GENERATE.by_name("low"), S.GENERATE.by_name("high")
+STEP = S.GENERATE.by_name("step")
 GRID = temperature_grid(T_MIN, T_MAX)
 STEP_PICK = "gen_step_pick"       # the step slider's own key: it copies into the step setting (None = the last)
 PLAY = "gen_play"                 # playing is a moment, not a setting: not in the link
@@ -100,19 +98,6 @@ def finished(jobs: dict[str, object]) -> bool:
     if any(job.result is None for job in jobs.values()):
         st.rerun()
     return True
-
-
-def view_jobs(view: str, text: str) -> dict[str, object]:
-    """The generations the open view shows, by name, from the settings in the session (a link's or the widgets'
-    values are there before the page draws anything): asked for first, so that a class's clicks join one batch
-    sooner instead of each waiting for its page to be drawn."""
-    if view == "write":
-        temperature = 0.0 if ss[GREEDY.key] else float(ss[TEMP.key])
-        return {"": caches.generation_job(text, int(ss[N.key]), temperature, int(ss[TOP_K.key]),
-                                          float(ss[TOP_P.key]), int(ss[SEED.key]))}
-    settings = (int(ss[N.key]), int(ss[TOP_K.key]), float(ss[TOP_P.key]), int(ss[SEED.key]))
-    return {f"T = {float(ss[p.key]):g}": caches.generation_job(text, settings[0], float(ss[p.key]), *settings[1:])
-            for p in (LOW, HIGH)}
 
 
 def write_view(lm, jobs: dict[str, object]) -> None:
@@ -238,7 +223,7 @@ def compare_view(lm, jobs: dict[str, object]) -> None:
 
 lm_ = caches.get_model()
 text_ = shell.current_text()
-jobs_ = view_jobs(ss.get(VIEW.key) or VIEW.default, text_) if text_.strip() else {}
+jobs_ = current_jobs()       # asked for already, before the frame was drawn (router.py): the same jobs
 shell.header(_("Generate"), _("The model writes one token at a time: each new token is drawn from its next-token "
                               "probabilities (after temperature, top-k and top-p), appended, and fed back in."))
 words = translated(vg.WORDS)

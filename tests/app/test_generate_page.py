@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app_pages import _caches, _controls
 from tests.app.apptest import array, figures, open_page, rerun, run_until, widget_values
 
 PROMPT = "The capital of France is"
@@ -78,3 +79,29 @@ def test_one_run_waits_for_the_generation_and_draws_it(lm):
     assert g.new_text.strip()[:2] in " ".join(m.value for m in at.markdown)
     at = open_page("generate", text=PROMPT, n="3", view="compare", low="0.5", high="2.0", seed="90818")
     assert len(figures(at)) == 2 and not at.get("progress")
+
+
+def test_the_generation_is_asked_for_before_the_frame_is_drawn(lm, monkeypatch):
+    """A class pressing Generate at once: each run asks for its generation, from the link's settings, before it
+    draws the sidebar's shared controls (~10 ms of Python each, under one GIL), and lets the batch make the first
+    step first; the page's own ask then gets the same job."""
+    events, jobs = [], []
+    ask, picker = _caches.generation_job, _controls.model_picker
+
+    def asked(*settings):
+        jobs.append(ask(*settings))
+        events.append(("job", settings))
+        return jobs[-1]
+
+    def drawn(*args):
+        events.append(("controls", bool(jobs) and all(job.partial or job.done.is_set() for job in jobs)))
+        return picker(*args)
+
+    open_page("attention", text=PROMPT)                # the class has its texts open: their traces are made
+    monkeypatch.setattr(_caches, "generation_job", asked)
+    monkeypatch.setattr(_controls, "model_picker", drawn)
+    at = open_page("generate", text=PROMPT, n="2", temp="1.0", seed="53117")
+    assert generated(at)
+    settings = (PROMPT, 2, 1.0, 0, 1.0, 53117)
+    assert events[-3:] == [("job", settings), ("controls", True), ("job", settings)]
+    assert jobs[-1] is jobs[-2] or jobs[-1].done.is_set()
