@@ -30,7 +30,7 @@ def _kernel():
 
 
 def available() -> bool:
-    """Whether the kernel is built and this CPU runs it (AVX2 + FMA; one path on AVX-512 CPUs too)."""
+    """Whether the kernel is built and this CPU runs it (AVX2 + FMA, or AVX-512: the same numbers)."""
     return _kernel() is not None
 
 

@@ -116,8 +116,11 @@ def documented_order(x: np.ndarray, codes: np.ndarray, scales: np.ndarray, offse
 
 @pytest.mark.parametrize("nibbles, with_offsets", [(False, False), (True, True), (False, True), (True, False)])
 def test_every_output_is_the_documented_sequence_of_multiply_adds(nibbles, with_offsets):
+    """Every tile shape of both instruction sets' paths (rows 1 to 30: tiles of up to 6 or 12 rows, 1 to 8 groups
+    taken together, a last group padded) against the float64 emulation; the AVX2 path again in
+    test_native_kernels.test_the_avx2_paths_pass_the_kernel_tests."""
     rng = np.random.default_rng(6)
-    n, k = 37, 320                                                                     # 3 groups, the last padded
+    n, k = 16 * 9 + 5, 320                                                             # 10 groups, the last padded
     codes = rng.integers(0, 16, (n, k)) if nibbles else rng.integers(-128, 128, (n, k))
     scales = rng.standard_normal((n, k // 32)).astype(np.float16).astype(np.float32)
     offsets = rng.standard_normal((n, k // 32)).astype(np.float16).astype(np.float32) if with_offsets else None
@@ -126,9 +129,10 @@ def test_every_output_is_the_documented_sequence_of_multiply_adds(nibbles, with_
         codes.astype(np.int8)                                   # GGUF's Q4 order: byte j holds codes j and j + 16
     matrix = int8_linear.Int8Matrix(torch.from_numpy(stored), torch.from_numpy(scales),
                                     None if offsets is None else torch.from_numpy(offsets), nibbles)
-    x = rng.standard_normal((7, k)).astype(np.float32)
+    x = rng.standard_normal((30, k)).astype(np.float32)
     expected = documented_order(x, codes.astype(np.float32), scales, offsets)
-    assert np.array_equal(matrix(x), expected)
+    for rows in (1, 2, 3, 4, 5, 7, 8, 10, 13, 25, 30):
+        assert np.array_equal(matrix(x[:rows]), expected[:rows]), rows
     assert np.array_equal(matrix(x[4:5]), expected[4:5])
 
 

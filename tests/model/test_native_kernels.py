@@ -232,10 +232,12 @@ def test_the_softmax_gives_the_same_numbers_on_avx2_as_on_the_widest_instruction
 
 @pytest.mark.skipif(not attention.available(), reason="no C compiler")
 def test_the_avx2_paths_pass_the_kernel_tests():
-    """This file's and the decoder step's tests again with the kernels capped at AVX2 (ATLAS_NATIVE_ISA=avx2): on an
-    AVX-512 machine the AVX2 loops (matrix products, softmax, SwiGLU, attention's exp) are otherwise never run."""
+    """This file's, the decoder step's and the int8 products' tests again with the kernels capped at AVX2
+    (ATLAS_NATIVE_ISA=avx2): on an AVX-512 machine the AVX2 loops (matrix products, softmax, SwiGLU, attention's exp)
+    are otherwise never run."""
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "tests/model/test_native_kernels.py", "tests/model/test_decoder_step.py", "-k",
+                           "tests/model/test_native_kernels.py", "tests/model/test_decoder_step.py",
+                           "tests/model/test_int8_blocks.py", "-k",
                            "not test_the_avx2_paths_pass_the_kernel_tests"],
                           cwd=ROOT, capture_output=True, text=True, timeout=900,
                           env={**os.environ, "ATLAS_NATIVE_ISA": "avx2"})
