@@ -13,7 +13,11 @@ the machine's load hits them alike; the load average is printed before and after
   and through torch's F.linear (MKL);
 - llama.cpp (llama-cpp-python, when installed; a bench-only reference, never a dependency) on the same file and
   thread count: new tokens per second for the same prompt, and its prompt evaluation of 64 and 256 tokens against
-  our prompt pass with the full attention trace (lm.run_ids), also with torch one core below, as the app runs it;
+  our prompt pass with the full attention trace (lm.run_ids), also with torch one core below, as the app runs it.
+  On a CPU with AMX in a VM that refuses its tile registers, llama.cpp's default (native) build dies in its AMX
+  kernel (SIGSEGV at ldtilecfg): build it without, e.g. CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=ON
+  -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX_VNNI=ON -DGGML_AMX_TILE=OFF
+  -DGGML_AMX_INT8=OFF" pip install --force-reinstall --no-deps llama-cpp-python;
 - many streams: 10 concurrent 32-token generations (threads, distinct prompts and seeds; they share each decoding
   step) against one alone; then --class-size (30) of them, the engine's part of a class pressing Generate, alone and
   beside --busy-threads (4) Python threads that keep asking for the GIL (a class's page runs, with the app's 1 ms
