@@ -231,7 +231,9 @@ def test_logit_lens_matches_transformers_hidden_states(lm, hf_model, trace, posi
     with torch.no_grad():   # hidden_states[-1] is already normalized: compare rows 0..L-1 by hand, row L to logits
         ref = torch.stack([hf_model.lm_head(hf_model.model.norm(out.hidden_states[i][0, position]))
                            for i in range(cfg.n_layers)]).numpy()
-    np.testing.assert_allclose(lens[:cfg.n_layers], ref, atol=2e-4, rtol=0)
+    # Position 0's stream reaches ~22,500 (the sink) in a few channels: after the norm its small channels keep that
+    # scale's float32 rounding, and its rows differ by up to 3.1e-4 where MKL runs AVX-512
+    np.testing.assert_allclose(lens[:cfg.n_layers], ref, atol=5e-4 if position == 0 else 2e-4, rtol=0)
     np.testing.assert_allclose(lens[cfg.n_layers], out.logits[0, position].numpy(), atol=1e-4, rtol=0)
 
 
