@@ -1,4 +1,5 @@
-"""The parts a decoder block is assembled from, in pure torch (float32, eager attention).
+"""The parts a decoder block is assembled from, in torch (float32, eager attention; the attention's scores, softmax and
+mix in one native call where the kernels are built, model/native/attention.py).
 
 One class per concept, as in nanoGPT: Norm (RMSNorm or LayerNorm), Attention (grouped-query, optional q/k/v and
 output biases, optional per-head q/k RMSNorm, RoPE or none), SwiGLU and GeluMLP, and the pre-norm Block. Which parts
@@ -11,6 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -18,6 +20,7 @@ from model.decoder.config import ModelConfig
 from model.decoder.int8_blocks import int8_blocks_of
 from model.decoder.matrices import QuantizedMatrix
 from model.decoder.rope import apply_rope
+from model.native import attention as attention_kernel
 from model.native.threads import kernel_threads
 
 # A weight matrix [out, in]: float32, kept quantized, or parts stacked by rows (separately quantized q, k, v).
@@ -32,7 +35,8 @@ def linear(x: torch.Tensor, w: Weight, bias: torch.Tensor | None = None) -> torc
     """x [..., in] @ w^T (+ bias) -> [..., out] for any Weight (parts: their outputs side by side). A float32 matrix
     holding int8-coded values (the built-in model's) is multiplied as codes by the native kernel up to NATIVE_ROWS
     rows, or at any number of rows where torch has fewer threads than the kernel (the app keeps torch one core
-    below); else by MKL. In the kernel a row's numbers do not depend on the rows beside it."""
+    below); else by MKL. In the kernel a row's numbers do not depend on the rows beside it; parts it multiplies
+    write their columns of one output (no copy to join them)."""
     if isinstance(w, torch.Tensor):
         coded = _coded(w, x.numel() // x.shape[-1])
         if coded is None:
@@ -40,9 +44,26 @@ def linear(x: torch.Tensor, w: Weight, bias: torch.Tensor | None = None) -> torc
         out = torch.from_numpy(coded.linear(x.reshape(-1, x.shape[-1]).numpy()))   # [rows, out]
         return (out if bias is None else out.add_(bias)).view(*x.shape[:-1], -1)
     if isinstance(w, tuple):
-        out = torch.cat([linear(x, part) for part in w], dim=-1)                 # [..., out]
-        return out if bias is None else out.add_(bias)
+        coded = [native_matrix(part, x.numel() // x.shape[-1]) for part in w]
+        if all(c is not None for c in coded):
+            flat = x.reshape(-1, x.shape[-1]).numpy()                              # [rows, in]
+            out = np.empty((flat.shape[0], sum(c.shape[0] for c in coded)), np.float32)   # [rows, out]
+            first = 0
+            for c in coded:
+                c.linear(flat, out[:, first:first + c.shape[0]])
+                first += c.shape[0]
+            joined = torch.from_numpy(out).view(*x.shape[:-1], -1)                 # [..., out]
+        else:
+            joined = torch.cat([linear(x, part) for part in w], dim=-1)             # [..., out]
+        return joined if bias is None else joined.add_(bias)
     return w.linear(x, bias)
+
+
+def native_matrix(w: Weight, rows: int):
+    """The Int8Blocks linear multiplies `rows` rows of a single matrix w by (natively), else None."""
+    if isinstance(w, QuantizedMatrix):
+        return int8_blocks_of(w)
+    return _coded(w, rows) if isinstance(w, torch.Tensor) else None
 
 
 def runs_natively(w: Weight, rows: int) -> bool:
@@ -151,22 +172,51 @@ class Attention:
     def __call__(self, h: torch.Tensor, cos, sin, mask: torch.Tensor, keep_scores: bool = False,
                  pattern_out: torch.Tensor | None = None, heads_off: torch.Tensor | None = None,
                  kv_out: tuple[torch.Tensor, torch.Tensor] | None = None) -> AttentionIntermediates:
-        """As many KV groups at a time as keep the float32 scores within SCORES_BYTES (every group of a 512-token
-        text: two batched products a layer, not two per group), so memory stays bounded on long texts. The forward
-        pass writes the pattern straight into the trace (pattern_out, possibly float16) and keeps no scores;
-        layer_detail asks for float32 scores and pattern. Either way the numbers are computed the same way.
+        """Scores, softmax under the mask and the mix of values: in one native call (one_query_attention.c's
+        prompt_attention: the rows split across the cores, the masked keys never multiplied; causal rows hold the
+        generation step's numbers), else with torch (attend_with_torch). The forward pass writes the pattern straight
+        into the trace (pattern_out, possibly float16) and keeps no scores; layer_detail asks for float32 scores and
+        pattern. Either way the numbers are computed the same way.
         mask [T, T] bool: True where query i may attend key j.
         heads_off ([H] bool) zeroes those heads' mixed values before the output projection (head ablation).
         kv_out ([KV, T, hd] each) receives the rotated keys and the values (what a generation's cache holds)."""
-        cfg = self.cfg
-        T = h.shape[0]
-        g, hd = cfg.group_size, cfg.head_dim
         q, k, v = self.project(h)
         q_rot = self.rotate(q, cos, sin)                                       # [H, T, hd]
         k_rot = self.rotate(k, cos, sin)                                       # [KV, T, hd]
         if kv_out is not None:
             kv_out[0].copy_(k_rot)
             kv_out[1].copy_(v)
+        attend = self.attend_natively if attention_kernel.available() and not q_rot.requires_grad else \
+            self.attend_with_torch
+        scores, pattern, mixed = attend(q_rot, k_rot if kv_out is None else kv_out[0],
+                                        v if kv_out is None else kv_out[1], mask, keep_scores, pattern_out)
+        if heads_off is not None:
+            mixed[heads_off] = 0.0
+        return AttentionIntermediates(q, k, v, q_rot, k_rot, scores, pattern, mixed, self.output(mixed))
+
+    def attend_natively(self, q_rot: torch.Tensor, k_rot: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+                        keep_scores: bool, pattern_out: torch.Tensor | None):
+        """(scores or None, pattern [H, T, T], mixed [H, T, hd]) in one native call (see __call__)."""
+        cfg = self.cfg
+        T = q_rot.shape[1]
+        float32_out = pattern_out is not None and pattern_out.dtype == torch.float32
+        pattern = pattern_out if float32_out else torch.empty(cfg.n_heads, T, T)      # [H, T, T]
+        scores = torch.empty(cfg.n_heads, T, T) if keep_scores else None             # [H, T, T]
+        mixed = attention_kernel.prompt_attention(
+            q_rot.numpy(), k_rot.numpy(), v.numpy(), mask.numpy(), 1.0 / math.sqrt(cfg.head_dim), pattern.numpy(),
+            None if scores is None else scores.numpy())                                # [T, H, hd]
+        if pattern_out is not None and not float32_out:
+            pattern = pattern_out.copy_(pattern)
+        return scores, pattern, torch.from_numpy(mixed).transpose(0, 1)               # mixed [H, T, hd] (a view)
+
+    def attend_with_torch(self, q_rot: torch.Tensor, k_rot: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+                          keep_scores: bool, pattern_out: torch.Tensor | None):
+        """(scores or None, pattern [H, T, T], mixed [H, T, hd]) in batched products: as many KV groups at a time as
+        keep the float32 scores within SCORES_BYTES (every group of a 512-token text: two products a layer, not two
+        per group), so memory stays bounded on long texts."""
+        cfg = self.cfg
+        T = q_rot.shape[1]
+        g, hd = cfg.group_size, cfg.head_dim
         scale = 1.0 / math.sqrt(hd)
         scores = torch.empty(cfg.n_heads, T, T) if keep_scores else None       # [H, T, T]
         pattern = torch.empty(cfg.n_heads, T, T) if pattern_out is None else pattern_out  # [H, T, T]
@@ -184,9 +234,7 @@ class Attention:
             group_pattern = torch.softmax(group_scores.masked_fill_(hidden, float("-inf")), dim=-1)  # [n g, T, T]
             pattern[heads] = group_pattern
             torch.bmm(group_pattern.view(n, g * T, T), v[kvs], out=mixed[heads].view(n, g * T, hd))  # [n, g T, hd]
-        if heads_off is not None:
-            mixed[heads_off] = 0.0
-        return AttentionIntermediates(q, k, v, q_rot, k_rot, scores, pattern, mixed, self.output(mixed))
+        return scores, pattern, mixed
 
     def output(self, mixed: torch.Tensor) -> torch.Tensor:
         """The output projection (and bias) of every head's mixed values [H, T, hd] -> [T, D]."""

@@ -1,6 +1,7 @@
-"""A one-token step's attention over the KV caches (one_query_attention.c): for every row of the batch, its key and
-value written into its sequence's cache and its query attending over it, in one call per layer instead of a dozen
-small numpy operations per row."""
+"""Attention in one native call a layer (one_query_attention.c): a generation step's (CachedAttention: every row of the
+batch writes its key and value into its sequence's cache and its query attends over it, instead of a dozen small
+numpy operations per row), and a full pass's (prompt_attention: every query of a text over its keys under a mask,
+the rows split across the cores, the masked half of a causal pass never computed)."""
 from __future__ import annotations
 
 import ctypes
@@ -35,6 +36,45 @@ def _halves():
     lib.patterns_to_half.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 4
     lib.float16_from_float32.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int]
     return lib
+
+
+@functools.cache
+def _prompt_kernel():
+    lib = library()
+    if lib is None:
+        return None
+    fn = lib.prompt_attention
+    fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 4 + [ctypes.c_float] + [ctypes.c_void_p] * 3 + \
+        [ctypes.c_int]
+    fn.restype = None
+    return fn
+
+
+def prompt_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float,
+                     pattern: np.ndarray, scores: np.ndarray | None = None) -> np.ndarray:
+    """A full pass's attention, one layer: q [H, T, hd], k and v [KV, T, hd] (float32), mask [T, T] bool (True where
+    query i may attend key j; never a later key) -> the mix of values [T, H, hd]; the softmax into pattern [H, T, T]
+    (float32, C order; 0 where masked), every scaled dot product into scores [H, T, T] when given. Causal rows hold
+    CachedAttention's numbers. Call only where available()."""
+    H, T, hd = q.shape
+    KV = k.shape[0]
+    if k.shape != (KV, T, hd) or v.shape != k.shape or H % KV or mask.shape != (T, T) or mask.dtype != np.bool_ or \
+            np.triu(mask, 1).any():
+        raise ValueError(f"prompt_attention needs q [H, T, hd], k and v [KV, T, hd] with KV dividing H and a [T, T] "
+                         f"bool mask allowing no later key, got {q.shape}, {k.shape}, {v.shape}, {mask.shape} "
+                         f"{mask.dtype}")
+    for name, buffer in (("pattern", pattern), ("scores", scores)):
+        if buffer is not None and (buffer.shape != (H, T, T) or buffer.dtype != np.float32 or
+                                   not buffer.flags.c_contiguous or not buffer.flags.writeable):
+            raise ValueError(f"{name} must be a writable C-order float32 [{H}, {T}, {T}], got {buffer.dtype} "
+                             f"{buffer.shape}")
+    q, k, v = (np.ascontiguousarray(a, dtype=np.float32) for a in (q, k, v))
+    mask = np.ascontiguousarray(mask)
+    out = np.empty((T, H, hd), np.float32)                                           # [T, H, hd]
+    _prompt_kernel()(q.ctypes.data, k.ctypes.data, v.ctypes.data, mask.ctypes.data, T, H, KV, hd, scale,
+                     pattern.ctypes.data, None if scores is None else scores.ctypes.data, out.ctypes.data,
+                     kernel_threads())
+    return out
 
 
 def float16_bits(x: np.ndarray, portable: bool = False) -> np.ndarray:

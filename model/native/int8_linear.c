@@ -317,12 +317,6 @@ int int8_linear_strided(const int8_t *c, const float *s, const float *o, const f
     return 0;
 }
 
-/* y [M, N] = x @ W^T (see int8_linear_strided). */
-int int8_linear(const int8_t *c, const float *s, const float *o, const float *x, float *y,
-                int64_t M, int64_t N, int64_t K, int threads, int nibbles) {
-    return int8_linear_strided(c, s, o, x, y, M, N, K, N, threads, nibbles);
-}
-
 #else
 
 int int8_linear_level(void) { return 0; }
@@ -331,11 +325,6 @@ int int8_linear_strided(const int8_t *c, const float *s, const float *o, const f
                         int64_t N, int64_t K, int64_t ldy, int threads, int nibbles) {
     (void)c; (void)s; (void)o; (void)x; (void)y; (void)M; (void)N; (void)K; (void)ldy; (void)threads; (void)nibbles;
     return -1;
-}
-
-int int8_linear(const int8_t *c, const float *s, const float *o, const float *x, float *y,
-                int64_t M, int64_t N, int64_t K, int threads, int nibbles) {
-    return int8_linear_strided(c, s, o, x, y, M, N, K, N, threads, nibbles);
 }
 
 #endif

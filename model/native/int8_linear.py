@@ -24,9 +24,9 @@ def _kernel():
     lib = library()
     if lib is None or lib.int8_linear_level() == 0:
         return None
-    lib.int8_linear.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_int] * 2
-    lib.int8_linear.restype = ctypes.c_int
-    return lib.int8_linear
+    lib.int8_linear_strided.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 4 + [ctypes.c_int] * 2
+    lib.int8_linear_strided.restype = ctypes.c_int
+    return lib.int8_linear_strided
 
 
 def available() -> bool:
@@ -56,14 +56,21 @@ class Int8Matrix:
     def nbytes(self) -> int:
         return sum(t.nbytes for t in self.tensors if t is not None)
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        """x [M, K] float32 @ W^T -> [M, N] float32, on kernel_threads(). Call only where available()."""
+    def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """x [M, K] float32 @ W^T -> [M, N] float32, on kernel_threads(), into out when given (float32 [M, N] whose
+        rows may lie further apart: the columns of a wider array that one part of a stacked matrix fills). Call only
+        where available()."""
         x = np.ascontiguousarray(x, dtype=np.float32)
         if x.ndim != 2 or x.shape[1] != self.k:
             raise ValueError(f"x must be [M, {self.k}], got {x.shape}")
-        out = np.empty((x.shape[0], self.n), np.float32)                             # [M, N]
+        if out is None:
+            out = np.empty((x.shape[0], self.n), np.float32)                         # [M, N]
+        elif out.shape != (x.shape[0], self.n) or out.dtype != np.float32 or out.strides[1] != 4 or \
+                out.strides[0] % 4 or out.strides[0] < 4 * self.n or not out.flags.writeable:
+            raise ValueError(f"out must be a writable float32 [{x.shape[0]}, {self.n}] with contiguous rows, got "
+                             f"{out.dtype} {out.shape} strides {out.strides}")
         status = _kernel()(*self.pointers, x.ctypes.data, out.ctypes.data, x.shape[0], self.n, self.k,
-                           kernel_threads(), self.nibbles)
+                           out.strides[0] // 4, kernel_threads(), self.nibbles)
         if status == -2:
             raise MemoryError(f"int8_linear could not allocate a copy of x {x.shape}")
         if status != 0:

@@ -1,34 +1,38 @@
-/* One layer of a step's attention over KV caches: row b (a new token of some sequence, at position[b]) writes its key
-and value into its sequence's cache, then its query attends over positions 0..position[b], grouped-query: query head
-h reads KV head h / (H / KV). For each head: s_j = (q . k_j) * scale, p = softmax(s), out = sum_j p_j v_j, in
-float32, in a fixed order: a row's numbers do not depend on the other rows. Rows run in order, so several rows of
-one sequence (a prompt's tokens, in order) each see the keys of the ones before them: every row's key and value is
-written first, then the rows attend, split across `threads` (model/native/worker_pool.h).
+/* Attention of query rows over their keys, grouped-query (query head h reads KV head h / (H / KV)): for each head,
+s_j = (q . k_j) * scale, p = softmax(s), out = sum_j p_j v_j, in float32, in a fixed order: a row's numbers do not
+depend on the other rows, nor on which entry point computed them. Rows are split across `threads`
+(model/native/worker_pool.h).
 
-q: [B, H, hd]; k_new, v_new: [B, KV, hd]; row b's cache: k_addr[b], v_addr[b] point at [n_layers, KV, capacity[b],
-hd] float32 (C order); patterns: [kept rows, n_layers, H, max_len], row b's softmax into slot[b] (its first
-position[b] + 1 entries), or into scratch [B, H, max_len] when slot[b] < 0; out: [B, H, hd]. Built at first use by
-model/native/build.py. */
+cached_attention, one layer of a generation step: row b (a new token of some sequence, at position[b]) writes its
+key and value into its sequence's cache, then its query attends over positions 0..position[b]. Rows run in order,
+so several rows of one sequence (a prompt's tokens, in order) each see the keys of the ones before them: every row's
+key and value is written first, then the rows attend. q: [B, H, hd]; k_new, v_new: [B, KV, hd]; row b's cache:
+k_addr[b], v_addr[b] point at [n_layers, KV, capacity[b], hd] float32 (C order); patterns: [kept rows, n_layers, H,
+max_len], row b's softmax into slot[b] (its first position[b] + 1 entries), or into scratch [B, H, max_len] when
+slot[b] < 0; out: [B, H, hd].
+
+prompt_attention, one layer of a full pass over T tokens: query i attends keys 0..i that mask [T, T] allows (NULL:
+all of them; a mask never allows a later key), the others weighing exactly 0. q: [H, T, hd]; k, v: [KV, T, hd];
+pattern: [H, T, T] (row i's entries past i set to 0); scores: [H, T, T] or NULL (every scaled dot product, later
+keys too, as the Inside view shows them); out: [T, H, hd]. Causal rows are those of cached_attention (the same
+numbers). Built at first use by model/native/build.py. */
 #include <math.h>
 #include <stdint.h>
 
 #include "vector_math.h"
 #include "worker_pool.h"
 
-/* A head's scores p[j] = (q . k_j) * scale for j < T; returns the largest. Portable C (compiled for AVX2 and the
-baseline, chosen when the library loads). */
+/* A head's scores p[j] = (q . k_j) * scale for j < T. Portable C (compiled for AVX2 and the baseline, chosen when
+the library loads). */
 __attribute__((target_clones("avx2", "default")))
-static float scores_portable(const float *qh, const float *kh, int64_t T, int64_t hd, float scale, float *p) {
-    float top = -INFINITY;
+static void scores_portable(const float *qh, const float *kh, int64_t T, int64_t hd, float scale, float *p) {
     for (int64_t j = 0; j < T; j++) {
         const float *kj = kh + j * hd;
         float dot = 0.0f;
         #pragma omp simd reduction(+:dot)
         for (int64_t i = 0; i < hd; i++) dot += qh[i] * kj[i];
         p[j] = dot * scale;
-        if (p[j] > top) top = p[j];
     }
-    return top;
 }
 
 /* A head's output oh = sum_j p_j v_j, in order of j. */
@@ -58,8 +62,7 @@ ALWAYS_INLINE float dot_avx512(const float *qh, const float *kj, int64_t hd) {
 }
 
 __attribute__((target("avx512f")))
-static float scores_avx512(const float *qh, const float *kh, int64_t T, int64_t hd, float scale, float *p) {
-    float top = -INFINITY;
+static void scores_avx512(const float *qh, const float *kh, int64_t T, int64_t hd, float scale, float *p) {
     int64_t j = 0;
     for (; j + 4 <= T; j += 4) {
         __m512 dot[4];
@@ -71,9 +74,6 @@ static float scores_avx512(const float *qh, const float *kh, int64_t T, int64_t 
         for (int r = 0; r < 4; r++) p[j + r] = _mm512_reduce_add_ps(dot[r]) * scale;
     }
     for (; j < T; j++) p[j] = dot_avx512(qh, kh + j * hd, hd) * scale;
-    for (j = 0; j < T; j++)
-        if (p[j] > top) top = p[j];
-    return top;
 }
 
 __attribute__((target("avx512f")))
@@ -158,21 +158,33 @@ static float exp_sum_avx2(float *p, int64_t T, float top) {
 #define exp_sum_avx2 exp_sum_portable
 #endif
 
-/* One row's heads: scores, softmax in place, the mix of values; with the AVX-512 loops where this CPU runs them and
-hd % 16 == 0 (the same choice for every row of every call). */
-static void attend(const float *q, const float *k, const float *v, int64_t H, int64_t KV, int64_t T, int64_t hd,
-                   int64_t kv_stride, float scale, float *pattern, int64_t pattern_stride, float *out) {
+/* One query row's heads over its first n_keys keys (mask[j] == 0 leaves key j out; mask NULL: none): head h's query
+at q + h * q_stride, its KV head's keys and values kv_stride apart; its scores for j < n_scored (n_scored >= n_keys)
+copied to scores + h * head_stride when scores is not NULL; softmax in place in pattern + h * head_stride, whose
+entries n_keys..row_len - 1 are set to 0; out [H, hd] the mix of values. The AVX-512 loops where this CPU runs them
+and hd % 16 == 0 (the same choice for every row of every call). */
+static void attend(const float *q, int64_t q_stride, const float *k, const float *v, int64_t H, int64_t KV,
+                   int64_t n_keys, int64_t n_scored, int64_t row_len, int64_t hd, int64_t kv_stride, float scale,
+                   const uint8_t *mask, float *pattern, float *scores, int64_t head_stride, float *out) {
     const int64_t group = H / KV, wide = HAS_AVX512(hd), exp_level = vector_level();
     for (int64_t h = 0; h < H; h++) {
         const float *kh = k + (h / group) * kv_stride, *vh = v + (h / group) * kv_stride;
-        float *p = pattern + h * pattern_stride;
-        const float top = wide ? scores_avx512(q + h * hd, kh, T, hd, scale, p)
-                               : scores_portable(q + h * hd, kh, T, hd, scale, p);
-        const float total = exp_level == 2 ? exp_sum_avx512(p, T, top)
-                          : exp_level == 1 ? exp_sum_avx2(p, T, top) : exp_sum_portable(p, T, top);
-        for (int64_t j = 0; j < T; j++) p[j] /= total;
-        if (wide) mix_avx512(p, vh, T, hd, out + h * hd);
-        else mix_portable(p, vh, T, hd, out + h * hd);
+        float *p = pattern + h * head_stride;
+        if (wide) scores_avx512(q + h * q_stride, kh, n_scored, hd, scale, p);
+        else scores_portable(q + h * q_stride, kh, n_scored, hd, scale, p);
+        if (scores)
+            for (int64_t j = 0; j < n_scored; j++) scores[h * head_stride + j] = p[j];
+        float top = -INFINITY;
+        for (int64_t j = 0; j < n_keys; j++) {
+            if (mask && !mask[j]) p[j] = -INFINITY;       /* exp gives exactly 0 */
+            if (p[j] > top) top = p[j];
+        }
+        const float total = exp_level == 2 ? exp_sum_avx512(p, n_keys, top)
+                          : exp_level == 1 ? exp_sum_avx2(p, n_keys, top) : exp_sum_portable(p, n_keys, top);
+        for (int64_t j = 0; j < n_keys; j++) p[j] /= total;
+        if (wide) mix_avx512(p, vh, n_keys, hd, out + h * hd);
+        else mix_portable(p, vh, n_keys, hd, out + h * hd);
+        for (int64_t j = n_keys; j < row_len; j++) p[j] = 0.0f;
     }
 }
 
@@ -192,9 +204,10 @@ static void attend_rows(const void *p, int64_t start, int64_t stop) {
         const int64_t kv_stride = j->capacity[b] * j->hd, layer_offset = j->layer * j->KV * kv_stride;
         float *pattern = j->slot[b] >= 0 ? j->patterns + (j->slot[b] * j->n_layers + j->layer) * j->H * j->max_len
                                          : j->scratch + b * j->H * j->max_len;
-        attend(j->q + b * j->H * j->hd, (const float *)(uintptr_t)j->k_addr[b] + layer_offset,
-               (const float *)(uintptr_t)j->v_addr[b] + layer_offset, j->H, j->KV, j->position[b] + 1, j->hd,
-               kv_stride, j->scale, pattern, j->max_len, j->out + b * j->H * j->hd);
+        const int64_t n = j->position[b] + 1;
+        attend(j->q + b * j->H * j->hd, j->hd, (const float *)(uintptr_t)j->k_addr[b] + layer_offset,
+               (const float *)(uintptr_t)j->v_addr[b] + layer_offset, j->H, j->KV, n, n, n, j->hd, kv_stride,
+               j->scale, NULL, pattern, NULL, j->max_len, j->out + b * j->H * j->hd);
     }
 }
 
@@ -215,4 +228,29 @@ void cached_attention(const float *q, const float *k_new, const float *v_new, co
     const job_t job = {q, k_addr, v_addr, capacity, position, slot, H, KV, hd, layer, n_layers, max_len, scale,
                        patterns, scratch, out};
     parallel_range(attend_rows, &job, B, threads);
+}
+
+typedef struct {
+    const float *q, *k, *v;
+    const uint8_t *mask;
+    int64_t T, H, KV, hd;
+    float scale;
+    float *pattern, *scores, *out;
+} prompt_job_t;
+
+/* Items start..stop-1 of a pass: item t is row T - 1 - t (the longest rows first, the short ones to fill in). */
+static void attend_prompt_rows(const void *p, int64_t start, int64_t stop) {
+    const prompt_job_t *j = p;
+    for (int64_t t = start; t < stop; t++) {
+        const int64_t i = j->T - 1 - t;
+        attend(j->q + i * j->hd, j->T * j->hd, j->k, j->v, j->H, j->KV, i + 1, j->scores ? j->T : i + 1, j->T, j->hd,
+               j->T * j->hd, j->scale, j->mask ? j->mask + i * j->T : NULL, j->pattern + i * j->T,
+               j->scores ? j->scores + i * j->T : NULL, j->T * j->T, j->out + i * j->H * j->hd);
+    }
+}
+
+void prompt_attention(const float *q, const float *k, const float *v, const uint8_t *mask, int64_t T, int64_t H,
+                      int64_t KV, int64_t hd, float scale, float *pattern, float *scores, float *out, int threads) {
+    const prompt_job_t job = {q, k, v, mask, T, H, KV, hd, scale, pattern, scores, out};
+    parallel_items(attend_prompt_rows, &job, T, threads);
 }

@@ -1,7 +1,9 @@
 """The efficient-attention API against independent references: transformers (eager) loading the same GGUF.
 
-- run(allowed=mask) vs transformers given the same mask as a 4D additive mask (sliding window, sink + window,
-  strided): every layer's attention and the logits;
+- run(allowed=mask) vs transformers in float64 given the same mask as a 4D additive mask (sliding window, sink +
+  window, strided): every layer's attention and the logits. float64, because a sliding window takes the attention
+  sink away and later layers amplify float32's rounding: transformers in float32 is itself 6.0e-5 from its float64
+  run on the window's attention (ours 5.2e-5), so two float32 runs may differ by more than the 1e-4 asked;
 - token_logprobs vs transformers' log-softmax of every position's logits;
 - with_kv_heads(n) vs transformers whose k_proj / v_proj are pooled or repeated the same way (model.lessons.kv_heads);
 - the tiled FlashAttention of one head vs the forward pass's own attention output for that head.
@@ -15,6 +17,7 @@ import pytest
 import torch
 
 from model.decoder.core import CHECKPOINT_EVERY
+from model.files.gguf import default_model_path
 from model.lessons import sparse_masks
 from model.lessons.flash_attention import flash_attention
 from model.lessons.kv_heads import pool_kv_rows
@@ -30,12 +33,24 @@ def story_ids(lm):
     return lm.encode(example("long story"))[:96]
 
 
+@pytest.fixture(scope="module")
+def hf_model_float64():
+    import transformers
+
+    path = default_model_path()
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=torch.float64, attn_implementation="eager")
+    return model.eval()
+
+
 def reference(hf_model, ids, allowed=None):
-    """transformers' logits [T, V] and attention [L, H, T, T], with `allowed` as a 4D additive mask."""
+    """transformers' logits [T, V] and attention [L, H, T, T] (in its dtype), with `allowed` as a 4D additive
+    mask."""
     kwargs = {}
+    dtype = hf_model.dtype
     if allowed is not None:
-        additive = torch.zeros(len(ids), len(ids))
-        additive[~torch.from_numpy(allowed)] = torch.finfo(torch.float32).min
+        additive = torch.zeros(len(ids), len(ids), dtype=dtype)
+        additive[~torch.from_numpy(allowed)] = torch.finfo(dtype).min
         kwargs["attention_mask"] = additive[None, None]                     # [1, 1, T, T]
     with torch.no_grad():
         out = hf_model(torch.tensor([ids]), output_attentions=True, **kwargs)
@@ -43,10 +58,10 @@ def reference(hf_model, ids, allowed=None):
 
 
 @pytest.mark.parametrize("kind", sorted(MASKS))
-def test_masked_run_matches_transformers(lm, hf_model, story_ids, kind):
+def test_masked_run_matches_transformers(lm, hf_model_float64, story_ids, kind):
     allowed = MASKS[kind](len(story_ids))
     trace = lm.run_ids(story_ids, allowed=allowed)
-    ref_logits, ref_attention = reference(hf_model, story_ids, allowed)
+    ref_logits, ref_attention = reference(hf_model_float64, story_ids, allowed)
     np.testing.assert_allclose(trace.attention, ref_attention, atol=1e-4, rtol=0)
     assert not trace.attention[:, :, ~allowed].any()                        # the mask itself, in every layer
     np.testing.assert_allclose(trace.next_token_logits, ref_logits[-1], atol=1e-3, rtol=0)

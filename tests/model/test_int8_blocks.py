@@ -51,6 +51,25 @@ def test_a_row_gets_the_same_numbers_in_any_batch(kind, width):
         assert np.array_equal(blocks.linear(x[rows]), together[rows]), rows
 
 
+@pytest.mark.parametrize("kind", ["Q8_0", "Q4_1"])
+def test_parts_write_their_columns_of_one_output_with_their_own_numbers(kind):
+    """A stacked matrix's parts (q / k / v, gate / up) multiplied into the columns of one wider array: each part's
+    columns bit for bit its own product, the columns beside them untouched."""
+    parts = [int8_blocks_of(torch.from_numpy(gguf_values(kind, (n, 256), seed=n))) for n in (40, 16, 33)]
+    x = np.random.default_rng(4).standard_normal((13, 256)).astype(np.float32)
+    out = np.full((13, 40 + 16 + 33 + 7), np.nan, np.float32)
+    first = 0
+    for part in parts:
+        part.linear(x, out[:, first:first + part.shape[0]])
+        assert np.array_equal(out[:, first:first + part.shape[0]], part.linear(x))
+        first += part.shape[0]
+    assert np.isnan(out[:, first:]).all()
+    with pytest.raises(ValueError, match="out must be"):
+        parts[0].linear(x, out[:, :39])
+    with pytest.raises(ValueError, match="out must be"):
+        parts[0].linear(x, out[:, :80:2])
+
+
 @pytest.mark.parametrize("values", [
     np.random.default_rng(3).standard_normal((8, 64)).astype(np.float32),           # plain float32
     gguf_values("F16", (8, 64)),                                                     # float16 values

@@ -1,4 +1,4 @@
-"""Native kernels: the cached attention against a float64 numpy reference, the narrower instruction sets' paths
+"""Native kernels: the cached and the full pass's attention against a float64 numpy reference, the narrower instruction sets' paths
 (ATLAS_NATIVE_ISA) against the same references and the widest path's numbers, and the build falling back to the
 torch paths (never failing) where no compiler works or ATLAS_NATIVE=0."""
 import json
@@ -67,6 +67,55 @@ def test_cached_attention_writes_the_caches_and_matches_float64_for_each_row(hea
     alone = attention.CachedAttention([caches[s][0]], [caches[s][1]], [p], [True], heads)
     alone_out = alone(layer, q[last:], k_new[last:], v_new[last:], 1 / np.sqrt(hd))
     assert np.array_equal(alone_out[0], out[last])
+
+
+@pytest.mark.skipif(not attention.available(), reason="no C compiler: torch path")
+@pytest.mark.parametrize("heads, kv_heads, hd, T, masked", [
+    (4, 2, 16, 1, False), (9, 3, 64, 37, False), (6, 2, 32, 50, True), (4, 1, 24, 19, True)])  # 24: portable loops
+def test_prompt_attention_matches_float64_under_its_mask_and_holds_the_steps_numbers(heads, kv_heads, hd, T, masked):
+    """Every query row of a pass over its allowed keys (a random lower-triangular mask keeping the diagonal, or the
+    causal mask): the pattern (0 at every masked or later key), every scaled dot product (later keys too) and the mix
+    of values against float64; causal rows bit for bit what a generation step computes from the same vectors."""
+    rng = np.random.default_rng(T)
+    q = rng.standard_normal((heads, T, hd)).astype(np.float32) * 2
+    k, v = (rng.standard_normal((kv_heads, T, hd)).astype(np.float32) for _ in range(2))
+    mask = np.tril(rng.random((T, T)) < 0.6 if masked else np.ones((T, T), bool))
+    np.fill_diagonal(mask, True)
+    pattern = np.full((heads, T, T), np.nan, np.float32)
+    scores = np.full((heads, T, T), np.nan, np.float32)
+    out = attention.prompt_attention(q, k, v, mask, 1 / np.sqrt(hd), pattern, scores)
+    assert out.shape == (T, heads, hd)
+    group = heads // kv_heads
+    for h in range(heads):
+        want_scores = q[h].astype(np.float64) @ k[h // group].astype(np.float64).T / np.sqrt(hd)     # [T, T]
+        np.testing.assert_allclose(scores[h], want_scores, atol=1e-5, rtol=1e-5)
+        shown = np.where(mask, want_scores, -np.inf)
+        want = np.exp(shown - shown.max(-1, keepdims=True))
+        want /= want.sum(-1, keepdims=True)
+        np.testing.assert_allclose(pattern[h], want, atol=1e-6)
+        assert np.all(pattern[h][~mask] == 0)
+        np.testing.assert_allclose(out[:, h], want @ v[h // group].astype(np.float64), atol=1e-5)
+    if masked:
+        return
+    cache_k = np.zeros((1, kv_heads, T, hd), np.float32)
+    cache_v = np.zeros((1, kv_heads, T, hd), np.float32)
+    rows = q.transpose(1, 0, 2).copy()                                             # [T, H, hd]: one token a row
+    step = attention.CachedAttention([cache_k] * T, [cache_v] * T, list(range(T)), [True] * T, heads)
+    step_out = step(0, rows, k.transpose(1, 0, 2).copy(), v.transpose(1, 0, 2).copy(), 1 / np.sqrt(hd))
+    assert np.array_equal(step_out, out)
+    for i in range(T):
+        assert np.array_equal(step.pattern(i)[0], pattern[:, i, :i + 1])
+    no_scores = np.empty_like(pattern)
+    assert np.array_equal(attention.prompt_attention(q, k, v, mask, 1 / np.sqrt(hd), no_scores), out)
+    assert np.array_equal(no_scores, pattern)
+
+
+@pytest.mark.skipif(not attention.available(), reason="no C compiler: torch path")
+def test_prompt_attention_refuses_a_mask_that_lets_a_query_see_a_later_key():
+    q = np.ones((2, 3, 16), np.float32)
+    kv = np.ones((1, 3, 16), np.float32)
+    with pytest.raises(ValueError, match="no later key"):
+        attention.prompt_attention(q, kv, kv, np.ones((3, 3), bool), 0.25, np.empty((2, 3, 3), np.float32))
 
 
 def float16_cases() -> np.ndarray:
