@@ -41,7 +41,7 @@ def linear(x: torch.Tensor, w: Weight, bias: torch.Tensor | None = None) -> torc
         coded = _coded(w, x.numel() // x.shape[-1])
         if coded is None:
             return F.linear(x, w, bias)
-        out = torch.from_numpy(coded.linear(x.reshape(-1, x.shape[-1]).numpy()))   # [rows, out]
+        out = torch.from_numpy(coded.linear(x.reshape(-1, x.shape[-1]).numpy(), made=True))   # [rows, out]
         return (out if bias is None else out.add_(bias)).view(*x.shape[:-1], -1)
     if isinstance(w, tuple):
         coded = [native_matrix(part, x.numel() // x.shape[-1]) for part in w]
@@ -50,7 +50,7 @@ def linear(x: torch.Tensor, w: Weight, bias: torch.Tensor | None = None) -> torc
             out = np.empty((flat.shape[0], sum(c.shape[0] for c in coded)), np.float32)   # [rows, out]
             first = 0
             for c in coded:
-                c.linear(flat, out[:, first:first + c.shape[0]])
+                c.linear(flat, out[:, first:first + c.shape[0]], made=True)
                 first += c.shape[0]
             joined = torch.from_numpy(out).view(*x.shape[:-1], -1)                 # [..., out]
         else:

@@ -81,10 +81,10 @@ class Int8Blocks:
     def has_offsets(self) -> bool:
         return self.matrix.has_offsets
 
-    def linear(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """Rows x [B, in] float32 -> x @ W^T [B, out] float32 (into out when given: see Int8Matrix); a row's numbers
-        are the same in any batch."""
-        return self.matrix(x, out)
+    def linear(self, x: np.ndarray, out: np.ndarray | None = None, made: bool = False) -> np.ndarray:
+        """Rows x [B, in] float32 -> x @ W^T [B, out] float32 (into out when given; made: the full pass's sequence,
+        see Int8Matrix); a row's numbers are the same in any batch."""
+        return self.matrix(x, out, made)
 
 
 def copy_nbytes(type_name: str, shape: tuple[int, int]) -> int:

@@ -146,7 +146,7 @@ class QuantizedMatrix:
         has few rows (ffn_down's 4864-wide rows: 215 a chunk)."""
         n_rows, n_cols = self._shape
         if self.int8 is not None:                     # Q8_0 in the kernel's layout: multiplied as codes, no copy made
-            out = torch.from_numpy(self.int8(x.reshape(-1, n_cols).numpy()))          # [T, out]
+            out = torch.from_numpy(self.int8(x.reshape(-1, n_cols).numpy(), made=True))   # [T, out]
             return (out if bias is None else out.add_(bias)).view(*x.shape[:-1], n_rows)
         step = max(1, min(n_rows, CHUNK_VALUES // n_cols))
         flat_x = x if x.dim() == 1 else x.reshape(-1, n_cols)                      # [in] or [T, in]

@@ -15,7 +15,7 @@ takes them; work: decoder_step_work_floats(...) floats. Built at first use by mo
 #include "worker_pool.h"
 
 int int8_linear_strided(const int8_t *c, const float *s, const float *o, const float *x, float *y, int64_t M,
-                        int64_t N, int64_t K, int64_t ldy, int threads, int nibbles);
+                        int64_t N, int64_t K, int64_t ldy, int threads, int nibbles, int made);
 void cached_attention(const float *q, const float *k_new, const float *v_new, const uint64_t *k_addr,
                       const uint64_t *v_addr, const int64_t *capacity, const int64_t *position, const int64_t *slot,
                       int64_t B, int64_t H, int64_t KV, int64_t hd, int64_t layer, int64_t n_layers, int64_t max_len,
@@ -146,7 +146,7 @@ static int product(const matrix_t *m, const float *x, float *y, int64_t M, int64
     int status = 0;
     for (int64_t p = 0, first = 0; p < m->n_parts && !status; first += m->rows[p], p++)
         status = int8_linear_strided(m->codes[p], m->scales[p], m->offsets[p], x, y + first, M, m->rows[p], K, N,
-                                     threads, (int)m->nibbles[p]);
+                                     threads, (int)m->nibbles[p], 0);
     return status;
 }
 

@@ -1,6 +1,6 @@
 /* y[m, n] = sum over k of  W[n, k] * x[m, k]  in float32 arithmetic, for W[n, k] = s[n, k / 32] * c[n, k] +
-o[n, k / 32] (the values of Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 blocks), without making W: each block's codes are
-multiplied by x, and the sum scaled.
+o[n, k / 32] (the values of Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 blocks): a generation step's without making W (each
+block's codes multiplied by x, the sum scaled), a full pass's from W made a few groups of outputs at a time.
 
 The matrix is held in groups of GROUP_OUTPUTS outputs (int8_linear.py's grouped layout), so that one vector holds
 one k's codes of 16 outputs: c [G][K][16] int8 codes (nibbles = 0), or [G][K][8] bytes with two 4-bit codes each
@@ -8,7 +8,12 @@ one k's codes of 16 outputs: c [G][K][16] int8 codes (nibbles = 0), or [G][K][8]
 offsets) [G][K / 32][16] float32; outputs past N (the last group's padding) are not stored. x: float32 [M, K]; y:
 float32 [M, N] with rows ldy apart.
 
-Each y[m, n] is one fixed sequence of operations: acc = 0; for each block b of 32 values of k in turn,
+Two sequences, each the same whatever M, the tile a row falls in, the thread count or the instruction set (so a
+row's numbers never depend on the rows beside it): a generation step's (block sums, below) and a full pass's (made
+weights, MADE_RANGE below, int8_linear_strided with made = 1: ~1.3x faster from a few dozen rows, 1.3-2.5x
+slower for under a dozen).
+
+A step's y[m, n] is one fixed sequence of operations: acc = 0; for each block b of 32 values of k in turn,
 sum = 0, then sum = fma(c[n, k], x[m, k], sum) for each k of the block in turn, then acc = fma(s[n, b], sum, acc),
 and with offsets acc = fma(o[n, b], xsum, acc), xsum being the block's x[m, k] added in turn from 0. That sequence
 is the same whatever M, the tile a row falls in, the thread count or the instruction set, so a row's numbers do not
@@ -177,7 +182,9 @@ typedef struct {
     const float *s, *o, *x, *xs;   /* xs: the block sums of x (pack_block_sums), with offsets */
     float *y;
     int64_t M, N, K, ldy;          /* ldy: floats from one row of y to the next (N, or more for a part of y) */
-    int max_tile;                  /* MAX_TILE or MAX_TILE_WIDE: how x was packed */
+    int max_tile;                  /* MAX_TILE, MAX_TILE_WIDE or MADE_TILE_WIDE: how x was packed */
+    int64_t item_groups;           /* made weights: groups shared out at a time (made_item_groups) */
+    int *failed;                   /* set when a made-weights pass could not allocate its buffer */
 } job_t;
 
 /* Rows of x in the tile starting `left` rows before the end: the rows left split evenly into as few tiles as hold
@@ -194,15 +201,31 @@ spilled: 1.35x slower). AVX-512 (one vector a group): at least 8 accumulators wh
 static int tile_chains(int R) { return R == 1 ? 4 : R == 2 ? 2 : 1; }
 static int tile_chains_wide(int R) { return R == 1 ? 8 : R == 2 ? 4 : R == 3 ? 3 : R <= 7 ? 2 : 1; }
 
-/* x [M, K] with each tile of R rows (tile_rows) transposed, [K][R], in memory aligned to 64-byte lines: a k's
-R values are contiguous for the broadcasts. */
-static void pack_tiles(const float *x, float *packed, int64_t M, int64_t K, int max_tile) {
-    for (int64_t m = 0; m < M;) {
-        const int R = tile_rows(M - m, max_tile);
-        for (int64_t k = 0; k < K; k++)
-            for (int i = 0; i < R; i++) packed[m * K + k * R + i] = x[(m + i) * K + k];
+typedef struct {
+    const float *x;
+    float *packed;
+    int64_t M, K;
+    int max_tile;
+} pack_job_t;
+
+/* Columns k0..k1-1 of every tile (see pack_tiles). */
+static void pack_columns(const void *p, int64_t k0, int64_t k1) {
+    const pack_job_t *j = p;
+    for (int64_t m = 0; m < j->M;) {
+        const int R = tile_rows(j->M - m, j->max_tile);
+        for (int64_t k = k0; k < k1; k++)
+            for (int i = 0; i < R; i++) j->packed[m * j->K + k * R + i] = j->x[(m + i) * j->K + k];
         m += R;
     }
+}
+
+/* x [M, K] with each tile of R rows (tile_rows) transposed, [K][R], in memory aligned to 64-byte lines: a k's
+R values are contiguous for the broadcasts. Split across threads by columns for a large x (256 rows of 4864: ~1 ms
+on one core, a tenth of the product). */
+static void pack_tiles(const float *x, float *packed, int64_t M, int64_t K, int max_tile, int threads) {
+    const pack_job_t job = {x, packed, M, K, max_tile};
+    if (M * K < 65536) pack_columns(&job, 0, K);
+    else parallel_range(pack_columns, &job, K, threads);
 }
 
 /* The sums of x's rows over each block of 32 values, for the offsets' term, each tile's [K / 32][R] as pack_tiles
@@ -284,23 +307,197 @@ GROUP_RANGE(wide_q8_offsets, "avx512f", 0, 1, tile_chains_wide, WIDE_CASES)
 GROUP_RANGE(wide_q4, "avx512f", 1, 0, tile_chains_wide, WIDE_CASES)
 GROUP_RANGE(wide_q4_offsets, "avx512f", 1, 1, tile_chains_wide, WIDE_CASES)
 
+/* The made-weights product (made = 1): a full forward pass's, many rows at once. A pass of groups' weights
+is made first into a float32 buffer the tiles share, w = fma(c, s, o) (c * s without offsets), one rounding: for
+GGUF's float16 scales c * s is exact, so these are the values gguf dequantizes; then each y[m, n] is one chain
+acc = fma(x[m, k], w[n, k], acc) over k in order from acc = 0 (the float32 product of x and the dequantized
+matrix), the same for any M, tile, thread count or instruction set. The tiles' loop is only loads and
+multiply-adds: two groups' weights times up to 12 rows (AVX-512: 24 accumulators in registers), or one group (two
+8-lane vectors) times up to 6 rows (AVX2). Its weights cost a pass over the codes per call, so it is for passes
+of many rows; a generation step keeps the block-sum sequence above. */
+#define MADE_TILE_WIDE 12       /* AVX-512: rows per tile (2 groups x 12 rows = 24 accumulators) */
+#define MADE_PASS_BYTES 393216  /* an item's made weights, held in L2 while every tile of rows runs over them */
+#define MAX_MADE_DOTS 24
+
+/* Groups g .. g + n - 1's weights for all of K into w ([n][K][16] float32). */
+#define MAKE_WEIGHTS(name, isa, nibbles, offsets)                                                                    \
+    __attribute__((target(isa)))                                                                                      \
+    static void name(const job_t *j, int64_t g, int64_t n, float *w) {                                                \
+        const int64_t K = j->K, B = K / 32, stride = nibbles ? 8 : 16;                                                \
+        for (int64_t q = 0; q < n; q++)                                                                               \
+            for (int64_t b = 0; b < B; b++) {                                                                         \
+                const int64_t at_b = ((g + q) * B + b) * GROUP_OUTPUTS;                                               \
+                const __m512 scale = _mm512_loadu_ps(j->s + at_b);                                                    \
+                const __m512 offset = offsets ? _mm512_loadu_ps(j->o + at_b) : _mm512_setzero_ps();                   \
+                for (int kk = 0; kk < 32; kk++) {                                                                     \
+                    const int64_t k = b * 32 + kk;                                                                    \
+                    const __m512 f = codes_at_wide(j->c + ((g + q) * K + k) * stride, nibbles);                       \
+                    _mm512_store_ps(w + (q * K + k) * GROUP_OUTPUTS,                                                  \
+                                    offsets ? _mm512_fmadd_ps(f, scale, offset) : _mm512_mul_ps(f, scale));           \
+                }                                                                                                     \
+            }                                                                                                         \
+    }
+
+MAKE_WEIGHTS(make_q8, "avx512f", 0, 0)
+MAKE_WEIGHTS(make_q8_offsets, "avx512f", 0, 1)
+MAKE_WEIGHTS(make_q4, "avx512f", 1, 0)
+MAKE_WEIGHTS(make_q4_offsets, "avx512f", 1, 1)
+
+/* AVX2 builds the same weights: the AVX-512 code needs AVX-512, so AVX2 machines make them 8 lanes at a time. */
+#define MAKE_WEIGHTS_AVX2(name, nibbles, offsets)                                                                    \
+    __attribute__((target("avx2,fma")))                                                                               \
+    static void name(const job_t *j, int64_t g, int64_t n, float *w) {                                                \
+        const int64_t K = j->K, B = K / 32, stride = nibbles ? 8 : 16;                                                \
+        for (int64_t q = 0; q < n; q++)                                                                               \
+            for (int64_t b = 0; b < B; b++) {                                                                         \
+                const int64_t at_b = ((g + q) * B + b) * GROUP_OUTPUTS;                                               \
+                const __m256 s0 = _mm256_loadu_ps(j->s + at_b), s1 = _mm256_loadu_ps(j->s + at_b + 8);                \
+                const __m256 o0 = offsets ? _mm256_loadu_ps(j->o + at_b) : _mm256_setzero_ps();                       \
+                const __m256 o1 = offsets ? _mm256_loadu_ps(j->o + at_b + 8) : _mm256_setzero_ps();                   \
+                for (int kk = 0; kk < 32; kk++) {                                                                     \
+                    const int64_t k = b * 32 + kk;                                                                    \
+                    __m256 f0, f1;                                                                                    \
+                    codes_at(j->c + ((g + q) * K + k) * stride, nibbles, &f0, &f1);                                   \
+                    float *at = w + (q * K + k) * GROUP_OUTPUTS;                                                      \
+                    _mm256_store_ps(at, offsets ? _mm256_fmadd_ps(f0, s0, o0) : _mm256_mul_ps(f0, s0));               \
+                    _mm256_store_ps(at + 8, offsets ? _mm256_fmadd_ps(f1, s1, o1) : _mm256_mul_ps(f1, s1));           \
+                }                                                                                                     \
+            }                                                                                                         \
+    }
+
+MAKE_WEIGHTS_AVX2(make_q8_avx2, 0, 0)
+MAKE_WEIGHTS_AVX2(make_q8_offsets_avx2, 0, 1)
+MAKE_WEIGHTS_AVX2(make_q4_avx2, 1, 0)
+MAKE_WEIGHTS_AVX2(make_q4_offsets_avx2, 1, 1)
+
+/* C groups of made weights (w: [C][K][16]) times R rows (xt: [K][R]) into out [C R][16]; R and C fixed at compile
+time so that the accumulators stay in registers. */
+__attribute__((target("avx512f")))
+ALWAYS_INLINE void made_tile_wide(const float *w, const float *xt, int64_t K, const int R, const int C, float *out) {
+    __m512 acc[MAX_MADE_DOTS];
+    for (int a = 0; a < R * C; a++) acc[a] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        __m512 wk[MAX_MADE_DOTS];
+        for (int q = 0; q < C; q++) wk[q] = _mm512_load_ps(w + (q * K + k) * GROUP_OUTPUTS);
+        for (int i = 0; i < R; i++) {
+            const __m512 xv = _mm512_set1_ps(xt[k * R + i]);          /* one broadcast for the C groups */
+            for (int q = 0; q < C; q++) acc[q * R + i] = _mm512_fmadd_ps(xv, wk[q], acc[q * R + i]);
+        }
+    }
+    for (int a = 0; a < R * C; a++) _mm512_store_ps(out + a * GROUP_OUTPUTS, acc[a]);
+}
+
+/* made_tile_wide on AVX2: one group (two 8-lane vectors) times up to MAX_TILE rows. */
+__attribute__((target("avx2,fma")))
+ALWAYS_INLINE void made_tile(const float *w, const float *xt, int64_t K, const int R, float *out) {
+    __m256 lo[MAX_TILE], hi[MAX_TILE];
+    for (int i = 0; i < R; i++) lo[i] = hi[i] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        const __m256 w0 = _mm256_load_ps(w + k * GROUP_OUTPUTS), w1 = _mm256_load_ps(w + k * GROUP_OUTPUTS + 8);
+        for (int i = 0; i < R; i++) {
+            const __m256 xv = _mm256_broadcast_ss(xt + k * R + i);
+            lo[i] = _mm256_fmadd_ps(xv, w0, lo[i]);
+            hi[i] = _mm256_fmadd_ps(xv, w1, hi[i]);
+        }
+    }
+    for (int i = 0; i < R; i++) {
+        _mm256_store_ps(out + i * GROUP_OUTPUTS, lo[i]);
+        _mm256_store_ps(out + i * GROUP_OUTPUTS + 8, hi[i]);
+    }
+}
+
+/* Groups shared out at a time by the made-weights product: as many as keep their weights within MADE_PASS_BYTES
+(every tile of rows runs over them from L2), yet at most a sixteenth of the groups a thread has (a thread left with
+the last large item idles the others: 7 items of 4 group pairs on 2 threads took 1.14x the time of 28 items of one),
+and at least the groups the first tile takes at once; even, for the two-group tiles. */
+static int64_t made_item_groups(int64_t G, int64_t K, int least, int threads) {
+    int64_t n = MADE_PASS_BYTES / (K * GROUP_OUTPUTS * (int64_t)sizeof(float));
+    const int64_t share = G / (16 * (int64_t)(threads > 0 ? threads : 1));
+    n = n < share ? n : share;
+    n = n > least ? n : least;
+    return (n + 1) / 2 * 2;
+}
+
+/* Groups a made tile of R rows takes at once (AVX-512): enough accumulators for the fma's latency. */
+static int made_chains_wide(int R) { return R == 1 ? 8 : R == 2 ? 4 : R == 3 ? 3 : 2; }
+static int made_chains(int R) { (void)R; return 1; }
+
+#define MADE_WIDE_CASE(R, C)                                                                                          \
+    case R * 16 + C:                                                                                                  \
+        made_tile_wide(w + (g - p0) * K * GROUP_OUTPUTS, xt, K, R, C, dots);                                          \
+        break;
+#define MADE_CASE(R, C)                                                                                               \
+    case R * 16 + C:                                                                                                  \
+        made_tile(w + (g - p0) * K * GROUP_OUTPUTS, xt, K, R, dots);                                                  \
+        break;
+#define MADE_WIDE_CASES                                                                                               \
+    MADE_WIDE_CASE(1, 8) MADE_WIDE_CASE(1, 1) MADE_WIDE_CASE(2, 4) MADE_WIDE_CASE(2, 1) MADE_WIDE_CASE(3, 3)          \
+    MADE_WIDE_CASE(3, 1) MADE_WIDE_CASE(4, 2) MADE_WIDE_CASE(4, 1) MADE_WIDE_CASE(5, 2) MADE_WIDE_CASE(5, 1)          \
+    MADE_WIDE_CASE(6, 2) MADE_WIDE_CASE(6, 1) MADE_WIDE_CASE(7, 2) MADE_WIDE_CASE(7, 1) MADE_WIDE_CASE(8, 2)          \
+    MADE_WIDE_CASE(8, 1) MADE_WIDE_CASE(9, 2) MADE_WIDE_CASE(9, 1) MADE_WIDE_CASE(10, 2) MADE_WIDE_CASE(10, 1)        \
+    MADE_WIDE_CASE(11, 2) MADE_WIDE_CASE(11, 1) MADE_WIDE_CASE(12, 2) MADE_WIDE_CASE(12, 1)
+#define MADE_CASES                                                                                                    \
+    MADE_CASE(1, 1) MADE_CASE(2, 1) MADE_CASE(3, 1) MADE_CASE(4, 1) MADE_CASE(5, 1) MADE_CASE(6, 1)
+
+/* Items first..stop-1 of a job (item_groups groups each) for every row of x (packed by pack_tiles): each item's
+groups' weights made into this call's buffer, then every tile of rows over them. */
+#define MADE_RANGE(name, isa, make, chains, cases)                                                                    \
+    __attribute__((target(isa)))                                                                                      \
+    static void name(const void *p, int64_t first, int64_t stop_item) {                                               \
+        const job_t *j = p;                                                                                           \
+        const int64_t K = j->K, G = (j->N + 15) / 16, pass = j->item_groups;                                          \
+        const int64_t start = first * pass, stop = stop_item * pass < G ? stop_item * pass : G;                       \
+        float *w = aligned_alloc(64, (size_t)(pass * K * GROUP_OUTPUTS) * sizeof(float));                             \
+        float dots[MAX_MADE_DOTS * GROUP_OUTPUTS] __attribute__((aligned(64)));                                       \
+        if (!w) {                                                                                                     \
+            *j->failed = 1;                                                                                           \
+            return;                                                                                                   \
+        }                                                                                                             \
+        for (int64_t p0 = start; p0 < stop; p0 += pass) {                                                             \
+            const int64_t p1 = p0 + pass < stop ? p0 + pass : stop;                                                   \
+            make(j, p0, p1 - p0, w);                                                                                  \
+            for (int64_t m = 0; m < j->M;) {                                                                          \
+                const int R = tile_rows(j->M - m, j->max_tile);                                                       \
+                const float *xt = j->x + m * K;                                                                       \
+                for (int64_t g = p0; g < p1;) {                                                                       \
+                    const int C = chains(R) <= p1 - g ? chains(R) : 1;                                                \
+                    switch (R * 16 + C) { cases }                                                                     \
+                    store_dots(j, dots, g, C, m, R);                                                                  \
+                    g += C;                                                                                           \
+                }                                                                                                     \
+                m += R;                                                                                               \
+            }                                                                                                         \
+        }                                                                                                             \
+        free(w);                                                                                                      \
+    }
+
+MADE_RANGE(made_wide_q8, "avx512f", make_q8, made_chains_wide, MADE_WIDE_CASES)
+MADE_RANGE(made_wide_q8_offsets, "avx512f", make_q8_offsets, made_chains_wide, MADE_WIDE_CASES)
+MADE_RANGE(made_wide_q4, "avx512f", make_q4, made_chains_wide, MADE_WIDE_CASES)
+MADE_RANGE(made_wide_q4_offsets, "avx512f", make_q4_offsets, made_chains_wide, MADE_WIDE_CASES)
+MADE_RANGE(made_q8, "avx2,fma", make_q8_avx2, made_chains, MADE_CASES)
+MADE_RANGE(made_q8_offsets, "avx2,fma", make_q8_offsets_avx2, made_chains, MADE_CASES)
+MADE_RANGE(made_q4, "avx2,fma", make_q4_avx2, made_chains, MADE_CASES)
+MADE_RANGE(made_q4_offsets, "avx2,fma", make_q4_offsets_avx2, made_chains, MADE_CASES)
+
 int int8_linear_level(void) { return vector_level(); }
 
 /* y [M, N] with rows ldy floats apart (ldy >= N: the columns of a wider y that one part of a stacked matrix
-fills); c, s, o in the grouped layout of ceil(N / 16) groups. Returns 0 (the kernel ran), -1 on a CPU without
-AVX2 + FMA (int8_linear_level() == 0), -2 when the packed copy of x could not be allocated. */
+fills); c, s, o in the grouped layout of ceil(N / 16) groups; made: the made-weights sequence (a full pass's), else
+the block sums' (a generation step's). Returns 0 (the kernel ran), -1 on a CPU without AVX2 + FMA
+(int8_linear_level() == 0), -2 when the packed copy of x (or a pass's weights) could not be allocated. */
 int int8_linear_strided(const int8_t *c, const float *s, const float *o, const float *x, float *y, int64_t M,
-                        int64_t N, int64_t K, int64_t ldy, int threads, int nibbles) {
+                        int64_t N, int64_t K, int64_t ldy, int threads, int nibbles, int made) {
     const int level = int8_linear_level();
     if (level == 0) return -1;
-    const int max_tile = level > 1 ? MAX_TILE_WIDE : MAX_TILE;
+    const int max_tile = level > 1 ? (made ? MADE_TILE_WIDE : MAX_TILE_WIDE) : MAX_TILE;
     float *packed = NULL, *sums = NULL;
     if (M > 1) {                                  /* one row is its own packing */
         packed = aligned_alloc(64, (size_t)(M * K) * sizeof(float));   /* K / 32 whole lines */
         if (!packed) return -2;
-        pack_tiles(x, packed, M, K, max_tile);
+        pack_tiles(x, packed, M, K, max_tile, threads);
     }
-    if (o) {
+    if (o && !made) {
         sums = malloc((size_t)(M * (K / 32)) * sizeof(float));
         if (!sums) {
             free(packed);
@@ -308,13 +505,23 @@ int int8_linear_strided(const int8_t *c, const float *s, const float *o, const f
         }
         pack_block_sums(x, sums, M, K, max_tile);
     }
-    const job_t job = {c, s, o, packed ? packed : x, sums, y, M, N, K, ldy, max_tile};
-    const range_fn groups = level > 1 ? (nibbles ? (o ? wide_q4_offsets : wide_q4) : (o ? wide_q8_offsets : wide_q8))
-                                      : (nibbles ? (o ? groups_q4_offsets : groups_q4) : (o ? groups_q8_offsets : groups_q8));
-    parallel_range(groups, &job, (N + GROUP_OUTPUTS - 1) / GROUP_OUTPUTS, threads);
+    int failed = 0;
+    const int64_t G = (N + GROUP_OUTPUTS - 1) / GROUP_OUTPUTS, R0 = tile_rows(M, max_tile);
+    const int64_t item_groups = made_item_groups(G, K, level > 1 ? made_chains_wide(R0) : made_chains(R0), threads);
+    const job_t job = {c, s, o, packed ? packed : x, sums, y, M, N, K, ldy, max_tile, item_groups, &failed};
+    if (made)
+        parallel_items(level > 1 ? (nibbles ? (o ? made_wide_q4_offsets : made_wide_q4)
+                                            : (o ? made_wide_q8_offsets : made_wide_q8))
+                                 : (nibbles ? (o ? made_q4_offsets : made_q4) : (o ? made_q8_offsets : made_q8)),
+                       &job, (G + item_groups - 1) / item_groups, threads);
+    else
+        parallel_range(level > 1 ? (nibbles ? (o ? wide_q4_offsets : wide_q4) : (o ? wide_q8_offsets : wide_q8))
+                                 : (nibbles ? (o ? groups_q4_offsets : groups_q4)
+                                            : (o ? groups_q8_offsets : groups_q8)),
+                       &job, G, threads);
     free(packed);
     free(sums);
-    return 0;
+    return failed ? -2 : 0;
 }
 
 #else
@@ -322,8 +529,9 @@ int int8_linear_strided(const int8_t *c, const float *s, const float *o, const f
 int int8_linear_level(void) { return 0; }
 
 int int8_linear_strided(const int8_t *c, const float *s, const float *o, const float *x, float *y, int64_t M,
-                        int64_t N, int64_t K, int64_t ldy, int threads, int nibbles) {
+                        int64_t N, int64_t K, int64_t ldy, int threads, int nibbles, int made) {
     (void)c; (void)s; (void)o; (void)x; (void)y; (void)M; (void)N; (void)K; (void)ldy; (void)threads; (void)nibbles;
+    (void)made;
     return -1;
 }
 

@@ -24,7 +24,7 @@ def _kernel():
     lib = library()
     if lib is None or lib.int8_linear_level() == 0:
         return None
-    lib.int8_linear_strided.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 4 + [ctypes.c_int] * 2
+    lib.int8_linear_strided.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 4 + [ctypes.c_int] * 3
     lib.int8_linear_strided.restype = ctypes.c_int
     return lib.int8_linear_strided
 
@@ -56,10 +56,11 @@ class Int8Matrix:
     def nbytes(self) -> int:
         return sum(t.nbytes for t in self.tensors if t is not None)
 
-    def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    def __call__(self, x: np.ndarray, out: np.ndarray | None = None, made: bool = False) -> np.ndarray:
         """x [M, K] float32 @ W^T -> [M, N] float32, on kernel_threads(), into out when given (float32 [M, N] whose
-        rows may lie further apart: the columns of a wider array that one part of a stacked matrix fills). Call only
-        where available()."""
+        rows may lie further apart: the columns of a wider array that one part of a stacked matrix fills). made: the
+        made-weights sequence (the float32 product of x and the dequantized matrix, in order of k: a full pass's,
+        ~1.3x faster from a dozen rows), else the block sums' (a generation step's). Call only where available()."""
         x = np.ascontiguousarray(x, dtype=np.float32)
         if x.ndim != 2 or x.shape[1] != self.k:
             raise ValueError(f"x must be [M, {self.k}], got {x.shape}")
@@ -70,9 +71,9 @@ class Int8Matrix:
             raise ValueError(f"out must be a writable float32 [{x.shape[0]}, {self.n}] with contiguous rows, got "
                              f"{out.dtype} {out.shape} strides {out.strides}")
         status = _kernel()(*self.pointers, x.ctypes.data, out.ctypes.data, x.shape[0], self.n, self.k,
-                           out.strides[0] // 4, kernel_threads(), self.nibbles)
+                           out.strides[0] // 4, kernel_threads(), self.nibbles, int(made))
         if status == -2:
-            raise MemoryError(f"int8_linear could not allocate a copy of x {x.shape}")
+            raise MemoryError(f"int8_linear could not allocate a copy of x {x.shape} or its weights' buffer")
         if status != 0:
             raise RuntimeError("int8_linear: this CPU has no AVX2 + FMA")
         return out

@@ -133,11 +133,27 @@ def documented_order(x: np.ndarray, codes: np.ndarray, scales: np.ndarray, offse
     return acc
 
 
+def made_order(x: np.ndarray, codes: np.ndarray, scales: np.ndarray, offsets: np.ndarray | None) -> np.ndarray:
+    """The made-weights sequence int8_linear.c documents for a full pass: w[n, k] = codes * scale (+ offset) rounded
+    once to float32 (an fma), then acc = fma(x[m, k], w[n, k], acc) in order of k from 0."""
+    per_value = np.repeat(scales, 32, axis=1).astype(np.float64)                       # [N, K]
+    made = codes.astype(np.float64) * per_value
+    if offsets is not None:
+        made += np.repeat(offsets, 32, axis=1)
+    w = made.astype(np.float32)                                                        # [N, K], one rounding
+    acc = np.zeros((x.shape[0], codes.shape[0]), np.float32)                          # [M, N]
+    for k in range(codes.shape[1]):
+        acc = fma32(acc, x[:, k, None], w[None, :, k])
+    return acc
+
+
+@pytest.mark.parametrize("made", [False, True])
 @pytest.mark.parametrize("nibbles, with_offsets", [(False, False), (True, True), (False, True), (True, False)])
-def test_every_output_is_the_documented_sequence_of_multiply_adds(nibbles, with_offsets):
-    """Every tile shape of both instruction sets' paths (rows 1 to 30: tiles of up to 6 or 12 rows, 1 to 8 groups
-    taken together, a last group padded) against the float64 emulation; the AVX2 path again in
-    test_native_kernels.test_the_avx2_paths_pass_the_kernel_tests."""
+def test_every_output_is_the_documented_sequence_of_multiply_adds(nibbles, with_offsets, made):
+    """Every tile shape of both instruction sets' paths and both sequences (the step's block sums; the full pass's
+    made weights), rows 1 to 30: tiles of up to 6 or 12 rows, 1 to 8 groups taken together, a last group padded,
+    against the float64 emulation; the AVX2 path again in test_native_kernels.test_the_avx2_paths_pass_the_kernel_tests.
+    Scales are float16 values, as in GGUF (then code * scale is exact and the made weights are gguf's)."""
     rng = np.random.default_rng(6)
     n, k = 16 * 9 + 5, 320                                                             # 10 groups, the last padded
     codes = rng.integers(0, 16, (n, k)) if nibbles else rng.integers(-128, 128, (n, k))
@@ -149,10 +165,19 @@ def test_every_output_is_the_documented_sequence_of_multiply_adds(nibbles, with_
     matrix = int8_linear.Int8Matrix(torch.from_numpy(stored), torch.from_numpy(scales),
                                     None if offsets is None else torch.from_numpy(offsets), nibbles)
     x = rng.standard_normal((30, k)).astype(np.float32)
-    expected = documented_order(x, codes.astype(np.float32), scales, offsets)
+    expected = (made_order if made else documented_order)(x, codes.astype(np.float32), scales, offsets)
     for rows in (1, 2, 3, 4, 5, 7, 8, 10, 13, 25, 30):
-        assert np.array_equal(matrix(x[:rows]), expected[:rows]), rows
-    assert np.array_equal(matrix(x[4:5]), expected[4:5])
+        assert np.array_equal(matrix(x[:rows], made=made), expected[:rows]), rows
+    assert np.array_equal(matrix(x[4:5], made=made), expected[4:5])
+
+
+def test_the_made_weights_are_ggufs_dequantized_values():
+    """A Q8_0 / Q4_1 matrix's full-pass product equals the float32 product of gguf's own dequantization taken in
+    order of k (one row times an identity-like x reads the weights themselves back)."""
+    for kind in ("Q8_0", "Q4_1"):
+        values = gguf_values(kind, (40, 64))
+        blocks = int8_blocks_of(torch.from_numpy(values))
+        assert np.array_equal(blocks.linear(np.eye(64, dtype=np.float32), made=True), values.T)
 
 
 def test_a_float32_matrix_is_recovered_once_and_its_copy_shared():
