@@ -199,14 +199,11 @@ class Attention:
         """(scores or None, pattern [H, T, T], mixed [H, T, hd]) in one native call (see __call__)."""
         cfg = self.cfg
         T = q_rot.shape[1]
-        float32_out = pattern_out is not None and pattern_out.dtype == torch.float32
-        pattern = pattern_out if float32_out else torch.empty(cfg.n_heads, T, T)      # [H, T, T]
+        pattern = torch.empty(cfg.n_heads, T, T) if pattern_out is None else pattern_out   # [H, T, T]
         scores = torch.empty(cfg.n_heads, T, T) if keep_scores else None             # [H, T, T]
         mixed = attention_kernel.prompt_attention(
             q_rot.numpy(), k_rot.numpy(), v.numpy(), mask.numpy(), 1.0 / math.sqrt(cfg.head_dim), pattern.numpy(),
             None if scores is None else scores.numpy())                                # [T, H, hd]
-        if pattern_out is not None and not float32_out:
-            pattern = pattern_out.copy_(pattern)
         return scores, pattern, torch.from_numpy(mixed).transpose(0, 1)               # mixed [H, T, hd] (a view)
 
     def attend_with_torch(self, q_rot: torch.Tensor, k_rot: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,

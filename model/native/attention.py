@@ -44,9 +44,9 @@ def _prompt_kernel():
     if lib is None:
         return None
     fn = lib.prompt_attention
-    fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 4 + [ctypes.c_float] + [ctypes.c_void_p] * 3 + \
+    fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 4 + [ctypes.c_float] + [ctypes.c_void_p] * 4 + \
         [ctypes.c_int]
-    fn.restype = None
+    fn.restype = ctypes.c_int
     return fn
 
 
@@ -54,8 +54,9 @@ def prompt_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarr
                      pattern: np.ndarray, scores: np.ndarray | None = None) -> np.ndarray:
     """A full pass's attention, one layer: q [H, T, hd], k and v [KV, T, hd] (float32), mask [T, T] bool (True where
     query i may attend key j; never a later key) -> the mix of values [T, H, hd]; the softmax into pattern [H, T, T]
-    (float32, C order; 0 where masked), every scaled dot product into scores [H, T, T] when given. Causal rows hold
-    CachedAttention's numbers. Call only where available()."""
+    (float32, or float16 rounded as torch rounds; C order; 0 where masked), every scaled dot product into scores
+    [H, T, T] (float32 pattern only) when given. Causal rows hold CachedAttention's numbers. Call only where
+    available()."""
     H, T, hd = q.shape
     KV = k.shape[0]
     if k.shape != (KV, T, hd) or v.shape != k.shape or H % KV or mask.shape != (T, T) or mask.dtype != np.bool_ or \
@@ -63,17 +64,22 @@ def prompt_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarr
         raise ValueError(f"prompt_attention needs q [H, T, hd], k and v [KV, T, hd] with KV dividing H and a [T, T] "
                          f"bool mask allowing no later key, got {q.shape}, {k.shape}, {v.shape}, {mask.shape} "
                          f"{mask.dtype}")
-    for name, buffer in (("pattern", pattern), ("scores", scores)):
-        if buffer is not None and (buffer.shape != (H, T, T) or buffer.dtype != np.float32 or
+    half = pattern.dtype == np.float16
+    for name, buffer, dtypes in (("pattern", pattern, (np.float32, np.float16)), ("scores", scores, (np.float32,))):
+        if buffer is not None and (buffer.shape != (H, T, T) or buffer.dtype not in dtypes or
                                    not buffer.flags.c_contiguous or not buffer.flags.writeable):
-            raise ValueError(f"{name} must be a writable C-order float32 [{H}, {T}, {T}], got {buffer.dtype} "
-                             f"{buffer.shape}")
+            raise ValueError(f"{name} must be a writable C-order {' or '.join(map(str, dtypes))} [{H}, {T}, {T}], "
+                             f"got {buffer.dtype} {buffer.shape}")
+    if half and scores is not None:
+        raise ValueError("scores come with a float32 pattern only")
     q, k, v = (np.ascontiguousarray(a, dtype=np.float32) for a in (q, k, v))
     mask = np.ascontiguousarray(mask)
     out = np.empty((T, H, hd), np.float32)                                           # [T, H, hd]
-    _prompt_kernel()(q.ctypes.data, k.ctypes.data, v.ctypes.data, mask.ctypes.data, T, H, KV, hd, scale,
-                     pattern.ctypes.data, None if scores is None else scores.ctypes.data, out.ctypes.data,
-                     kernel_threads())
+    status = _prompt_kernel()(q.ctypes.data, k.ctypes.data, v.ctypes.data, mask.ctypes.data, T, H, KV, hd, scale,
+                              None if half else pattern.ctypes.data, pattern.ctypes.data if half else None,
+                              None if scores is None else scores.ctypes.data, out.ctypes.data, kernel_threads())
+    if status != 0:
+        raise MemoryError(f"prompt_attention could not allocate a row of {H} x {T} floats")
     return out
 
 

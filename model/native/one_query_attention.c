@@ -13,11 +13,12 @@ slot[b] < 0; out: [B, H, hd].
 
 prompt_attention, one layer of a full pass over T tokens: query i attends keys 0..i that mask [T, T] allows (NULL:
 all of them; a mask never allows a later key), the others weighing exactly 0. q: [H, T, hd]; k, v: [KV, T, hd];
-pattern: [H, T, T] (row i's entries past i set to 0); scores: [H, T, T] or NULL (every scaled dot product, later
+pattern: [H, T, T] float32 or float16 (row i's entries past i set to 0); scores: [H, T, T] or NULL (every scaled dot product, later
 keys too, as the Inside view shows them); out: [T, H, hd]. Causal rows are those of cached_attention (the same
 numbers). Built at first use by model/native/build.py. */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "vector_math.h"
 #include "worker_pool.h"
@@ -188,6 +189,22 @@ static void attend(const float *q, int64_t q_stride, const float *k, const float
     }
 }
 
+/* While rows attend, results below float32's smallest normal (2^-126) are flushed to 0 and such inputs read as 0
+(MXCSR's FTZ and DAZ, this thread only, put back after): a key scoring ~87 below its row's top gets a denormal
+probability, and each one cost a microcode assist in the exp, the division and the mix (a 256-token trace of a
+Qwen2.5-0.5B-shaped model: its attention 150 -> ~60 ms). A float16 pattern holds nothing below 6e-8 anyway. */
+#if defined(__x86_64__)
+static unsigned flush_denormals(void) {
+    const unsigned was = _mm_getcsr();
+    _mm_setcsr(was | 0x8040u);
+    return was;
+}
+static void restore_denormals(unsigned was) { _mm_setcsr(was); }
+#else
+static unsigned flush_denormals(void) { return 0; }
+static void restore_denormals(unsigned was) { (void)was; }
+#endif
+
 typedef struct {
     const float *q;
     const uint64_t *k_addr, *v_addr;
@@ -200,6 +217,7 @@ typedef struct {
 /* Rows start..stop-1 of a job attend (their keys are in the caches already). */
 static void attend_rows(const void *p, int64_t start, int64_t stop) {
     const job_t *j = p;
+    const unsigned mxcsr = flush_denormals();
     for (int64_t b = start; b < stop; b++) {
         const int64_t kv_stride = j->capacity[b] * j->hd, layer_offset = j->layer * j->KV * kv_stride;
         float *pattern = j->slot[b] >= 0 ? j->patterns + (j->slot[b] * j->n_layers + j->layer) * j->H * j->max_len
@@ -209,6 +227,7 @@ static void attend_rows(const void *p, int64_t start, int64_t stop) {
                (const float *)(uintptr_t)j->v_addr[b] + layer_offset, j->H, j->KV, n, n, n, j->hd, kv_stride,
                j->scale, NULL, pattern, NULL, j->max_len, j->out + b * j->H * j->hd);
     }
+    restore_denormals(mxcsr);
 }
 
 void cached_attention(const float *q, const float *k_new, const float *v_new, const uint64_t *k_addr,
@@ -230,27 +249,48 @@ void cached_attention(const float *q, const float *k_new, const float *v_new, co
     parallel_range(attend_rows, &job, B, threads);
 }
 
+void float16_from_float32(const float *x, int64_t n, uint16_t *out, int portable);   /* half_rows.c */
+
 typedef struct {
     const float *q, *k, *v;
     const uint8_t *mask;
     int64_t T, H, KV, hd;
     float scale;
     float *pattern, *scores, *out;
+    uint16_t *half_pattern;
+    int *failed;
 } prompt_job_t;
 
-/* Items start..stop-1 of a pass: item t is row T - 1 - t (the longest rows first, the short ones to fill in). */
+/* Items start..stop-1 of a pass: item t is row T - 1 - t (the longest rows first, the short ones to fill in). A
+float16 pattern's row is made in float32 first, then converted as torch converts (half_rows.c). */
 static void attend_prompt_rows(const void *p, int64_t start, int64_t stop) {
     const prompt_job_t *j = p;
-    for (int64_t t = start; t < stop; t++) {
-        const int64_t i = j->T - 1 - t;
-        attend(j->q + i * j->hd, j->T * j->hd, j->k, j->v, j->H, j->KV, i + 1, j->scores ? j->T : i + 1, j->T, j->hd,
-               j->T * j->hd, j->scale, j->mask ? j->mask + i * j->T : NULL, j->pattern + i * j->T,
-               j->scores ? j->scores + i * j->T : NULL, j->T * j->T, j->out + i * j->H * j->hd);
+    const int64_t T = j->T, H = j->H;
+    float *row = j->half_pattern ? malloc((size_t)(H * T) * sizeof(float)) : NULL;
+    if (j->half_pattern && !row) {
+        *j->failed = 1;
+        return;
     }
+    const unsigned mxcsr = flush_denormals();
+    for (int64_t t = start; t < stop; t++) {
+        const int64_t i = T - 1 - t;
+        attend(j->q + i * j->hd, T * j->hd, j->k, j->v, H, j->KV, i + 1, j->scores ? T : i + 1, T, j->hd, T * j->hd,
+               j->scale, j->mask ? j->mask + i * T : NULL, row ? row : j->pattern + i * T,
+               j->scores ? j->scores + i * T : NULL, row ? T : T * T, j->out + i * H * j->hd);
+        for (int64_t h = 0; row && h < H; h++) float16_from_float32(row + h * T, T, j->half_pattern + (h * T + i) * T, 0);
+    }
+    restore_denormals(mxcsr);
+    free(row);
 }
 
-void prompt_attention(const float *q, const float *k, const float *v, const uint8_t *mask, int64_t T, int64_t H,
-                      int64_t KV, int64_t hd, float scale, float *pattern, float *scores, float *out, int threads) {
-    const prompt_job_t job = {q, k, v, mask, T, H, KV, hd, scale, pattern, scores, out};
+/* Returns 0, or -2 when a float16 pattern's row buffer could not be allocated. pattern: float32, or NULL with
+half_pattern (float16 bits [H, T, T]; then scores must be NULL). */
+int prompt_attention(const float *q, const float *k, const float *v, const uint8_t *mask, int64_t T, int64_t H,
+                     int64_t KV, int64_t hd, float scale, float *pattern, uint16_t *half_pattern, float *scores,
+                     float *out, int threads) {
+    int failed = 0;
+    const prompt_job_t job = {q, k, v, mask, T, H, KV, hd, scale, pattern, half_pattern ? NULL : scores, out,
+                              half_pattern, &failed};
     parallel_items(attend_prompt_rows, &job, T, threads);
+    return failed ? -2 : 0;
 }

@@ -108,6 +108,26 @@ def test_prompt_attention_matches_float64_under_its_mask_and_holds_the_steps_num
     no_scores = np.empty_like(pattern)
     assert np.array_equal(attention.prompt_attention(q, k, v, mask, 1 / np.sqrt(hd), no_scores), out)
     assert np.array_equal(no_scores, pattern)
+    half = np.empty(pattern.shape, np.float16)                                     # a long text's trace
+    assert np.array_equal(attention.prompt_attention(q, k, v, mask, 1 / np.sqrt(hd), half), out)
+    assert np.array_equal(half.view(np.uint16), pattern.astype(np.float16).view(np.uint16))
+
+
+@pytest.mark.skipif(not attention.available(), reason="no C compiler: torch path")
+def test_prompt_attention_flushes_only_probabilities_below_the_smallest_normal_float():
+    """A key scoring ~100 below its row's best gets exactly 0 (a denormal probability costs microcode assists),
+    one ~80 below keeps its tiny normal probability, and the row still sums to 1; the caller's own floating-point
+    mode is left as it was."""
+    q = np.zeros((1, 3, 16), np.float32)
+    q[0, 2, 0] = 1.0
+    k = np.zeros((1, 3, 16), np.float32)
+    k[0, :, 0] = [-100.0, -80.0, 0.0]                                             # scores -100, -80, 0 (scale 1)
+    pattern = np.empty((1, 3, 3), np.float32)
+    attention.prompt_attention(q, k, k, np.tril(np.ones((3, 3), bool)), 1.0, pattern)
+    last = pattern[0, 2]
+    assert last[0] == 0.0 and last[1] == pytest.approx(np.exp(-80.0), rel=1e-5) and last[2] == pytest.approx(1.0)
+    tiny = np.array([1e-20], np.float32)
+    assert (tiny * tiny)[0] > 0                                                    # this thread still makes denormals
 
 
 @pytest.mark.skipif(not attention.available(), reason="no C compiler: torch path")
