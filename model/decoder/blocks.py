@@ -21,6 +21,7 @@ from model.decoder.int8_blocks import int8_blocks_of
 from model.decoder.matrices import QuantizedMatrix
 from model.decoder.rope import apply_rope
 from model.native import attention as attention_kernel
+from model.native import swiglu as swiglu_kernel
 from model.native.threads import kernel_threads
 
 # A weight matrix [out, in]: float32, kept quantized, or parts stacked by rows (separately quantized q, k, v).
@@ -265,15 +266,22 @@ class SwiGLU:
         self.w_down = w_down            # [D, F]
 
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
-        gate, up = linear(h, self.w_gate_up).split(self.d_ff, dim=-1)    # [T, F] each, views of one buffer
-        return linear(F.silu(gate, inplace=True).mul_(up), self.w_down)    # [T, D]
+        return linear(self.product(linear(h, self.w_gate_up)), self.w_down)    # [T, D]
+
+    def product(self, gate_up: torch.Tensor) -> torch.Tensor:
+        """silu(gate) * up of gate_up [T, 2F] -> [T, F]: in one native call across the cores where the kernels are
+        built (model/native/swiglu.py), else torch."""
+        if swiglu_kernel.available() and gate_up.dim() == 2 and not gate_up.requires_grad:
+            return torch.from_numpy(swiglu_kernel.swiglu_rows(gate_up.numpy()))     # [T, F]
+        gate, up = gate_up.split(self.d_ff, dim=-1)                      # [T, F] each, views of one buffer
+        return F.silu(gate).mul_(up)                                     # [T, F]
 
     def parts(self, h: torch.Tensor) -> MLPIntermediates:
-        """__call__ with every intermediate kept (the same operations, not in place)."""
-        gate, up = linear(h, self.w_gate_up).split(self.d_ff, dim=-1)    # [T, F] each
-        act = F.silu(gate)                                               # [T, F]
-        product = act * up                                               # [T, F]
-        return MLPIntermediates(gate, act, up, product, linear(product, self.w_down))
+        """__call__ with every intermediate kept (the same product; silu(gate) on its own for the views)."""
+        gate_up = linear(h, self.w_gate_up)                              # [T, 2F]
+        gate, up = gate_up.split(self.d_ff, dim=-1)                      # [T, F] each
+        product = self.product(gate_up)                                  # [T, F]
+        return MLPIntermediates(gate, F.silu(gate), up, product, linear(product, self.w_down))
 
 
 class GeluMLP:

@@ -138,6 +138,20 @@ def test_prompt_attention_refuses_a_mask_that_lets_a_query_see_a_later_key():
         attention.prompt_attention(q, kv, kv, np.ones((3, 3), bool), 0.25, np.empty((2, 3, 3), np.float32))
 
 
+@pytest.mark.skipif(not attention.available(), reason="no C compiler: torch path")
+def test_a_full_passs_swiglu_matches_float64_and_each_row_alone():
+    """silu(gate) * up of a pass's rows (split across the cores) against float64, and each row as computed alone."""
+    from model.native.swiglu import swiglu_rows
+
+    gate_up = (np.random.default_rng(9).standard_normal((37, 2 * 200)) * 6).astype(np.float32)
+    gate, up = gate_up[:, :200].astype(np.float64), gate_up[:, 200:].astype(np.float64)
+    got = swiglu_rows(gate_up)
+    np.testing.assert_allclose(got, gate / (1 + np.exp(-gate)) * up, rtol=1e-6, atol=1e-30)
+    assert all(np.array_equal(swiglu_rows(gate_up[t:t + 1])[0], got[t]) for t in (0, 17, 36))
+    with pytest.raises(ValueError, match="float32"):
+        swiglu_rows(gate_up[:, :199])
+
+
 def float16_cases() -> np.ndarray:
     """float32 values whose float16 rounding is easy to get wrong: every float16 value, every midpoint between two
     neighbours (ties to even), a float32 step either side of each midpoint, the subnormal and overflow ends, zeros
