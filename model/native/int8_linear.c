@@ -370,17 +370,18 @@ MAKE_WEIGHTS_AVX2(make_q8_offsets_avx2, 0, 1)
 MAKE_WEIGHTS_AVX2(make_q4_avx2, 1, 0)
 MAKE_WEIGHTS_AVX2(make_q4_offsets_avx2, 1, 1)
 
-/* C groups of made weights (w: [C][K][16]) times R rows (xt: [K][R]) into out [C R][16]; R and C fixed at compile
-time so that the accumulators stay in registers. */
+/* C groups of made weights (w: [C][K][16]) times R rows of x (K apart: read in place, no packed copy; each k's R
+values from R lines that the next 15 k's reuse) into out [C R][16]; R and C fixed at compile time so that the
+accumulators stay in registers. */
 __attribute__((target("avx512f")))
-ALWAYS_INLINE void made_tile_wide(const float *w, const float *xt, int64_t K, const int R, const int C, float *out) {
+ALWAYS_INLINE void made_tile_wide(const float *w, const float *x, int64_t K, const int R, const int C, float *out) {
     __m512 acc[MAX_MADE_DOTS];
     for (int a = 0; a < R * C; a++) acc[a] = _mm512_setzero_ps();
     for (int64_t k = 0; k < K; k++) {
         __m512 wk[MAX_MADE_DOTS];
         for (int q = 0; q < C; q++) wk[q] = _mm512_load_ps(w + (q * K + k) * GROUP_OUTPUTS);
         for (int i = 0; i < R; i++) {
-            const __m512 xv = _mm512_set1_ps(xt[k * R + i]);          /* one broadcast for the C groups */
+            const __m512 xv = _mm512_set1_ps(x[i * K + k]);           /* one broadcast for the C groups */
             for (int q = 0; q < C; q++) acc[q * R + i] = _mm512_fmadd_ps(xv, wk[q], acc[q * R + i]);
         }
     }
@@ -389,13 +390,13 @@ ALWAYS_INLINE void made_tile_wide(const float *w, const float *xt, int64_t K, co
 
 /* made_tile_wide on AVX2: one group (two 8-lane vectors) times up to MAX_TILE rows. */
 __attribute__((target("avx2,fma")))
-ALWAYS_INLINE void made_tile(const float *w, const float *xt, int64_t K, const int R, float *out) {
+ALWAYS_INLINE void made_tile(const float *w, const float *x, int64_t K, const int R, float *out) {
     __m256 lo[MAX_TILE], hi[MAX_TILE];
     for (int i = 0; i < R; i++) lo[i] = hi[i] = _mm256_setzero_ps();
     for (int64_t k = 0; k < K; k++) {
         const __m256 w0 = _mm256_load_ps(w + k * GROUP_OUTPUTS), w1 = _mm256_load_ps(w + k * GROUP_OUTPUTS + 8);
         for (int i = 0; i < R; i++) {
-            const __m256 xv = _mm256_broadcast_ss(xt + k * R + i);
+            const __m256 xv = _mm256_broadcast_ss(x + i * K + k);
             lo[i] = _mm256_fmadd_ps(xv, w0, lo[i]);
             hi[i] = _mm256_fmadd_ps(xv, w1, hi[i]);
         }
@@ -424,11 +425,11 @@ static int made_chains(int R) { (void)R; return 1; }
 
 #define MADE_WIDE_CASE(R, C)                                                                                          \
     case R * 16 + C:                                                                                                  \
-        made_tile_wide(w + (g - p0) * K * GROUP_OUTPUTS, xt, K, R, C, dots);                                          \
+        made_tile_wide(w + (g - p0) * K * GROUP_OUTPUTS, xm, K, R, C, dots);                                          \
         break;
 #define MADE_CASE(R, C)                                                                                               \
     case R * 16 + C:                                                                                                  \
-        made_tile(w + (g - p0) * K * GROUP_OUTPUTS, xt, K, R, dots);                                                  \
+        made_tile(w + (g - p0) * K * GROUP_OUTPUTS, xm, K, R, dots);                                                  \
         break;
 #define MADE_WIDE_CASES                                                                                               \
     MADE_WIDE_CASE(1, 8) MADE_WIDE_CASE(1, 1) MADE_WIDE_CASE(2, 4) MADE_WIDE_CASE(2, 1) MADE_WIDE_CASE(3, 3)          \
@@ -439,7 +440,8 @@ static int made_chains(int R) { (void)R; return 1; }
 #define MADE_CASES                                                                                                    \
     MADE_CASE(1, 1) MADE_CASE(2, 1) MADE_CASE(3, 1) MADE_CASE(4, 1) MADE_CASE(5, 1) MADE_CASE(6, 1)
 
-/* Items first..stop-1 of a job (item_groups groups each) for every row of x (packed by pack_tiles): each item's
+/* Items first..stop-1 of a job (item_groups groups each) for every row of x (as it is: the rows a tile reads stay
+in L1 / L2, and packing 256 rows of 4864 cost more than it saved): each item's
 groups' weights made into this call's buffer, then every tile of rows over them. */
 #define MADE_RANGE(name, isa, make, chains, cases)                                                                    \
     __attribute__((target(isa)))                                                                                      \
@@ -458,7 +460,7 @@ groups' weights made into this call's buffer, then every tile of rows over them.
             make(j, p0, p1 - p0, w);                                                                                  \
             for (int64_t m = 0; m < j->M;) {                                                                          \
                 const int R = tile_rows(j->M - m, j->max_tile);                                                       \
-                const float *xt = j->x + m * K;                                                                       \
+                const float *xm = j->x + m * K;                                                                       \
                 for (int64_t g = p0; g < p1;) {                                                                       \
                     const int C = chains(R) <= p1 - g ? chains(R) : 1;                                                \
                     switch (R * 16 + C) { cases }                                                                     \
@@ -492,7 +494,7 @@ int int8_linear_strided(const int8_t *c, const float *s, const float *o, const f
     if (level == 0) return -1;
     const int max_tile = level > 1 ? (made ? MADE_TILE_WIDE : MAX_TILE_WIDE) : MAX_TILE;
     float *packed = NULL, *sums = NULL;
-    if (M > 1) {                                  /* one row is its own packing */
+    if (M > 1 && !made) {                         /* one row is its own packing; made tiles read x's rows */
         packed = aligned_alloc(64, (size_t)(M * K) * sizeof(float));   /* K / 32 whole lines */
         if (!packed) return -2;
         pack_tiles(x, packed, M, K, max_tile, threads);
