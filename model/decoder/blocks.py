@@ -61,7 +61,8 @@ def linear(x: torch.Tensor, w: Weight, bias: torch.Tensor | None = None) -> torc
 
 
 def native_matrix(w: Weight, rows: int):
-    """The Int8Blocks linear multiplies `rows` rows of a single matrix w by (natively), else None."""
+    """The Int8Blocks that linear() multiplies `rows` rows of a single (not stacked) matrix w by, else None (torch
+    multiplies it)."""
     if isinstance(w, QuantizedMatrix):
         return int8_blocks_of(w)
     return _coded(w, rows) if isinstance(w, torch.Tensor) else None

@@ -307,8 +307,8 @@ GROUP_RANGE(wide_q8_offsets, "avx512f", 0, 1, tile_chains_wide, WIDE_CASES)
 GROUP_RANGE(wide_q4, "avx512f", 1, 0, tile_chains_wide, WIDE_CASES)
 GROUP_RANGE(wide_q4_offsets, "avx512f", 1, 1, tile_chains_wide, WIDE_CASES)
 
-/* The made-weights product (made = 1): a full forward pass's, many rows at once. A pass of groups' weights
-is made first into a float32 buffer the tiles share, w = fma(c, s, o) (c * s without offsets), one rounding: for
+/* The made-weights product (made = 1): a full forward pass's, many rows at once. A few groups' weights (an item)
+are made first into a float32 buffer the tiles share, w = fma(c, s, o) (c * s without offsets), one rounding: for
 GGUF's float16 scales c * s is exact, so these are the values gguf dequantizes; then each y[m, n] is one chain
 acc = fma(x[m, k], w[n, k], acc) over k in order from acc = 0 (the float32 product of x and the dequantized
 matrix), the same for any M, tile, thread count or instruction set. The tiles' loop is only loads and
@@ -440,9 +440,9 @@ static int made_chains(int R) { (void)R; return 1; }
 #define MADE_CASES                                                                                                    \
     MADE_CASE(1, 1) MADE_CASE(2, 1) MADE_CASE(3, 1) MADE_CASE(4, 1) MADE_CASE(5, 1) MADE_CASE(6, 1)
 
-/* Items first..stop-1 of a job (item_groups groups each) for every row of x (as it is: the rows a tile reads stay
-in L1 / L2, and packing 256 rows of 4864 cost more than it saved): each item's
-groups' weights made into this call's buffer, then every tile of rows over them. */
+/* Items first..stop-1 of a job (item_groups groups each) for every row of x, read as it is (a tile's rows stay in
+L1 / L2; packing 256 rows of 4864 cost more than it saved): each item's weights made into this call's buffer, then
+every tile of rows over them. */
 #define MADE_RANGE(name, isa, make, chains, cases)                                                                    \
     __attribute__((target(isa)))                                                                                      \
     static void name(const void *p, int64_t first, int64_t stop_item) {                                               \

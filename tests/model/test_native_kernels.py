@@ -1,6 +1,6 @@
-"""Native kernels: the cached and the full pass's attention against a float64 numpy reference, the narrower instruction sets' paths
-(ATLAS_NATIVE_ISA) against the same references and the widest path's numbers, and the build falling back to the
-torch paths (never failing) where no compiler works or ATLAS_NATIVE=0."""
+"""Native kernels: the cached and the full pass's attention and SwiGLU against float64 numpy references, the narrower
+instruction sets' paths (ATLAS_NATIVE_ISA) against the same references and the widest path's numbers, and the build
+falling back to the torch paths (never failing) where no compiler works or ATLAS_NATIVE=0."""
 import json
 import os
 import subprocess
