@@ -3,7 +3,8 @@
 - run(allowed=mask) vs transformers in float64 given the same mask as a 4D additive mask (sliding window, sink +
   window, strided): every layer's attention and the logits. float64, because a sliding window takes the attention
   sink away and later layers amplify float32's rounding: transformers in float32 is itself 6.0e-5 from its float64
-  run on the window's attention (ours 5.2e-5), so two float32 runs may differ by more than the 1e-4 asked;
+  run on the window's attention (ours 5.2e-5), so two float32 runs may differ by more than the 1e-4 asked; the
+  logits and log-probabilities also against float32 transformers, at the same 1e-3;
 - token_logprobs vs transformers' log-softmax of every position's logits;
 - with_kv_heads(n) vs transformers whose k_proj / v_proj are pooled or repeated the same way (model.lessons.kv_heads);
 - the tiled FlashAttention of one head vs the forward pass's own attention output for that head.
@@ -58,16 +59,17 @@ def reference(hf_model, ids, allowed=None):
 
 
 @pytest.mark.parametrize("kind", sorted(MASKS))
-def test_masked_run_matches_transformers(lm, hf_model_float64, story_ids, kind):
+def test_masked_run_matches_transformers(lm, hf_model, hf_model_float64, story_ids, kind):
     allowed = MASKS[kind](len(story_ids))
     trace = lm.run_ids(story_ids, allowed=allowed)
     ref_logits, ref_attention = reference(hf_model_float64, story_ids, allowed)
     np.testing.assert_allclose(trace.attention, ref_attention, atol=1e-4, rtol=0)
     assert not trace.attention[:, :, ~allowed].any()                        # the mask itself, in every layer
-    np.testing.assert_allclose(trace.next_token_logits, ref_logits[-1], atol=1e-3, rtol=0)
-    ref_lp = torch.log_softmax(torch.from_numpy(ref_logits), -1)[:-1].gather(
-        1, torch.tensor(story_ids[1:])[:, None])[:, 0].numpy()
-    np.testing.assert_allclose(lm.token_logprobs(trace), ref_lp, atol=1e-3, rtol=0)
+    for logits in (ref_logits, reference(hf_model, story_ids, allowed)[0]):  # float64, and float32 as before
+        np.testing.assert_allclose(trace.next_token_logits, logits[-1], atol=1e-3, rtol=0)
+        ref_lp = torch.log_softmax(torch.from_numpy(logits).double(), -1)[:-1].gather(
+            1, torch.tensor(story_ids[1:])[:, None])[:, 0].numpy()
+        np.testing.assert_allclose(lm.token_logprobs(trace), ref_lp, atol=1e-3, rtol=0)
 
 
 def test_masks_change_the_prediction_and_full_mask_changes_nothing(lm, story_ids):
