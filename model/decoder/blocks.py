@@ -71,11 +71,7 @@ def native_matrix(w: Weight, rows: int):
 def runs_natively(w: Weight, rows: int) -> bool:
     """Whether linear multiplies `rows` rows by w on the native kernel's threads (a pass running so keeps torch's
     own operations on the calling thread: model.native.threads.torch_on_calling_thread)."""
-    if isinstance(w, tuple):
-        return runs_natively(w[0], rows)
-    if isinstance(w, QuantizedMatrix):
-        return w.int8 is not None
-    return _coded(w, rows) is not None
+    return native_matrix(w[0] if isinstance(w, tuple) else w, rows) is not None
 
 
 def _coded(w: torch.Tensor, rows: int):

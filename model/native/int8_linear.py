@@ -1,8 +1,8 @@
 """x @ W^T for a matrix held as integer codes with a float32 scale (and optionally an offset) per 32 values
 (int8_linear.c): codes one byte each (8-bit and 5-bit formats) or two to a byte (4-bit), so a one-token step reads
 0.75 to 1.25 bytes a weight instead of float32's 4, laid out in groups of 16 outputs for the kernel. Every output is
-the same sequence of multiply-adds over k whatever the number of rows, so a row's numbers do not depend on the rows
-multiplied with it."""
+the same sequence of multiply-adds over k whatever the number of rows (a generation step's, or with made=True a full
+pass's), so a row's numbers do not depend on the rows multiplied with it."""
 from __future__ import annotations
 
 import ctypes

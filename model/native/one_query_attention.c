@@ -13,9 +13,9 @@ slot[b] < 0; out: [B, H, hd].
 
 prompt_attention, one layer of a full pass over T tokens: query i attends keys 0..i that mask [T, T] allows (NULL:
 all of them; a mask never allows a later key), the others weighing exactly 0. q: [H, T, hd]; k, v: [KV, T, hd];
-pattern: [H, T, T] float32 or float16 (row i's entries past i set to 0); scores: [H, T, T] or NULL (every scaled dot product, later
-keys too, as the Inside view shows them); out: [T, H, hd]. Causal rows are those of cached_attention (the same
-numbers). Built at first use by model/native/build.py. */
+pattern: [H, T, T] float32 or float16 (row i's entries past i set to 0); scores: [H, T, T] or NULL (every scaled
+dot product, later keys too, as the Inside view shows them); out: [T, H, hd]. Causal rows are those of
+cached_attention (the same numbers). Built at first use by model/native/build.py. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -192,7 +192,7 @@ static void attend(const float *q, int64_t q_stride, const float *k, const float
 /* While rows attend, results below float32's smallest normal (2^-126) are flushed to 0 and such inputs read as 0
 (MXCSR's FTZ and DAZ, this thread only, put back after): a key scoring ~87 below its row's top gets a denormal
 probability, and each one cost a microcode assist in the exp, the division and the mix (a 256-token trace of a
-Qwen2.5-0.5B-shaped model: its attention 150 -> ~60 ms). A float16 pattern holds nothing below 6e-8 anyway. */
+Qwen2.5-0.5B-shaped model: its attention 150 -> 70-100 ms). A float16 pattern holds nothing below 6e-8 anyway. */
 #if defined(__x86_64__)
 static unsigned flush_denormals(void) {
     const unsigned was = _mm_getcsr();
@@ -277,7 +277,8 @@ static void attend_prompt_rows(const void *p, int64_t start, int64_t stop) {
         attend(j->q + i * j->hd, T * j->hd, j->k, j->v, H, j->KV, i + 1, j->scores ? T : i + 1, T, j->hd, T * j->hd,
                j->scale, j->mask ? j->mask + i * T : NULL, row ? row : j->pattern + i * T,
                j->scores ? j->scores + i * T : NULL, row ? T : T * T, j->out + i * H * j->hd);
-        for (int64_t h = 0; row && h < H; h++) float16_from_float32(row + h * T, T, j->half_pattern + (h * T + i) * T, 0);
+        for (int64_t h = 0; row && h < H; h++)
+            float16_from_float32(row + h * T, T, j->half_pattern + (h * T + i) * T, 0);
     }
     restore_denormals(mxcsr);
     free(row);

@@ -18,7 +18,6 @@ import pytest
 import torch
 
 from model.decoder.core import CHECKPOINT_EVERY
-from model.files.gguf import default_model_path
 from model.lessons import sparse_masks
 from model.lessons.flash_attention import flash_attention
 from model.lessons.kv_heads import pool_kv_rows
@@ -32,16 +31,6 @@ MASKS = {"window": lambda T: sparse_masks.sliding_window(T, 16),
 @pytest.fixture(scope="module")
 def story_ids(lm):
     return lm.encode(example("long story"))[:96]
-
-
-@pytest.fixture(scope="module")
-def hf_model_float64():
-    import transformers
-
-    path = default_model_path()
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=torch.float64, attn_implementation="eager")
-    return model.eval()
 
 
 def reference(hf_model, ids, allowed=None):
