@@ -18,8 +18,8 @@ from dataclasses import replace
 import streamlit as st
 
 from app_pages import _caches as caches
-from app_pages import _schemas as S
-from app_pages._jobs import Job, JobRunner
+from app_core import schemas as S
+from app_core.jobs import Job, JobRunner
 from model.train import PRESETS, TrainRun, TrainSettings
 
 TRAIN_SHARE = 0.05            # of the app's cache budget (ATLAS_CACHE_MB), for finished runs

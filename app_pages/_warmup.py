@@ -34,7 +34,7 @@ def warm_up() -> None:
             for module in FIRST_VIEW_MODULES:
                 importlib.import_module(module)
             from app_pages import _caches as caches
-            from app_pages._examples import default_text
+            from app_core.examples import default_text
 
             lm = caches.load_shared_model()
             caches.get_trace(default_text())

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from app_pages import _schemas as S
+from app_core import schemas as S
 from tests.app.apptest import APP, example, figures, open_page, rerun, run_until
 from tests.app.i18n_check import english_runs, figure_strings, page_strings
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from app_pages import _schemas as S
+from app_core import schemas as S
 from model.decoder.core import CHECKPOINT_EVERY
 from tests.app.apptest import array, example, open_page, rerun
 from viz.labels import plotly_escape

@@ -30,7 +30,7 @@ def test_three_models_and_nine_long_texts_stay_inside_both_budgets(tiny_models):
     """The built-in model and two tiny ones in turn, under a model budget that holds the built-in one and a single
     tiny one: the least recently used model is unloaded (and loaded again when its turn comes), the loaded models
     never exceed their budget, and the process stays under the same limit as with one model."""
-    from app_pages._models import info_of
+    from app_core.models_folder import info_of
     from model.files.gguf import default_model_path
 
     tiny = sorted(info_of(tiny_models / f"{name}.gguf").memory_bytes for name in ("tiny-llama", "tiny-gpt2"))

@@ -1,4 +1,4 @@
-"""app_pages/_budget.py: a cache bounded by the bytes its values hold, shared by threads."""
+"""app_core/budget.py: a cache bounded by the bytes its values hold, shared by threads."""
 from __future__ import annotations
 
 import threading
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app_pages._budget import ByteBudgetCache, nbytes
+from app_core.budget import ByteBudgetCache, nbytes
 
 MB = 2**20
 

@@ -20,7 +20,7 @@ from viz.format import format_count_zh
 ROOT = Path(__file__).resolve().parents[2]
 PO = ROOT / "locale/zh_CN/LC_MESSAGES/messages.po"
 MO = PO.with_suffix(".mo")
-KEYWORDS = {"_": None, "N_": None, "ngettext": (1, 2), "note": None}    # note: app_pages._url's link notes
+KEYWORDS = {"_": None, "N_": None, "ngettext": (1, 2), "note": None}    # note: app_core.link's link notes
 FIX = "the commands in babel.cfg: extract, update, translate in locale/zh_CN/LC_MESSAGES/messages.po, compile"
 # {name} / {name:.2f} (str.format) and %{y:.3f} (plotly) placeholders; {{ }} are literal braces
 PLACEHOLDER = re.compile(r"%\{[^}]*\}|(?<!\{)\{[A-Za-z_]\w*(?:[:!][^{}]*)?\}")
@@ -28,7 +28,7 @@ PLACEHOLDER = re.compile(r"%\{[^}]*\}|(?<!\{)\{[A-Za-z_]\w*(?:[:!][^{}]*)?\}")
 
 def code_messages() -> set[str | tuple[str, str]]:
     out = set()
-    for where in ("app_pages", "viz"):
+    for where in ("app_core", "app_pages", "viz"):
         for _, _, message, _, _ in extract_from_dir(ROOT / where, [("**.py", "python")], keywords=KEYWORDS):
             out.add(message if isinstance(message, str) else tuple(message))
     with open(ROOT / "router.py", "rb") as fh:

@@ -1,7 +1,7 @@
 """ATLAS_MODEL_MEMORY_MB / ATLAS_MAX_UPLOAD_MB: megabytes, decimals allowed; anything else gives the default."""
 import pytest
 
-from app_pages import _models
+from app_core import models_folder
 
 
 @pytest.mark.parametrize(("raw", "expected"), [

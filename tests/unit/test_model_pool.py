@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from app_pages._model_pool import ModelPool, TooLarge
+from app_core.model_pool import ModelPool, TooLarge
 
 
 def test_least_recently_used_is_unloaded_first():

@@ -1,4 +1,4 @@
-"""The share-link codec (app_pages/_url.py) and the page schemas (app_pages/_schemas.py): pure Python, no Streamlit.
+"""The share-link codec (app_core/link.py) and the page schemas (app_core/schemas.py): pure Python, no Streamlit.
 
 Round trips of random valid states for every page (boundaries and unicode text included), and every malformed
 input turned into a valid state plus a note, never an exception.
@@ -13,8 +13,8 @@ from urllib.parse import parse_qs, urlencode
 
 import pytest
 
-from app_pages._schemas import SCHEMAS, TEXT
-from app_pages._url import (
+from app_core.schemas import SCHEMAS, TEXT
+from app_core.link import (
     Choice,
     Context,
     Flag,
@@ -184,7 +184,7 @@ def test_schemas_are_well_formed():
 
 
 def test_codec_imports_no_streamlit():
-    code = ("import sys, app_pages._url, app_pages._schemas; print('streamlit' in sys.modules)")
+    code = ("import sys, app_core.link, app_core.schemas; print('streamlit' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

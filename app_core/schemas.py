@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app_pages._examples import default_text
-from app_pages._url import Choice, Context, Flag, Float, Int, IntList, ModelName, Param, Schema, Text
+from app_core.examples import default_text
+from app_core.link import Choice, Context, Flag, Float, Int, IntList, ModelName, Param, Schema, Text
 from model.calculator.params import (
     CUSTOM,
     DEFAULTS,

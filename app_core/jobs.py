@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app_pages._budget import ByteBudgetCache
+from app_core.budget import ByteBudgetCache
 
 IDLE_CANCEL_S = 30.0       # a running job that no page has polled for this long is cancelled
 EXIT_WAIT_S = 10.0         # at process exit, how long running jobs get to reach their next step and stop

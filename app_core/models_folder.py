@@ -16,7 +16,7 @@ import threading
 import weakref
 from pathlib import Path
 
-from app_pages._model_pool import ModelPool
+from app_core.model_pool import ModelPool
 from model.files.catalog import ModelInfo, describe, model_files
 
 # The built-in SmolLM2-135M (620 MB loaded: 513 MB float32 and the generation step's 107 MB of int8 copies) plus one
