@@ -6,10 +6,10 @@ frame around it (link, state, shared controls) in app_pages/_shell.py."""
 import pandas  # noqa: F401
 import streamlit as st
 
+from app_core.link import shown
 from app_pages import _generation_jobs as generation_jobs
 from app_pages import _shell as shell
 from app_pages._i18n import N_, _
-from app_core.link import shown
 
 # (file, title, icon, name). The name is the page's URL path and its schema's name, except that the first
 # (default) page is served at "/" only: Streamlit ignores a default page's url_path, so it is registered with

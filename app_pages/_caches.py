@@ -20,10 +20,10 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app_core import models_folder as models
 from app_core.budget import ByteBudgetCache
-from app_pages._i18n import _
 from app_core.jobs import Job, JobRunner
 from app_core.model_pool import TooLarge
 from app_core.schemas import MODEL
+from app_pages._i18n import _
 from model import ForwardTrace, LayerDetail, load_model
 from model.analysis.attribution import LogitAttribution
 from model.analysis.block_walk import BlockWalk

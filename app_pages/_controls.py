@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import _caches as caches
 from app_core import models_folder as models
 from app_core import schemas as S
 from app_core.examples import load_examples, localized
+from app_pages import _caches as caches
 from app_pages._i18n import _, language
 from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, selected_rows, token_label
 from model import ForwardTrace, ModelConfig

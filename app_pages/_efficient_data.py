@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from app_pages import _caches as caches
 from app_core import schemas as S
 from app_core.examples import load_examples
+from app_pages import _caches as caches
 from model.lessons import sparse_masks
 from model.lessons.flash_attention import FlashRun, flash_attention, softmax_attention
 from model.lessons.sampling import softmax

@@ -11,10 +11,10 @@ import time
 
 import streamlit as st
 
-from app_pages import _caches as caches
 from app_core import schemas as S
-from app_pages import _shell as shell
 from app_core.jobs import Job
+from app_pages import _caches as caches
+from app_pages import _shell as shell
 
 VIEW = S.GENERATE.by_name("view")
 N, GREEDY, TEMP = (S.GENERATE.by_name(n) for n in ("n", "greedy", "temp"))

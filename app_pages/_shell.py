@@ -12,12 +12,12 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from app_pages import _caches as caches
-from app_pages import _controls as controls
 from app_core import schemas as S
 from app_core.examples import default_text, note_for
-from app_pages._i18n import LANG_KEY, LANGUAGES, _, language, ngettext
 from app_core.link import Context, Note, Schema, clamp, decode, encode
+from app_pages import _caches as caches
+from app_pages import _controls as controls
+from app_pages._i18n import LANG_KEY, LANGUAGES, _, language, ngettext
 from app_pages._widgets import escape_markdown
 from model import ForwardTrace
 

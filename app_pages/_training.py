@@ -17,9 +17,9 @@ from dataclasses import replace
 
 import streamlit as st
 
-from app_pages import _caches as caches
 from app_core import schemas as S
 from app_core.jobs import Job, JobRunner
+from app_pages import _caches as caches
 from model.train import PRESETS, TrainRun, TrainSettings
 
 TRAIN_SHARE = 0.05            # of the app's cache budget (ATLAS_CACHE_MB), for finished runs

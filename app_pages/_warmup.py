@@ -33,8 +33,8 @@ def warm_up() -> None:
             import torch  # noqa: F401
             for module in FIRST_VIEW_MODULES:
                 importlib.import_module(module)
-            from app_pages import _caches as caches
             from app_core.examples import default_text
+            from app_pages import _caches as caches
 
             lm = caches.load_shared_model()
             caches.get_trace(default_text())

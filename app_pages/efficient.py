@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from app_core import schemas as S
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _efficient_data as data
-from app_core import schemas as S
 from app_pages import _shell as shell
 from app_pages._i18n import _
 from app_pages._widgets import show_figure, token_label, token_legend

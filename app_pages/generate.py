@@ -7,9 +7,9 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
+from app_core import schemas as S
 from app_pages import _caches as caches
 from app_pages import _controls as controls
-from app_core import schemas as S
 from app_pages import _shell as shell
 from app_pages._generation_jobs import GREEDY, HIGH, LOW, SEED, TEMP, TOP_K, TOP_P, VIEW, N, current_jobs
 from app_pages._i18n import _, ngettext, translated

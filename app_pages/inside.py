@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from app_core import schemas as S
 from app_pages import _caches as caches
 from app_pages import _controls as controls
-from app_core import schemas as S
 from app_pages import _shell as shell
 from app_pages._i18n import N_, _, ngettext, translated
 from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, show_figure, token_legend

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from app_core import schemas as S
 from app_pages import _caches as caches
 from app_pages import _controls as controls
-from app_core import schemas as S
 from app_pages import _shell as shell
 from app_pages._i18n import N_, _, language, ngettext, translated
 from app_pages._widgets import show_figure

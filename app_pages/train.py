@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app_pages import _controls as controls
 from app_core import schemas as S
+from app_pages import _controls as controls
 from app_pages import _shell as shell
 from app_pages import _training as training
 from app_pages._i18n import N_, _, language, translated

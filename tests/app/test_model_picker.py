@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from app_pages import _caches as caches
 from app_core import models_folder as models
 from app_core import schemas as S
+from app_pages import _caches as caches
 from tests.app.apptest import open_page, rerun, warnings
 from tests.app.models_folder import SHAPES
 

@@ -1,7 +1,7 @@
 """ATLAS_MODEL_MEMORY_MB / ATLAS_MAX_UPLOAD_MB: megabytes, decimals allowed; anything else gives the default."""
 import pytest
 
-from app_core import models_folder
+from app_core import models_folder as _models
 
 
 @pytest.mark.parametrize(("raw", "expected"), [

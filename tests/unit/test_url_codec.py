@@ -13,7 +13,6 @@ from urllib.parse import parse_qs, urlencode
 
 import pytest
 
-from app_core.schemas import SCHEMAS, TEXT
 from app_core.link import (
     Choice,
     Context,
@@ -28,6 +27,7 @@ from app_core.link import (
     decode,
     encode,
 )
+from app_core.schemas import SCHEMAS, TEXT
 
 ROOT = Path(__file__).resolve().parents[2]
 CTX = Context(n_layers=30, n_heads=9, head_dim=64, vocab_size=49152, n_tokens=40)
