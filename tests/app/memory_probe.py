@@ -10,7 +10,8 @@ import sys
 
 from streamlit.testing.v1 import AppTest
 
-from app_pages import _caches, _models
+from app_core import models_folder as _models
+from app_pages import _caches
 from tests.app.apptest import APP, PAGE_FILES
 
 

@@ -7,7 +7,9 @@ import uuid
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_pages import _caches, _models, _schemas
+from app_core import models_folder as _models
+from app_core import schemas as _schemas
+from app_pages import _caches
 from tests.app.apptest import (
     APP,
     EXAMPLES,

@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import threading
-from app_core import jobs
+from app_core import jobs as _jobs
 from model.train.settings import TrainSettings
 from model.train.trainer import train
 
