@@ -23,6 +23,7 @@ from model.calculator.params import (
     POSITIONAL_KINDS,
     PRESETS,
 )
+from model.lessons.flash_attention import block_sizes, default_block
 from model.lessons.sampling import T_MAX, T_MIN
 from model.train import PRESETS as TRAIN_PRESETS
 from model.train import TrainSettings
@@ -233,7 +234,6 @@ INSIDE = Schema("inside", (
 # ---------------------------------------------------------------------------------------------- Efficient attention
 EFFICIENT_VIEWS = {"flash": N_("FlashAttention, tile by tile"), "masks": N_("Masks on the whole model"),
                    "kv": N_("MHA / GQA / MQA"), "linear": N_("Linear attention")}
-FLASH_BLOCKS = (16, 32, 64)
 MASK_KINDS = ("full", "window", "sink", "strided", "dilated")    # model.lessons.sparse_masks.MASK_KINDS
 MAX_SINKS = 16
 MAX_STRIDE = 64
@@ -248,8 +248,13 @@ def _mask_reads(*kinds: str):
 
 def _most_tiles(ctx: Context) -> int:
     """Tiles of the smallest block size for this text (the causal triangle of blocks): the tile slider's end."""
-    n = -(-(ctx.n_tokens or 512) // min(FLASH_BLOCKS))
+    n = -(-(ctx.n_tokens or 512) // min(_flash_blocks(ctx)))
     return max(0, n * (n + 1) // 2 - 1)
+def _flash_blocks(ctx: Context) -> tuple[int, ...]:
+    """The block sizes offered for this text (model.lessons.flash_attention.block_sizes)."""
+    return block_sizes(ctx.n_tokens or 512)
+
+
 
 
 _head_views = _view_is(_E_VIEW, "flash", "linear")
@@ -257,7 +262,8 @@ EFFICIENT = Schema("efficient", (
     Choice("view", _E_VIEW, "flash", options=tuple(EFFICIENT_VIEWS)),
     TEXT,
     _with(LAYER, _head_views), _with(HEAD, _head_views),
-    Choice("block", "eff_block", 32, options=FLASH_BLOCKS, when=_view_is(_E_VIEW, "flash")),
+    Int("block", "eff_block", lambda c: default_block(c.n_tokens or 512), lo=lambda c: min(_flash_blocks(c)),
+        hi=lambda c: max(_flash_blocks(c)), when=_view_is(_E_VIEW, "flash")),
     Int("tile", "eff_tile", None, lo=0, hi=_most_tiles, when=_view_is(_E_VIEW, "flash")),     # None: the last
     Choice("mask", _E_MASK, "window", options=MASK_KINDS, when=_view_is(_E_VIEW, "masks")),
     Int("window", "eff_window", lambda c: min(64, c.n_tokens or 64), lo=1, hi=_token_count,

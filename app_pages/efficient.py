@@ -18,7 +18,14 @@ from app_pages import _shell as shell
 from app_pages._i18n import _
 from app_pages._widgets import show_figure, token_label, token_legend
 from model.lessons import kv_heads, linear_attention, sparse_masks
-from model.lessons.flash_attention import block_history, block_ranges, memory_traffic, visit_order
+from model.lessons.flash_attention import (
+    block_history,
+    block_ranges,
+    block_sizes,
+    memory_traffic,
+    nearest_block,
+    visit_order,
+)
 from model.lessons.perplexity import moving_average, perplexity, token_losses
 from viz import efficient as V
 from viz.format import format_bytes, format_si
@@ -53,13 +60,14 @@ def next_token_figure(lm, results: dict[str, data.PassResult], title: str):
 def flash_view(lm, trace) -> None:
     cfg = lm.config
     layer, head = ss[S.LAYER.key], ss[S.HEAD.key]
-    block = int(ss[BLOCK.key])
+    offered = block_sizes(trace.n_tokens)
+    block = ss[BLOCK.key] = nearest_block(int(ss[BLOCK.key]), trace.n_tokens)
     run = data.flash_run(trace.text, layer, head, block)
     last = len(run.steps) - 1
     t = last if ss.get(TILE.key) is None else min(int(ss[TILE.key]), last)
     ss[TILE_PICK] = t
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
-        st.segmented_control(_("Block size B"), S.FLASH_BLOCKS, key=BLOCK.key, required=True, **controls.PERSIST,
+        st.segmented_control(_("Block size B"), offered, key=BLOCK.key, required=True, **controls.PERSIST,
                              on_change=controls.reset, args=(TILE.key,),
                              help=_("Rows of Q and of K, V per tile. On a GPU, B is chosen so that the tiles fit "
                                     "in the fast on-chip memory (SRAM)."))

@@ -46,6 +46,15 @@ from viz.params import (
 
 K = S.PARAMS_KEY                  # prefix of every state key on this page: params_<field>
 FIELDS = (*S.SHAPE_NUMBERS, *S.SHAPE_CHOICES, *S.SHAPE_FLAGS)
+# The shape's kinds as the form shows them: technical names as written in papers; plain words translated.
+KIND_LABELS = {"gelu": "GELU", "swiglu": "SwiGLU", "layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "rope": "RoPE",
+               "alibi": "ALiBi", "learned": N_("learned"), "sinusoidal": N_("sinusoidal"), "none": N_("none")}
+
+
+def kind_label(kind: str) -> str:
+    """A shape kind ("learned", "rope", ...) as the form and the comparison table show it."""
+    label = KIND_LABELS.get(kind, kind)
+    return _(label) if kind in ("learned", "sinusoidal", "none") else label
 FORM_LABELS = {                   # short enough for one line in a quarter of a 1024 px page
     "vocab_size": N_("vocabulary size"), "d_model": N_("width (d_model)"), "n_layers": N_("layers"),
     "d_ff": N_("MLP width (d_ff)"), "n_heads": N_("heads"), "n_kv_heads": N_("key/value heads"),
@@ -166,7 +175,8 @@ def draw_fields(slots: dict) -> None:
                 **controls.PERSIST))
     for col, (field, kinds) in zip(st.columns(3, vertical_alignment="top"), S.SHAPE_CHOICES.items(), strict=True):
         field_box(col, field, lambda f=field, k=kinds: st.selectbox(
-            _(FORM_LABELS[f]), k, key=K + f, help=_(HELP[f]), on_change=mark_custom, **controls.PERSIST))
+            _(FORM_LABELS[f]), k, key=K + f, help=_(HELP[f]), on_change=mark_custom, format_func=kind_label,
+            **controls.PERSIST))
     with st.container(horizontal=True, gap="medium", key=K + "flags"):
         for field in S.SHAPE_FLAGS:
             st.checkbox(_(FORM_LABELS[field]), key=K + field, help=_(HELP[field]), on_change=mark_custom,
@@ -335,8 +345,9 @@ def compare_table(counts: list[tuple[str, Breakdown]]) -> pd.DataFrame:
             _("one layer"): f"{b.layer.total:,}",
             _("layers × width"): f"{s.n_layers} × {s.d_model}",
             _("heads (KV heads) × head size"): f"{s.n_heads} ({s.n_kv_heads}, {kind}) × {s.head_dim}",
-            _("MLP width · MLP · norm"): f"{s.d_ff} · {s.mlp} · {s.norm}",
-            _("positions · embeddings"): f"{s.positional} · " + (_("tied") if s.tied_embeddings else _("untied")),
+            _("MLP width · MLP · norm"): f"{s.d_ff} · {kind_label(s.mlp)} · {kind_label(s.norm)}",
+            _("positions · embeddings"): f"{kind_label(s.positional)} · " + (_("tied") if s.tied_embeddings
+                                                                              else _("untied")),
             _("weights in bf16"): format_bytes(weight_memory(b.total)["bf16"]),
             _("KV cache per token (bf16)"): format_bytes(kv_cache_bytes_per_token(s, "bf16")),
         }

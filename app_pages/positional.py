@@ -77,9 +77,10 @@ def rope_theory_figures(head_dim: int, model_base: float, base: float, pairs: tu
     }
 
 
-def model_figures(detail, tokens: list[str], head: int, group_size: int, head_dim: int, base: float,
+def model_figures(detail, source: tuple, tokens: list[str], head: int, group_size: int, head_dim: int, base: float,
                   m: int, n: int, max_distance: int, hide_sink: bool, max_shift: int, words=V.WORDS) -> dict:
-    """Every figure of the 'inside the model' view for one layer detail, head and (query m, key n)."""
+    """Every figure of the 'inside the model' view for one layer detail, head and (query m, key n); source names
+    the detail's model and text in cache keys (an object's id can be reused once it is freed)."""
     kv = head // group_size
     q, k = detail.q[head, m], detail.k[kv, n]                        # [hd] pre-RoPE content
     q_rot, k_rot = detail.q_rot[head, m], detail.k_rot[kv, n]        # [hd] as the model rotated them
@@ -87,7 +88,7 @@ def model_figures(detail, tokens: list[str], head: int, group_size: int, head_di
     contrib_rot = P.pair_contributions(q_rot, k_rot)
     contrib_plain = P.pair_contributions(q, k)
     score = float(detail.scores[head, m, n])
-    key = (detail.layer, head, m, n, base, max_distance, max_shift, id(detail))
+    key = (*source, detail.layer, head, m, n, base, max_distance, max_shift)
     shifts, shift_curves, distances, by_distance, envelope = caches.cached(
         "rope_curves", key, lambda: P.rope_curves(q, k, m, n, base, max_distance, max_shift))
     with_rope = detail.pattern[head]
@@ -287,7 +288,8 @@ def model_view(cfg) -> None:
                      help=_("Default: the key this head attends to most from m, apart from token 0 (the sink)."))
         st.selectbox(_("Distances up to"), S.DISTANCE_OPTIONS, key=DISTANCE.key, width=150, **controls.PERSIST,
                      format_func={d: _("{n} tokens").format(n=f"{d:,}") for d in S.DISTANCE_OPTIONS}.get)
-    figs = model_figures(detail, trace.tokens, head, cfg.group_size, cfg.head_dim, cfg.rope_theta, m, n,
+    figs = model_figures(detail, (caches.model_id(), trace.text), trace.tokens, head, cfg.group_size, cfg.head_dim,
+                         cfg.rope_theta, m, n,
                          int(ss[DISTANCE.key]), hide_sink, max_shift=cfg.max_positions - 1 - m,
                          words=translated(V.WORDS))
     st.caption(_("Layer {layer}, head {head} (reads KV head {kv}) · query m = {query} · key n = {key} · distance "

@@ -73,6 +73,7 @@ class Words:
     embedding: str = N_("embedding")
     after_layer: str = N_("after layer {layer}")
     norm: str = N_("norm")
+    emb_tick: str = N_("emb")
     norm_hover: str = N_("token %{customdata[0]}<br>%{customdata[1]}<br>norm %{customdata[2]}")
     token_position: str = N_("token position")
     residual_stream: str = N_("residual stream")
@@ -379,12 +380,12 @@ def activation_figure(gate: np.ndarray, act: np.ndarray, *, near_zero: float, ge
 
 
 # ------------------------------------------------------------------------------------------ residual stream
-def _layer_axis(fig: go.Figure, n_rows: int) -> None:
+def _layer_axis(fig: go.Figure, n_rows: int, words: Words) -> None:
     """The y axis of a [layers + 1, ...] table: row 0 the embedding on top ("emb"), row l + 1 after layer l
     ("L<l>"), thinned to about 16 ticks."""
     step = max(1, math.ceil(n_rows / 16))
     fig.update_yaxes(type="linear", tickmode="array", tickvals=list(range(0, n_rows, step)),
-                     ticktext=["emb" if i == 0 else f"L{i - 1}" for i in range(0, n_rows, step)],
+                     ticktext=[words.emb_tick if i == 0 else f"L{i - 1}" for i in range(0, n_rows, step)],
                      range=[n_rows - 0.5, -0.5], showgrid=False, zeroline=False)
 
 
@@ -419,7 +420,7 @@ def norms_heatmap(norms: np.ndarray, tokens: list[str], *, position: int | None 
                       line=dict(color=ACCENT, width=2), fillcolor="rgba(0,0,0,0)")
     fig.update_xaxes(title_text=words.token_position, **position_axis(tokens, max_labels), autotickangles=[0, 45, 90],
                      showgrid=False)
-    _layer_axis(fig, n.shape[0])
+    _layer_axis(fig, n.shape[0], words)
     fig.update_yaxes(title_text=words.residual_stream)
     return apply_theme(fig, title=title, height=height)
 
@@ -445,7 +446,7 @@ def norm_lines(norms: np.ndarray, position: int, tokens: list[str], *, title: st
     step = 2 if n.shape[0] > 16 else 1
     fig.update_xaxes(title_text=words.after_layer_axis, type="linear", tickmode="array",
                      tickvals=list(range(0, n.shape[0], step)),
-                     ticktext=["emb" if i == 0 else str(i - 1) for i in range(0, n.shape[0], step)])
+                     ticktext=[words.emb_tick if i == 0 else str(i - 1) for i in range(0, n.shape[0], step)])
     fig.update_yaxes(title_text=words.norm_log, type="log", dtick=1)
     apply_theme(fig, title=title, height=height)
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0), hovermode="x unified")
@@ -510,7 +511,7 @@ def lens_top_figure(labels: list[list[str]], probs: np.ndarray, *, title: str | 
         hovertemplate=words.lens_hover + "<extra></extra>"))
     fig.update_xaxes(type="linear", tickmode="array", tickvals=list(range(1, k + 1)),
                      ticktext=[f"#{i}" for i in range(1, k + 1)], side="top", range=[0.5, k + 0.5], showgrid=False)
-    _layer_axis(fig, R)
+    _layer_axis(fig, R, words)
     apply_theme(fig, title=title, height=(60 if title else 30) + 60 + 19 * R)
     return _title_above_top_axis(fig, 30)
 
@@ -545,7 +546,7 @@ def lens_grid_figure(labels: list[list[str]], probs: np.ndarray, tokens: list[st
     fig.update_xaxes(**position_axis(
         [f"{q}:{t}" for q, t in zip(positions, tokens, strict=True)], max_labels=W, max_chars=9),
         tickangle=-45, side="top", showgrid=False)
-    _layer_axis(fig, R)
+    _layer_axis(fig, R, words)
     apply_theme(fig, title=title, height=(60 if title else 30) + 110 + 19 * R)
     return _title_above_top_axis(fig, 100)
 

@@ -88,7 +88,9 @@ def loss_figure(runs: list[Curves], total_steps: int, uniform: float, *, title: 
                               showarrow=False, text=_named(run.name, words.phase_change), font=dict(color=colour)))
     shapes.append(dict(type="line", xref="paper", yref="y", x0=0, x1=1, y0=uniform, y1=uniform,
                        line=dict(color=MASKED_COLOR, width=2, dash="dash")))
-    notes.append(dict(xref="paper", yref="y", x=0, y=uniform, xanchor="left", yanchor="top", showarrow=False,
+    # At the right end, under the line: every run starts near the uniform guess at the left (the label sat on the
+    # curves there) and has fallen below it by the end; the phase-change labels sit at the top.
+    notes.append(dict(xref="paper", yref="y", x=1, y=uniform, xanchor="right", yanchor="top", showarrow=False,
                       text=fill(words.uniform, value=f"{uniform:.2f}"), font=dict(color="#7f7f7f")))
     layout = _lines_layout(total_steps, words.loss, words, range=[0, top * 1.08])
     fig = go.Figure(data=data, layout=dict(shapes=shapes, annotations=notes, **layout))

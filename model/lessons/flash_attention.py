@@ -39,6 +39,31 @@ class FlashRun:
     out: np.ndarray          # [T, d] the attention output of every query
 
 
+BLOCK_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
+MIN_BLOCKS, MAX_BLOCKS = 3, 32     # the walk needs several query blocks; more than 32 make tiles too small to see
+TEACHING_BLOCKS = 4                # the default block size gives at least this many query blocks where it can
+
+
+def block_sizes(n_tokens: int) -> tuple[int, ...]:
+    """The block sizes B that cut a text of n_tokens into MIN_BLOCKS..MAX_BLOCKS query blocks (several tiles to walk,
+    each still visible); (1,) for a text shorter than MIN_BLOCKS tokens."""
+    n = max(1, int(n_tokens))
+    fits = tuple(b for b in BLOCK_CANDIDATES if MIN_BLOCKS <= -(-n // b) <= MAX_BLOCKS)
+    return fits or ((BLOCK_CANDIDATES[-1],) if n > BLOCK_CANDIDATES[-1] * MAX_BLOCKS else (1,))
+
+
+def default_block(n_tokens: int) -> int:
+    """The largest offered B that still gives TEACHING_BLOCKS query blocks, else the smallest offered."""
+    sizes = block_sizes(n_tokens)
+    teaching = [b for b in sizes if -(-max(1, n_tokens) // b) >= TEACHING_BLOCKS]
+    return max(teaching) if teaching else min(sizes)
+
+
+def nearest_block(block: int, n_tokens: int) -> int:
+    """The offered block size nearest to block (a link's or a longer text's B)."""
+    return min(block_sizes(n_tokens), key=lambda b: (abs(b - block), b))
+
+
 def flash_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, block: int) -> FlashRun:
     """Causal FlashAttention forward of one head: q, k, v [T, d] (after RoPE) -> FlashRun, in Algorithm 1's order
     (outer loop over key/value blocks j, inner loop over query blocks i >= j)."""

@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 
+from app_core.examples import default_text
 from model.lessons.flash_attention import flash_attention
 from tests.app.apptest import array, example, figures, open_page, rerun, run_until, widget_values
 
@@ -29,12 +30,12 @@ def metrics(at) -> dict[str, float]:
 
 
 def test_flash_view_steps_through_tiles(lm):
-    at = open_page("efficient", text=TEXT, block="16", layer="14", head="4")
+    at = open_page("efficient", text=TEXT, block="4", layer="14", head="4")
     figs = charts(at)
     assert {"eff_tiles", "eff_stats", "eff_out", "eff_bytes", "eff_hbm"} <= set(figs)
     ids = lm.encode(TEXT)
     T = len(ids)
-    n = -(-T // 16)
+    n = -(-T // 4)
     assert at.slider(key="eff_tile_pick").value == n * (n + 1) // 2 - 1             # default: the last tile
     caption = next(c.value for c in at.caption if "Largest difference" in c.value)
     exact, model = (float(x) for x in re.findall(r"(\d\.\de[-+]\d+)", caption)[:2])
@@ -45,9 +46,23 @@ def test_flash_view_steps_through_tiles(lm):
     tiles = np.array(charts(at)["eff_tiles"]["data"][0]["text"])
     assert sorted(t for t in tiles.ravel() if t) == ["0", "1"]
     detail = lm.layer_detail(lm.run_ids(ids), 14)
-    step = flash_attention(detail.q_rot[4], detail.k_rot[1], detail.v[1], 16).steps[1]
+    step = flash_attention(detail.q_rot[4], detail.k_rot[1], detail.v[1], 4).steps[1]
     partial = array(charts(at)["eff_out"]["data"][0]["z"]).astype(float)
     np.testing.assert_allclose(partial, step.out, atol=1e-6)
+
+
+def test_the_default_flash_view_walks_several_tiles(lm):
+    """The default text (~22 tokens) must not fit one tile: at least three query blocks, several steps to walk; the
+    block sizes offered all cut it into 3..32 blocks, and an old link's B=64 becomes the nearest one offered."""
+    T = len(lm.encode(default_text()))
+    at = open_page("efficient")
+    block = at.segmented_control(key="eff_block").value
+    assert -(-T // block) >= 3
+    assert at.slider(key="eff_tile_pick").max >= 5                           # >= 6 tiles of a 3-block triangle
+    assert all(3 <= -(-T // b) <= 32 for b in at.segmented_control(key="eff_block").options)
+    old = open_page("efficient", block="64")
+    assert old.segmented_control(key="eff_block").value == max(at.segmented_control(key="eff_block").options)
+    assert old.slider(key="eff_tile_pick").max >= 5
 
 
 def test_masks_view_shows_the_attention_sink_finding(lm):
@@ -98,7 +113,7 @@ def test_linear_view(lm):
 
 def test_a_link_restores_every_setting(lm):
     cases = [
-        ("flash", [("slider", "layer", 9), ("slider", "head", 7), ("segmented_control", "eff_block", 16),
+        ("flash", [("slider", "layer", 9), ("slider", "head", 7), ("segmented_control", "eff_block", 4),
                    ("slider", "eff_tile_pick", 2)]),
         ("masks", [("selectbox", "eff_mask", "dilated"), ("slider", "eff_window", 5), ("slider", "eff_stride", 3)]),
         ("masks", [("selectbox", "eff_mask", "sink"), ("slider", "eff_window", 7), ("slider", "eff_sinks", 2)]),

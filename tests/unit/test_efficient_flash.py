@@ -7,8 +7,11 @@ import pytest
 from model.lessons.flash_attention import (
     block_history,
     block_ranges,
+    block_sizes,
+    default_block,
     flash_attention,
     memory_traffic,
+    nearest_block,
     softmax_attention,
     visit_order,
 )
@@ -77,3 +80,15 @@ def test_visit_order_history_and_ranges():
     np.testing.assert_array_equal(order[np.tril_indices(3)], [0, 1, 3, 2, np.nan, np.nan])
     assert (order[np.triu_indices(3, 1)] == -1).all()
     assert [(s.q_block, s.k_block) for s in block_history(run, 4)] == [(2, 0), (2, 1)]
+
+
+@pytest.mark.parametrize("T, sizes, default", [
+    (22, (1, 2, 4, 8), 4),          # 22 tokens: B=8 gives 3 blocks, B=16 only 2; the default gives 6 >= 4 blocks
+    (512, (16, 32, 64), 64),        # 512 / 64 = 8 blocks; B=8 would give 64 blocks (> 32)
+    (1, (1,), 1), (2, (1,), 1),     # shorter than three blocks can be: one-token blocks
+    (3, (1,), 1), (12, (1, 2, 4), 2),
+])
+def test_block_sizes_cut_the_text_into_several_blocks(T, sizes, default):
+    assert block_sizes(T) == sizes
+    assert default_block(T) == default
+    assert nearest_block(64, T) == max(sizes) and nearest_block(3, 22) == 2
