@@ -30,6 +30,7 @@ from model.analysis.block_walk import BlockWalk
 from model.analysis.head_stats import apply_sink, head_stats, sink_hidden_view
 from model.analysis.lens import LensTop
 from model.analysis.stream import ResidualNorms
+from model.calculator.params import kv_cache_bytes_per_token, shape_from_config
 from model.decoder.core import FLOAT32_ATTENTION_BYTES
 from model.errors import ModelLoadError
 from model.files.fetch import cached_model_path
@@ -223,7 +224,7 @@ def trace_getter(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> Callable[[]
     def expected_bytes() -> int:
         T = min(len(lm.encode(text)), max_tokens)
         attention = cfg.n_layers * cfg.n_heads * T * T                  # values; float16 above 64 MB of float32
-        keys_values = 2 * cfg.n_layers * cfg.n_kv_heads * T * cfg.head_dim * 4
+        keys_values = kv_cache_bytes_per_token(shape_from_config(cfg), "fp32") * T     # the trace keeps k and v
         return attention * (4 if 4 * attention <= FLOAT32_ATTENTION_BYTES else 2) + keys_values
 
     def trace() -> ForwardTrace:                                        # a cached one: no tokenizing at every rerun

@@ -14,6 +14,7 @@ from app_pages import _caches as caches
 from app_pages._i18n import _
 from app_pages._widgets import show_figure
 from model.analysis.kv_cache_timing import time_steps
+from model.calculator.params import kv_cache_bytes_per_token, shape_from_config
 from viz.efficient import kv_cache_figure
 from viz.format import format_bytes
 
@@ -54,7 +55,7 @@ def kv_cache_panel(lm, g) -> None:
         st.caption(_("Each step feeds only the new token; the keys and values of every earlier token come from the "
                      "cache, {b} per token here ({L} layers × {kv} KV heads × {d} numbers × 2 × 4 bytes). Without "
                      "the cache the model would have to run the whole text again for every new token.").format(
-            b=format_bytes(2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * 4), L=cfg.n_layers,
+            b=format_bytes(kv_cache_bytes_per_token(shape_from_config(cfg), "fp32")), L=cfg.n_layers,
             kv=cfg.n_kv_heads, d=cfg.head_dim))
         key = ("kv_timing", (caches.model_id(lm), tuple(ids), n_prompt))
         timings = caches.caches()["derived"].peek(key)

@@ -14,6 +14,7 @@ from app_pages import _shell as shell
 from app_pages._i18n import N_, _, ngettext, translated
 from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, show_figure, token_legend
 from model.analysis.block_walk import NEAR_ZERO
+from model.calculator.params import kv_cache_bytes_per_token, shape_from_config
 from model.decoder.rope import rope_frequencies
 from model.tokenizers.bpe_walk import bpe_walk, piece_token_count
 from model.tokenizers.labels import readable_token
@@ -36,7 +37,6 @@ PILLS_INLINE = 24                   # up to this many pieces the pills need no b
 LENS_WINDOW = 16                    # logit-lens grid: positions around the chosen one (one cached window each)
 LENS_K = 5
 TOP_N = 10                          # ablation: the next-token candidates shown
-KV_DTYPE_BYTES = 2                  # KV cache numbers in bf16
 NBSP = "\u00a0"                     # keeps a step's number and name on one line of the map
 NORM_NAMES = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
 MLP_NAMES = {"swiglu": "SwiGLU", "gelu": "GELU"}
@@ -245,8 +245,9 @@ def block_view(lm, trace) -> None:
                 filename="gqa_mapping")
     show_figure(vi.qkv_figure(walk.q, walk.k[:, p], walk.v[:, p], walk.kv_head, selected=head, words=words()),
                 key="inside_qkv", filename=f"block_L{layer}_qkv")
-    per_token = 2 * cfg.n_layers * cfg.head_dim * KV_DTYPE_BYTES           # bytes per KV head per token
-    cache = {name_: per_token * n for name_, n in (("GQA", cfg.n_kv_heads), ("MHA", cfg.n_heads), ("MQA", 1))}
+    shape = shape_from_config(cfg).as_dict()
+    cache = {name_: kv_cache_bytes_per_token({**shape, "n_kv_heads": n}, "bf16")
+             for name_, n in (("GQA", cfg.n_kv_heads), ("MHA", cfg.n_heads), ("MQA", 1))}
     st.caption(_("{heads} query heads share {kv_heads} key/value heads: head h reads KV head h // {group} (head "
                  "{head} reads KV head {kv}, outlined). The KV cache keeps k and v of every earlier token: {gqa} per "
                  "token in bf16 here, against {mha} with one KV head per query head (MHA) and {mqa} with a single "
