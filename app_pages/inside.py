@@ -14,6 +14,7 @@ from app_pages import _shell as shell
 from app_pages._i18n import N_, _, ngettext, translated
 from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, show_figure, token_legend
 from model.analysis.block_walk import NEAR_ZERO
+from model.analysis.head_stats import sink_hidden_row
 from model.calculator.params import kv_cache_bytes_per_token, shape_from_config
 from model.decoder.rope import rope_frequencies
 from model.tokenizers.bpe_walk import bpe_walk, piece_token_count
@@ -335,10 +336,7 @@ def attention_steps(cfg, walk, layer: int, head: int, p: int, T: int, kv: int, n
         st.info(_("Token 0 has no earlier keys: its only key is itself, so every head gives it weight 1."),
                 icon=":material/looks_one:")
     else:
-        rows = np.array(walk.pattern, dtype=np.float32)                                    # [H, T]
-        if hide_sink:
-            rows[:, 0] = np.nan
-            rows /= np.nansum(rows, axis=-1, keepdims=True)
+        rows = sink_hidden_row(walk.pattern) if hide_sink else np.asarray(walk.pattern, dtype=np.float32)  # [H, T]
         where = (_("Layer {layer}: where {token} looks (sink hidden)") if hide_sink else
                  _("Layer {layer}: where {token} looks")).format(layer=layer, token=plotly_escape(shorten(name, 20)))
         show_figure(query_heads_heatmap(rows, tokens, p, selected=head, sink_hidden=hide_sink, max_labels=24,

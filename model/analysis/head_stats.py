@@ -36,10 +36,24 @@ def apply_sink(pattern: np.ndarray, hide_sink: bool = True) -> np.ndarray:
     out = np.array(pattern, dtype=np.float32, copy=True)
     if not hide_sink or out.shape[-1] < 2:
         return out
-    rows = out[..., 1:, :]                                   # [..., T-1, T] view: every row but row 0
+    _renormalize_without_key0(out[..., 1:, :])               # [..., T-1, T] view: every row but row 0
+    return out
+
+
+def _renormalize_without_key0(rows: np.ndarray) -> None:
+    """In place on [..., T] rows: key 0 set to 0, the other keys divided by what is left of each row (NaN cells do not
+    count; a row with nothing left stays zero)."""
     rows[..., 0] = 0.0
-    total = np.nansum(rows, axis=-1, keepdims=True)          # [..., T-1, 1]
+    total = np.nansum(rows, axis=-1, keepdims=True)          # [..., 1]
     np.divide(rows, total, out=rows, where=total > 0)
+
+
+def sink_hidden_row(weights: np.ndarray) -> np.ndarray:
+    """One query's weights [..., T] (a query after token 0) as a figure shows them with the sink hidden: key 0 NaN,
+    the other keys renormalized to sum to 1 (float32 copy)."""
+    out = np.array(weights, dtype=np.float32, copy=True)
+    _renormalize_without_key0(out)
+    out[..., 0] = np.nan
     return out
 
 

@@ -12,6 +12,7 @@ from model.analysis.head_stats import (
     mean_row_entropy_bits,
     prev_token_score,
     self_score,
+    sink_hidden_row,
     sink_score,
     top_predictions,
 )
@@ -155,3 +156,14 @@ def test_top_predictions_sorted_probabilities():
     np.testing.assert_allclose(probs, softmax(logits)[[1, 3, 2]])
     assert softmax(np.array([1000.0, 1000.0])) == pytest.approx([0.5, 0.5])   # no overflow
     assert top_predictions(logits, k=99)[0].size == 5
+
+
+def test_sink_hidden_row_renormalizes_one_querys_weights():
+    """Query 2 of a 4-token text, two heads, worked by hand: key 0 hidden, keys 1..2 rescaled to sum to 1; the future
+    key 3 (weight 0) stays 0."""
+    weights = np.array([[0.6, 0.3, 0.1, 0.0],
+                        [0.5, 0.0, 0.5, 0.0]])
+    out = sink_hidden_row(weights)
+    assert np.isnan(out[:, 0]).all()
+    np.testing.assert_allclose(out[:, 1:], [[0.75, 0.25, 0.0], [0.0, 1.0, 0.0]], rtol=1e-6)
+    assert weights[0, 0] == 0.6                                              # the input is not changed
