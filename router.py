@@ -24,6 +24,7 @@ PAGES = [
     ("app_pages/efficient.py", N_("Efficient attention"), ":material/speed:", "efficient"),
     ("app_pages/parameters.py", N_("Parameters"), ":material/calculate:", "parameters"),
     ("app_pages/train.py", N_("Train"), ":material/model_training:", "train"),
+    ("app_pages/lessons.py", N_("Lessons"), ":material/school:", "lessons"),
 ]
 
 

@@ -51,6 +51,10 @@ SINK = Flag("sink", "sink")
 PRESENT = Flag("present", "present")
 LANG = Choice("lang", "lang", None, options=("en", "zh"))   # None: the browser's language (app_pages/_i18n)
 MODEL = ModelName("model", "model")    # a file of the models folder by name; None: the built-in model
+# A lesson's step (app_core/lessons): ?lesson=<id>&step=<n> on any page. Read and written beside a page's own
+# settings, not in SCHEMAS: the Generate page's `step` (its generation step) yields the name inside a lesson.
+LESSON = Text("lesson", "lesson_id", None, max_chars=64, url_limit=200)
+LESSON_STEP = Int("step", "lesson_step", 1, lo=1, hi=40)
 SHARED_KEYS = (TEXT.key, LAYER.key, HEAD.key, QUERY.key, SINK.key)   # the shell draws these controls
 WHOLE_TEXT_PAGES = ("generate",)     # pages that read the whole text (the others show its first 512 tokens)
 
@@ -314,10 +318,13 @@ TRAIN = Schema("train", (
     Int("at", "train_at", None, lo=0, hi=TS.MAX_STEPS),       # the step whose attention is shown (None: the last)
 ))
 
+# ---------------------------------------------------------------------------------------------------------- Lessons
+LESSONS = Schema("lessons", ())           # the list of lessons (app_pages/lessons.py): no settings of its own
+
 # ---------------------------------------------------------------------------------------------------------- all
 SCHEMAS: dict[str, Schema] = {
     s.page: Schema(s.page, (*s.params, PRESENT, LANG, MODEL))
-    for s in (ATTENTION, CAUSAL_MASK, SOFTMAX, GENERATE, INSIDE, POSITIONAL, PARAMETERS, EFFICIENT, TRAIN)
+    for s in (ATTENTION, CAUSAL_MASK, SOFTMAX, GENERATE, INSIDE, POSITIONAL, PARAMETERS, EFFICIENT, TRAIN, LESSONS)
 }
 
 

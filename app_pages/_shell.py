@@ -17,6 +17,7 @@ from app_core.examples import default_text, note_for
 from app_core.link import Context, Note, Schema, clamp, decode, encode
 from app_pages import _caches as caches
 from app_pages import _controls as controls
+from app_pages import _lesson_panel as lesson_panel
 from app_pages._i18n import LANG_KEY, LANGUAGES, _, language, ngettext
 from app_pages._widgets import escape_markdown
 from model import ForwardTrace
@@ -131,6 +132,8 @@ def start(page: str, before_controls: Callable[[], None] | None = None) -> None:
     ss = st.session_state
     schema = S.schema(page)
     ss.setdefault(S.TEXT.key, default_text())
+    for said in lesson_panel.settle(page, first_run=not ss.get(URL_READ)):   # a lesson's step: page and settings
+        link_note(said)
     if not ss.get(URL_READ):
         ss[URL_READ] = True
         _read_link(schema)
@@ -149,12 +152,13 @@ def start(page: str, before_controls: Callable[[], None] | None = None) -> None:
         before_controls()
     st.sidebar.html(CSS + (PRESENTER_CSS if presenter_mode() else ""))   # in the sidebar: no gap on the page
     _shared_controls(schema)
+    lesson_panel.draw(page)
 
 
 def finish() -> None:
     """After the page ran: the URL becomes this page's share link (only its settings that apply, non-default)."""
     page, schema, ctx = st.session_state[RUN]
-    wanted = encode(st.session_state, schema, ctx)
+    wanted = {**encode(st.session_state, schema, ctx), **lesson_panel.link_params(page)}
     if _query() != {k: [v] for k, v in wanted.items()}:
         st.query_params.from_dict(wanted)
 
@@ -162,7 +166,7 @@ def finish() -> None:
 def share_link() -> tuple[str, bool]:
     """(the link to this view, whether the text had to be left out of it because it is too long)."""
     page, schema, ctx = st.session_state[RUN]
-    wanted = encode(st.session_state, schema, ctx)
+    wanted = {**encode(st.session_state, schema, ctx), **lesson_panel.link_params(page)}
     dropped = _applies(schema, S.TEXT.key) and S.TEXT.name not in wanted and current_text() != S.TEXT.default
     base = st.context.url or ("/" if page == "attention" else f"/{page}")
     return base + (f"?{urlencode(wanted)}" if wanted else ""), dropped
@@ -279,6 +283,8 @@ def _share_popover(where) -> None:
         st.caption(_("Copy it with the icon at the right of the box. **The text is too long for a link**: the link "
                      "keeps every other setting, and opens with the default text.") if dropped
                    else _("Copy it with the icon at the right of the box."))
+        page, schema, ctx = st.session_state[RUN]
+        lesson_panel.snippet(page, encode(st.session_state, schema, ctx))
 
 
 def _language_switch(where, short: bool = False) -> None:
