@@ -23,7 +23,7 @@ from model.calculator.params import (
     POSITIONAL_KINDS,
     PRESETS,
 )
-from model.lessons.flash_attention import block_sizes, default_block
+from model.lessons.flash_attention import BLOCK_CANDIDATES, block_sizes, default_block
 from model.lessons.sampling import T_MAX, T_MIN
 from model.train import PRESETS as TRAIN_PRESETS
 from model.train import TrainSettings
@@ -248,6 +248,12 @@ _E_MASK = "eff_mask"
 def _mask_reads(*kinds: str):
     """The masks view is open and its mask is one of kinds (the ones that read this size)."""
     return lambda state: state.get(_E_VIEW) == "masks" and state.get(_E_MASK, "window") in kinds
+
+
+def _flash_blocks(ctx: Context) -> tuple[int, ...]:
+    """The block sizes offered for this text (model.lessons.flash_attention.block_sizes); every candidate while the
+    text is not known yet (a link is read before its text is tokenized, then clamped again)."""
+    return block_sizes(ctx.n_tokens) if ctx.n_tokens else BLOCK_CANDIDATES
 
 
 def _most_tiles(ctx: Context) -> int:
