@@ -16,17 +16,12 @@ class LessonError(ValueError):
         return self.args[0]
 
 
-def fail(template: str, **values) -> LessonError:
-    """A LessonError whose message is the catalog message `template` filled with values."""
-    return LessonError(note(template, **values))
-
-
 def in_each_language(value: Any, what) -> dict[str, str]:
     """{'en': ..., 'zh': ...} with both languages as non-empty text, else a LessonError naming what lacks which."""
     if not isinstance(value, dict):
-        raise fail("{what} must be a table with en and zh texts.", what=what)
+        raise LessonError(note("{what} must be a table with en and zh texts.", what=what))
     for lang in LANGS:
         text = value.get(lang)
         if not isinstance(text, str) or not text.strip():
-            raise fail("{what} has no {lang} text.", what=what, lang=lang)
+            raise LessonError(note("{what} has no {lang} text.", what=what, lang=lang))
     return {lang: value[lang].strip() for lang in LANGS}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app_core import schemas as S
-from app_core.lessons.errors import LANGS, LessonError, fail, in_each_language
+from app_core.lessons.errors import LANGS, LessonError, in_each_language
 from app_core.lessons.questions import Question, parse_question
 from app_core.link import Context, decode, note
 
@@ -65,33 +65,33 @@ def parse_view(page: Any, settings: Any, where: str) -> tuple[str, dict[str, str
     """The step's page and settings, checked by the link codec against the page's schema."""
     pages = [name for name in S.SCHEMAS if name != S.LESSONS.page]
     if not isinstance(page, str) or page not in pages:
-        raise fail("{where}: {page} is not a page of this app (pages: {pages}).", where=where, page=repr(page),
-                   pages=", ".join(pages))
+        raise LessonError(note("{where}: {page} is not a page of this app (pages: {pages}).",
+                               where=where, page=repr(page), pages=", ".join(pages)))
     if settings is None:
         settings = {}
     if not isinstance(settings, dict):
-        raise fail("{where}: settings must be a table of setting = value.", where=where)
+        raise LessonError(note("{where}: settings must be a table of setting = value.", where=where))
     schema = S.schema(page)
     for name in settings:
         if schema.by_name(name) is None or name in CLASS_SETTINGS:
             known = ", ".join(p.name for p in schema.params if p.name not in CLASS_SETTINGS)
-            raise fail("{where}: the {page} page has no setting {name} (its settings: {known}).", where=where,
-                       page=page, name=repr(name), known=known)
+            raise LessonError(note("{where}: the {page} page has no setting {name} (its settings: {known}).",
+                                   where=where, page=page, name=repr(name), known=known))
     query = {name: setting_text(value) for name, value in settings.items()}
     _, notes = decode(query, schema, ANY_MODEL)
     if notes:
-        raise fail("{where}: {problem}", where=where, problem=notes[0])
+        raise LessonError(note("{where}: {problem}", where=where, problem=notes[0]))
     return page, query
 
 
 def parse_step(raw: Any, n: int) -> Step:
     where = note("step {n}", n=n)
     if not isinstance(raw, dict):
-        raise fail("{where} is not a table.", where=where)
+        raise LessonError(note("{where} is not a table.", where=where))
     unknown = set(raw) - {"page", "settings", "text", "question"}
     if unknown:
-        raise fail("{where}: unknown key {key} (a step has page, settings, text, question).", where=where,
-                   key=repr(sorted(unknown)[0]))
+        raise LessonError(note("{where}: unknown key {key} (a step has page, settings, text, question).",
+                               where=where, key=repr(sorted(unknown)[0])))
     page, query = parse_view(raw.get("page"), raw.get("settings"), where)
     text = in_each_language(raw.get("text"), note("{where}'s text", where=where))
     question = parse_question(raw["question"], where) if "question" in raw else None
@@ -103,18 +103,18 @@ def parse_lesson(source: str, lesson_id: str, origin: str = "") -> Lesson:
     try:
         raw = tomllib.loads(source)
     except tomllib.TOMLDecodeError as err:
-        raise fail("Bad TOML syntax: {error}.", error=str(err)) from None
+        raise LessonError(note("Bad TOML syntax: {error}.", error=str(err))) from None
     lesson_id = raw.get("id", lesson_id)
     if not isinstance(lesson_id, str) or not lesson_id or not all(c.isalnum() or c in "-_" for c in lesson_id):
-        raise fail("The lesson's id {id} must be letters, digits, - and _.", id=repr(lesson_id))
+        raise LessonError(note("The lesson's id {id} must be letters, digits, - and _.", id=repr(lesson_id)))
     order = raw.get("order", 1000)
     if isinstance(order, bool) or not isinstance(order, int):
-        raise fail("order must be a whole number.")
+        raise LessonError(note("order must be a whole number."))
     steps = raw.get("steps")
     if not isinstance(steps, list) or not steps:
-        raise fail("The lesson has no steps (each starts with [[steps]]).")
+        raise LessonError(note("The lesson has no steps (each starts with [[steps]])."))
     if len(steps) > MAX_STEPS:
-        raise fail("The lesson has {n} steps: at most {most}.", n=len(steps), most=MAX_STEPS)
+        raise LessonError(note("The lesson has {n} steps: at most {most}.", n=len(steps), most=MAX_STEPS))
     return Lesson(id=lesson_id, title=in_each_language(raw.get("title"), "title"),
                   summary=in_each_language(raw.get("summary"), "summary"),
                   steps=tuple(parse_step(step, i) for i, step in enumerate(steps, start=1)), order=order,

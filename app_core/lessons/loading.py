@@ -8,9 +8,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from app_core.lessons.errors import LessonError, fail
+from app_core.lessons.errors import LessonError
 from app_core.lessons.format import Lesson, parse_lesson
-from app_core.link import Note
+from app_core.link import Note, note
 
 BUILTIN_DIR = Path(__file__).resolve().parents[2] / "lessons"
 ENV_DIR = "ATLAS_LESSONS_DIR"
@@ -59,12 +59,12 @@ def read_lesson(path: Path) -> Lesson:
     """One file's lesson, or a LessonError (an unreadable file is one too)."""
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
-            raise fail("The file is larger than {n} bytes.", n=f"{MAX_FILE_BYTES:,}")
+            raise LessonError(note("The file is larger than {n} bytes.", n=f"{MAX_FILE_BYTES:,}"))
         source = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise fail("The file is not UTF-8 text.") from None
+        raise LessonError(note("The file is not UTF-8 text.")) from None
     except OSError as err:
-        raise fail("The file cannot be read: {error}.", error=err.strerror or str(err)) from None
+        raise LessonError(note("The file cannot be read: {error}.", error=err.strerror or str(err))) from None
     return parse_lesson(source, path.stem, origin=path.name)
 
 
@@ -80,7 +80,7 @@ def _catalog(files: tuple[tuple[str, int, int], ...]) -> Catalog:
             broken.append(Broken(path.name, err.note))
             continue
         if any(other.id == lesson.id for other in lessons):
-            broken.append(Broken(path.name, fail("Another lesson already has the id {id}.", id=lesson.id).note))
+            broken.append(Broken(path.name, note("Another lesson already has the id {id}.", id=lesson.id)))
             continue
         lessons.append(lesson)
     return Catalog(tuple(sorted(lessons, key=lambda lesson: (lesson.order, lesson.id))), tuple(broken))

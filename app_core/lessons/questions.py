@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from app_core.lessons.errors import fail, in_each_language
+from app_core.lessons.errors import LessonError, in_each_language
 from app_core.link import note
 from model.calculator.params import PRESETS, count_parameters, shape_from_config
 
@@ -59,51 +59,52 @@ class Answer:
 def _whole(raw: dict, key: str, default: int, where) -> int:
     value = raw.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise fail("{where}: the question's {key} must be a whole number.", where=where, key=key)
+        raise LessonError(note("{where}: the question's {key} must be a whole number.", where=where, key=key))
     return value
 
 
 def parse_question(raw: Any, where) -> Question:
     """A Question from its TOML table, or a LessonError saying what is wrong with it."""
     if not isinstance(raw, dict):
-        raise fail("{where}: the question must be a table.", where=where)
+        raise LessonError(note("{where}: the question must be a table.", where=where))
     kind = raw.get("kind")
     if kind not in KINDS:
-        raise fail("{where}: the question's kind must be one of {kinds}, not {kind}.", where=where,
-                    kinds=", ".join(KINDS), kind=repr(kind))
+        raise LessonError(note("{where}: the question's kind must be one of {kinds}, not {kind}.",
+                               where=where, kinds=", ".join(KINDS), kind=repr(kind)))
     ask = in_each_language(raw.get("ask"), note("{where}'s question", where=where))
     why = in_each_language(raw.get("why"), note("{where}'s explanation (why)", where=where))
     compute, answer = raw.get("compute"), raw.get("answer")
     if (compute is None) == (answer is None):
-        raise fail("{where}: the question needs either an answer or a compute (not both).", where=where)
+        raise LessonError(note("{where}: the question needs either an answer or a compute (not both).", where=where))
     choices: tuple = ()
     if kind == "choice":
         if compute is not None:
-            raise fail("{where}: a multiple-choice answer is fixed in the file (answer = its number).", where=where)
+            raise LessonError(note("{where}: a multiple-choice answer is fixed in the file (answer = its number).",
+                                   where=where))
         options = raw.get("choices")
         if not isinstance(options, list) or len(options) < 2:
-            raise fail("{where}: a multiple-choice question needs at least two choices.", where=where)
+            raise LessonError(note("{where}: a multiple-choice question needs at least two choices.", where=where))
         choices = tuple(in_each_language(c, note("{where}'s choice {n}", where=where, n=i))
                         for i, c in enumerate(options, start=1))
         if isinstance(answer, bool) or not isinstance(answer, int) or not 1 <= answer <= len(choices):
-            raise fail("{where}: answer must be the number of the right choice, 1 to {n}.", where=where,
-                        n=len(choices))
+            raise LessonError(note("{where}: answer must be the number of the right choice, 1 to {n}.",
+                                   where=where, n=len(choices)))
     elif compute is not None:
         if COMPUTED.get(compute) != kind:
             names = ", ".join(name for name, k in COMPUTED.items() if k == kind)
-            raise fail("{where}: a {kind} question can compute {names}, not {compute}.", where=where, kind=kind,
-                        names=names, compute=repr(compute))
+            raise LessonError(note("{where}: a {kind} question can compute {names}, not {compute}.",
+                                   where=where, kind=kind, names=names, compute=repr(compute)))
     elif kind == "number" and (isinstance(answer, bool) or not isinstance(answer, int | float)):
-        raise fail("{where}: a number question's answer must be a number.", where=where)
+        raise LessonError(note("{where}: a number question's answer must be a number.", where=where))
     elif kind == "token" and (not isinstance(answer, str) or not answer.strip()):
-        raise fail("{where}: a token question's answer must be the token's text.", where=where)
+        raise LessonError(note("{where}: a token question's answer must be the token's text.", where=where))
     preset = raw.get("preset", MODEL)
     if preset != MODEL and preset not in PRESETS:
-        raise fail("{where}: preset {preset} is not one of the calculator's ({names}, or model).", where=where,
-                    preset=repr(preset), names=", ".join(PRESETS))
+        raise LessonError(note("{where}: preset {preset} is not one of the calculator's ({names}, or model).",
+                               where=where, preset=repr(preset), names=", ".join(PRESETS)))
     tolerance = raw.get("tolerance", DEFAULT_TOLERANCE)
     if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not 0 <= tolerance < 1:
-        raise fail("{where}: tolerance must be a number from 0 to 1.", where=where)
+        raise LessonError(note("{where}: tolerance must be a number from 0 to 1.", where=where))
     return Question(kind=kind, ask=ask, why=why, choices=choices, answer=answer, compute=compute,
                     layer=_whole(raw, "layer", 0, where), head=_whole(raw, "head", 0, where),
                     position=_whole(raw, "position", -1, where), without_sink=bool(raw.get("without_sink", False)),
