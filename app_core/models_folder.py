@@ -3,7 +3,9 @@ budget, uploads. A link names a model by its file name without .gguf and is reso
 matching names (never by joining a path), so no link can open a file outside the folder.
 
 Settings (environment): ATLAS_MODELS_DIR (default ~/.cache/attention-atlas/models), ATLAS_MODEL_MEMORY_MB (the loaded
-models' budget), ATLAS_ALLOW_UPLOAD (0: no upload box, for hosted servers), ATLAS_MAX_UPLOAD_MB (default 2048).
+models' budget), ATLAS_ALLOW_UPLOAD (0: no upload box, for hosted servers), ATLAS_MAX_UPLOAD_MB (default 2048),
+ATLAS_ALLOW_DOWNLOAD (1: a box in the picker that fetches a GGUF from the Hub; off by default: a public server must
+not fetch what strangers name).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import weakref
 from pathlib import Path
 
 from app_core.model_pool import ModelPool
+from model.files import hub
 from model.files.catalog import ModelInfo, describe, model_files
 
 # The built-in SmolLM2-135M (620 MB loaded: 513 MB float32 and the generation step's 107 MB of int8 copies) plus one
@@ -36,9 +39,8 @@ def _env_mb(name: str, default: int) -> int:
 
 
 def models_dir() -> Path:
-    """ATLAS_MODELS_DIR, else ~/.cache/attention-atlas/models."""
-    raw = os.environ.get("ATLAS_MODELS_DIR", "").strip()
-    return Path(raw).expanduser() if raw else Path.home() / ".cache" / "attention-atlas" / "models"
+    """ATLAS_MODELS_DIR, else ~/.cache/attention-atlas/models (the folder `python -m model fetch` writes to)."""
+    return hub.models_folder()
 
 
 def memory_budget_bytes() -> int:
@@ -47,6 +49,10 @@ def memory_budget_bytes() -> int:
 
 def upload_allowed() -> bool:
     return os.environ.get("ATLAS_ALLOW_UPLOAD", "1").strip() != "0"
+
+
+def download_allowed() -> bool:
+    return os.environ.get("ATLAS_ALLOW_DOWNLOAD", "0").strip() == "1"
 
 
 def max_upload_bytes() -> int:

@@ -23,6 +23,7 @@ from app_core.budget import ByteBudgetCache
 from app_core.jobs import Job, JobRunner
 from app_core.model_pool import TooLarge
 from app_core.schemas import MODEL
+from app_pages import _default_model
 from app_pages._i18n import _
 from model import ForwardTrace, LayerDetail, load_model
 from model.analysis.attribution import LogitAttribution
@@ -38,7 +39,8 @@ from model.files.gguf import default_model_path, installed_model_path
 from model.files.heap import tune_heap
 from model.lessons.sampling import softmax
 from model.native.threads import threads_from_environment, usable_cores
-from viz.attention import matrix_csv, thumbnail_tiles
+from viz.attention import thumbnail_tiles
+from viz.exports import matrix_csv
 
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_CACHE_MB = 600
@@ -163,22 +165,54 @@ def _loaded(info: models.ModelInfo):
         return load_shared_model(info)
 
 
+def builtin_name() -> str | None:
+    """The built-in model's name (its file name without .gguf) once its file is on this machine: a link names it so
+    where the server has a default model of its own."""
+    found = builtin_model_file()
+    return None if found is None else found.name.removesuffix(".gguf")
+
+
+DEFAULT_NOTED = "_default_model_noted"     # this session was told why the server's default model is not shown
+
+
+def _server_default():
+    """The server's default model (ATLAS_DEFAULT_MODEL), or None where it has none or it cannot be used (the session
+    is then told why, once)."""
+    info, why = _default_model.default_info()
+    if info is not None:
+        try:
+            return _loaded(info)
+        except ModelLoadError as exc:
+            why = str(exc)
+    if why and get_script_run_ctx(suppress_warning=True) is not None and not st.session_state.get(DEFAULT_NOTED):
+        st.session_state[DEFAULT_NOTED] = True
+        st.session_state[MODEL_NOTE] = _("This server's default model ({model}) could not be used: {reason} Showing "
+                                         "the built-in model instead.").format(model=_default_model.configured(),
+                                                                               reason=why)
+    return None
+
+
 def get_model():
-    """The session's shared, read-only language model: the file of the models folder it picked, else the built-in
-    one. A picked model that cannot be loaded (gone, unreadable, too large) gives way to the built-in one, with the
-    reason kept for the shell to show. If the built-in model cannot be loaded, the app shows the loader's message
-    (which says what to do) and stops; nothing is cached, so a fix is picked up on the next run."""
+    """The session's shared, read-only language model: the file of the models folder it picked, else the server's
+    default model (ATLAS_DEFAULT_MODEL), else the built-in one. A picked model that cannot be loaded (gone,
+    unreadable, too large) gives way to the default one, with the reason kept for the shell to show. If the built-in
+    model cannot be loaded, the app shows the loader's message (which says what to do) and stops; nothing is cached,
+    so a fix is picked up on the next run."""
     name = st.session_state.get(MODEL.key) if get_script_run_ctx(suppress_warning=True) is not None else None
-    if name:
-        info = models.resolve(name)
+    info = models.resolve(name) if name else None
+    if name and (info is not None or name != builtin_name()):
         try:
             if info is None:
                 raise ModelLoadError(_("This server has no model named {name} (in its models folder).").format(
                     name=name))
             return _loaded(info)
         except ModelLoadError as exc:
-            st.session_state[MODEL.key] = None
-            st.session_state[MODEL_NOTE] = _("{reason} Showing the built-in model instead.").format(reason=exc)
+            st.session_state[MODEL.key] = name = None
+            st.session_state[MODEL_NOTE] = (_("{reason} Showing this server's default model instead.")
+                                            if _default_model.configured() else
+                                            _("{reason} Showing the built-in model instead.")).format(reason=exc)
+    if not name and (lm := _server_default()) is not None:
+        return lm
     try:
         _fetch_with_progress()
         lm = models.pool().peek(models.identity(builtin_model_path()))

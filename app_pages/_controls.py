@@ -12,6 +12,8 @@ from app_core import models_folder as models
 from app_core import schemas as S
 from app_core.examples import load_examples, localized
 from app_pages import _caches as caches
+from app_pages import _default_model
+from app_pages._download_box import download_box
 from app_pages._i18n import _, language
 from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, selected_rows, token_label
 from model import ForwardTrace, ModelConfig
@@ -76,9 +78,11 @@ UPLOAD = "w_model_upload"
 UPLOAD_NOTE = "_model_upload_note"
 
 
-def model_label(info: models.ModelInfo, builtin: bool = False) -> str:
+def model_label(info: models.ModelInfo, builtin: bool = False, server_default: bool = False) -> str:
     """A readable model's line: name, architecture, parameters, quantization, file size."""
     return (_("{name} (built-in) · {architecture} · {params} parameters · {quant} · {size}") if builtin else
+            _("{name} (this server's default) · {architecture} · {params} parameters · {quant} · {size}")
+            if server_default else
             _("{name} · {architecture} · {params} parameters · {quant} · {size}")).format(
         name=info.name, architecture=info.architecture, params=format_si(info.n_params),
         quant=info.quantization, size=format_bytes(info.file_bytes))
@@ -116,13 +120,23 @@ def model_picker(where) -> None:
     available = models.catalog()
     readable = {info.name: info for info in available if info.ok}
     builtin = models.info_of(caches.builtin_model_path())
-    st.session_state[MODEL_PICK] = st.session_state.get(S.MODEL.key) or BUILTIN_PICK
-    labels = {BUILTIN_PICK: model_label(builtin, True), **{name: model_label(info) for name, info in readable.items()}}
+    server_default = _default_model.ready_info()      # the server's default model: the link's model when unnamed
+    if server_default is None:
+        labels = {BUILTIN_PICK: model_label(builtin, builtin=True)}
+    else:
+        readable.pop(server_default.name, None)
+        labels = {BUILTIN_PICK: model_label(server_default, server_default=True),
+                  builtin.name: model_label(builtin, builtin=True)}
+    labels |= {name: model_label(info) for name, info in readable.items()}
+    pick = st.session_state.get(S.MODEL.key) or BUILTIN_PICK
+    st.session_state[MODEL_PICK] = pick if pick in labels else BUILTIN_PICK
     where.selectbox(_("Model"), options=list(labels), key=MODEL_PICK, on_change=_copy_model_pick,
                     format_func=labels.__getitem__,             # translated here, in the script run
-                    help=_("The built-in model and the GGUF files in this server's models folder ({folder}). The "
-                           "settings stay; layer and head move into the new model's range.").format(
-                        folder=models.models_dir()))
+                    help=(_("The built-in model and the GGUF files in this server's models folder ({folder}). The "
+                            "settings stay; layer and head move into the new model's range.").format(
+                        folder=models.models_dir()) if models.upload_allowed() else   # a path only to those who add
+                        _("The built-in model and the GGUF files in the server's models folder. The settings stay; "
+                          "layer and head move into the new model's range.")))
     for info in available:
         if not info.ok:
             where.caption(":gray[:material/block: " + escape_markdown(_("{file}: cannot be used. {reason}").format(
@@ -134,6 +148,7 @@ def model_picker(where) -> None:
                                 folder=models.models_dir(), limit=format_bytes(models.max_upload_bytes())))
         if st.session_state.get(UPLOAD_NOTE):
             where.caption(":orange[:material/warning: " + escape_markdown(st.session_state[UPLOAD_NOTE]) + "]")
+    download_box(where)
 
 
 def set_setting(key: str, value) -> None:

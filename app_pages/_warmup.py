@@ -17,7 +17,8 @@ PAGE_MODULES = ("viz.generation", "viz.inside", "viz.mask", "viz.params", "viz.p
 
 
 def warm_up() -> None:
-    """Fetch the model package if it is missing, import pandas (see router.py), torch and the first view's modules,
+    """Start fetching the server's default model (ATLAS_DEFAULT_MODEL) if it has one, else fetch the built-in model
+    package if it is missing; import pandas (see router.py), torch and the first view's modules,
     load the model, run the default text, import the other pages' modules, prepare the generation step (~1.5 s),
     freeze what is loaded out of the garbage
     collector's walks. The collector is paused meanwhile (model.heap.paused_gc): the ~1M objects these imports and
@@ -26,17 +27,24 @@ def warm_up() -> None:
         from model.files.heap import paused_gc
 
         with paused_gc():
-            from model.files.gguf import default_model_path
+            from app_core import default_model
 
-            default_model_path()
+            server_default = default_model.current()
+            if server_default is not None:
+                server_default.start()        # ATLAS_DEFAULT_MODEL: fetched while the libraries below are imported
             import pandas  # noqa: F401
             import torch  # noqa: F401
             for module in FIRST_VIEW_MODULES:
                 importlib.import_module(module)
             from app_core.examples import default_text
             from app_pages import _caches as caches
+            from app_pages._default_model import default_info
+            from model.files.gguf import default_model_path
 
-            lm = caches.load_shared_model()
+            info, _ = default_info()          # None: no default model, or it failed (the built-in one is used)
+            if info is None:
+                default_model_path()
+            lm = caches.load_shared_model(info)
             caches.get_trace(default_text())
             for module in PAGE_MODULES:
                 importlib.import_module(module)
