@@ -9,7 +9,6 @@ in HIDDEN_COLOR with a hover that says why; a weight of 0 is the dark end of the
 """
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import dataclass
 
@@ -18,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz.format import percent_labels, probability_axis
-from viz.labels import plotly_escape, position_labels, row_axis, token_axis, token_categories
+from viz.labels import plotly_escape, row_axis, token_axis, token_categories
 from viz.margins import (
     TICK_PAD_PX,
     colour_bar_px,
@@ -487,18 +486,3 @@ def next_token_bars(labels: list[str], probs: np.ndarray, *, title: str | None =
         r=math.ceil(text_px("100%", TICK_FONT_SIZE) / 2 + TICK_PAD_PX),     # a tick label at the axis' end
         b=math.ceil(tick_depth(0, 0, TICK_FONT_SIZE) + title_depth(FONT_SIZE))))
     return fig
-
-
-# ----------------------------------------------------------------------------------------------------- export
-def matrix_csv(pattern: np.ndarray, tokens: list[str]) -> str:
-    """One head's [T, T] matrix as CSV: header and first column are position-prefixed token labels (the same
-    labels as the axes); masked (j > i) and hidden cells are left empty."""
-    p = causal_nan(np.asarray(pattern))
-    labels = position_labels(tokens)
-    out = io.StringIO()
-    quote = lambda s: '"' + s.replace('"', '""') + '"'  # noqa: E731
-    out.write(",".join([quote("query \\ key")] + [quote(s) for s in labels]) + "\n")
-    for i, row in enumerate(p):
-        cells = ["" if not np.isfinite(v) else f"{v:.6g}" for v in row]
-        out.write(quote(labels[i]) + "," + ",".join(cells) + "\n")
-    return out.getvalue()

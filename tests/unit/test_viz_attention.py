@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 import pytest
 
 from viz import attention as va
+from viz.exports import matrix_csv
 from viz.theme import MASKED_COLOR
 
 
@@ -152,7 +153,7 @@ def test_next_token_bars():
 def test_matrix_csv_round_trip():
     tokens = ["The", '"q"', "The"]
     p = causal_softmax(3)
-    rows = list(csv.reader(io.StringIO(va.matrix_csv(p, tokens))))
+    rows = list(csv.reader(io.StringIO(matrix_csv(p, tokens))))
     assert rows[0][1:] == ["0 The", '1 "q"', "2 The"]
     assert [r[0] for r in rows[1:]] == ["0 The", '1 "q"', "2 The"]
     assert rows[1][2] == "" and rows[1][3] == ""                   # masked cells empty
