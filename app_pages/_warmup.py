@@ -48,7 +48,7 @@ def warm_up() -> None:
             caches.get_trace(default_text())
             for module in PAGE_MODULES:
                 importlib.import_module(module)
-            from model.decoder.generation import steps_for
+            from model.decoder.step_weights import steps_for
 
             steps_for(lm)      # the generation step's int8 copies and native kernels: not on the first Generate click
 

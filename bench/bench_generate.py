@@ -82,7 +82,8 @@ def main() -> None:
     import torch
 
     from model import load_model
-    from model.decoder.generation import BlockWeights, IncrementalDecoder
+    from model.decoder.generation import IncrementalDecoder
+    from model.decoder.step_weights import BlockWeights
 
     lm = load_model(path=args.model) if args.model else load_model()
     cfg = lm.config

@@ -28,6 +28,8 @@ import numpy as np
 import torch
 
 from model.decoder import generation as G
+from model.decoder.generation_records import Generation, GenerationSettings, GenerationStep
+from model.decoder.next_token import SoftmaxWorkspace, choose_steps
 from model.decoder.trace import ForwardTrace
 
 _DONE = object()
@@ -39,8 +41,8 @@ class Request:
     """One generation in the batch: its cache, its random generator, and the queue its steps go to."""
 
     prompt_ids: list[int]
-    settings: G.GenerationSettings
-    on_step: Callable[[G.GenerationStep], bool | None] | None = None   # run in the batch thread (else: to steps)
+    settings: GenerationSettings
+    on_step: Callable[[GenerationStep], bool | None] | None = None   # run in the batch thread (else: to steps)
     steps: queue.Queue = field(default_factory=queue.Queue)            # steps (when no on_step), errors, _DONE
     made_steps: list = field(default_factory=list)                     # the steps, when on_step
     cancelled: threading.Event = field(default_factory=threading.Event)
@@ -60,10 +62,10 @@ class GenerationBatcher:
         self._joining: list[Request] = []
         self._lock = threading.Condition()
         self._running = False
-        self._softmaxes = G.SoftmaxWorkspace()      # the batch thread's, reused every step
+        self._softmaxes = SoftmaxWorkspace()      # the batch thread's, reused every step
 
-    def run(self, prompt_ids: Sequence[int], settings: G.GenerationSettings,
-            trace: ForwardTrace | None = None) -> Iterator[G.GenerationStep]:
+    def run(self, prompt_ids: Sequence[int], settings: GenerationSettings,
+            trace: ForwardTrace | None = None) -> Iterator[GenerationStep]:
         """Each step of one generation as soon as the batch has made it. Stop iterating to cancel. A trace of the
         prompt (generation.starts_prompt) starts its cache instead of a prompt pass."""
         request = self._submit(Request(list(prompt_ids), settings, trace=trace))
@@ -75,9 +77,9 @@ class GenerationBatcher:
         finally:
             request.cancelled.set()
 
-    def run_to_end(self, prompt_ids: Sequence[int], settings: G.GenerationSettings,
-                   on_step: Callable[[G.GenerationStep], bool | None],
-                   trace: ForwardTrace | None = None) -> list[G.GenerationStep]:
+    def run_to_end(self, prompt_ids: Sequence[int], settings: GenerationSettings,
+                   on_step: Callable[[GenerationStep], bool | None],
+                   trace: ForwardTrace | None = None) -> list[GenerationStep]:
         """Every step of one generation. on_step(step) runs in the batch thread as each step is made (keep it short:
         the whole batch waits for it); returning True stops this generation there (its error stops only it). A
         trace of the prompt starts its cache, as in run."""
@@ -151,12 +153,12 @@ class GenerationBatcher:
         """Each request's next step from its logits [V] and attention row, every row at once
         (generation.choose_steps: a draw with each request's own generator); on_step runs here, in order. (A helper
         thread choosing half of the rows gave nothing: what numpy left there was Python, holding the GIL.)"""
-        steps = G.choose_steps(self.lm, [r.made for r in batch], np.asarray(logits), [r.settings for r in batch],
+        steps = choose_steps(self.lm, [r.made for r in batch], np.asarray(logits), [r.settings for r in batch],
                                [r.rng for r in batch], rows, self._softmaxes)
         for r, step in zip(batch, steps, strict=True):
             self._record(r, step)
 
-    def _record(self, r: Request, step: G.GenerationStep) -> None:
+    def _record(self, r: Request, step: GenerationStep) -> None:
         r.made += 1
         r.next_token = step.token_id
         if r.on_step is None:
@@ -193,15 +195,15 @@ def batcher_for(lm) -> GenerationBatcher:
         return batcher
 
 
-def generate_steps(lm, prompt_ids: Sequence[int], settings: G.GenerationSettings) -> Iterator[G.GenerationStep]:
+def generate_steps(lm, prompt_ids: Sequence[int], settings: GenerationSettings) -> Iterator[GenerationStep]:
     """Yield each step as soon as it is chosen (in the model's shared batch); stops after max_new_tokens or after the
     end-of-sequence token. prompt_ids must already fit (generation.prepare_prompt). Stop iterating to cancel."""
     return batcher_for(lm).run(prompt_ids, settings)
 
 
-def generate(lm, prompt: str | Sequence[int], settings: G.GenerationSettings,
-             on_step: Callable[[G.GenerationStep], bool | None] | None = None,
-             trace: ForwardTrace | None = None) -> G.Generation:
+def generate(lm, prompt: str | Sequence[int], settings: GenerationSettings,
+             on_step: Callable[[GenerationStep], bool | None] | None = None,
+             trace: ForwardTrace | None = None) -> Generation:
     """One generation to its end in the model's shared batch. on_step(step) is called after each step (progress), in
     the batch's thread: keep it short; if it returns True, generation stops there (stop_reason "cancelled"). A
     causal trace of exactly the prompt's tokens (lm.run of the same text, generation.starts_prompt) starts the
@@ -214,7 +216,7 @@ def generate(lm, prompt: str | Sequence[int], settings: G.GenerationSettings,
     else:
         stop_reason = "length" if len(steps) == settings.max_new_tokens else "cancelled"
     new_ids = [s.token_id for s in steps]
-    return G.Generation(prompt=text, prompt_ids=ids, prompt_tokens=lm.token_strings(ids),
+    return Generation(prompt=text, prompt_ids=ids, prompt_tokens=lm.token_strings(ids),
                         truncated=n_total > len(ids), n_prompt_tokens_total=n_total, settings=settings,
                         steps=tuple(steps), new_text=lm.decode(new_ids), stop_reason=stop_reason,
                         eos_token_id=lm.eos_token_id)

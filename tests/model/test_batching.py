@@ -12,6 +12,7 @@ import pytest
 
 from model import load_model
 from model.decoder import generation as G
+from model.decoder.step_weights import steps_for
 from model.native import int8_linear
 from tests.tiny_gguf import Tiny, write_tiny
 
@@ -149,7 +150,7 @@ def assert_prompts_run_as_rows(model) -> None:
     forward runs each prompt alone; failed where it runs but the model's steps are not all native."""
     if not int8_linear.available():
         pytest.skip("no native int8 kernel here: prompts run one by one in the torch forward, nothing is shared")
-    assert G.steps_for(model).all_native
+    assert steps_for(model).all_native
 
 
 def _shared(a, b) -> int:

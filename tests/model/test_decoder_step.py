@@ -8,6 +8,7 @@ import torch
 
 from model import load_model
 from model.decoder import generation as G
+from model.decoder.step_weights import steps_for
 from model.native import decoder_step
 from tests.tiny_gguf import Tiny, write_tiny
 
@@ -45,7 +46,7 @@ KEPT_QUANTIZED = ["qwen2_q8_0"]      # Q8_0 kept quantized: q / k / v and gate /
                          [(name, True) for name in KEPT_QUANTIZED])
 def test_native_blocks_equal_the_numpy_blocks(built, name, keep_quantized):
     lm = load_model(path=built[name][0], keep_quantized=keep_quantized)
-    steps = G.steps_for(lm)
+    steps = steps_for(lm)
     assert steps.native_blocks is not None, "this model's blocks should run natively"
     assert isinstance(steps.blocks[0].qkv, tuple) == bool(keep_quantized)      # parts multiplied in place
     ids = lm.encode(TEXT)
@@ -66,7 +67,7 @@ def test_native_blocks_equal_the_numpy_blocks(built, name, keep_quantized):
 def test_greedy_generation_equals_transformers(built, name, keep_quantized):
     path, hf = built[name]
     lm = load_model(path=path, keep_quantized=keep_quantized)
-    assert G.steps_for(lm).native_blocks is not None
+    assert steps_for(lm).native_blocks is not None
     ids = lm.encode(TEXT)
     ours = lm.generate(ids, max_new_tokens=10, temperature=0)
     with torch.no_grad():
@@ -95,7 +96,7 @@ def test_split_across_any_number_of_threads_gives_the_same_bits(built, monkeypat
 def test_gpt2_keeps_the_numpy_blocks(tmp_path):
     path = tmp_path / "gpt2.gguf"
     write_tiny(path, Tiny(arch="gpt2", quant="Q8_0"))
-    assert G.steps_for(load_model(path=path)).native_blocks is None            # LayerNorm, GELU, positions
+    assert steps_for(load_model(path=path)).native_blocks is None            # LayerNorm, GELU, positions
 
 
 def swiglu_rows(gate_up: np.ndarray, threads: int) -> np.ndarray:

@@ -7,17 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from model.decoder.generation import (
-    MAX_NEW_TOKENS,
-    GenerationSettings,
-    IncrementalDecoder,
+from model.decoder.generation import IncrementalDecoder, first_token_samples, prepare_prompt
+from model.decoder.generation_records import MAX_NEW_TOKENS, GenerationSettings
+from model.decoder.next_token import (
     SoftmaxWorkspace,
     choose_steps,
     choose_token,
-    first_token_samples,
     inverse_cdf,
     next_token_distribution,
-    prepare_prompt,
     record_step,
 )
 from model.lessons.sampling import top_ids

@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from model.decoder import bitplanes, matrices
-from model.decoder.generation import _affine
 from model.decoder.matrices import DenseMatrix, QuantizedMatrix, matrix_from_gguf
+from model.decoder.step_products import affine
 from model.files.quants import SUPPORTED_TYPES, row_bytes
 from tests.quant_blocks import random_tensor, reference
 
@@ -209,15 +209,15 @@ def test_nbytes_as_planned_and_near_the_files(case):
 
 
 def test_a_step_row_gets_the_same_numbers_alone_and_among_24_rows(case):
-    """A generation step's product of a row (generation._affine: padded to a multiple of 8 rows, multiplied 8 at a
+    """A generation step's product of a row (step_products.affine: padded to a multiple of 8 rows, multiplied 8 at a
     time) does not depend on the other rows: a sequence gets the same numbers alone and in any batch (MKL on an AMD
     CPU rounds a row differently among 8 and among 24 rows)."""
     type_name, raw, expected = case
     matrix = QuantizedMatrix(raw, type_name, (ROWS, COLS))
     x = torch.randn(24, COLS, generator=torch.Generator().manual_seed(4)).numpy()     # [rows, in]
-    together = _affine(matrix, x, None)                                                # [24, out]
+    together = affine(matrix, x, None)                                                # [24, out]
     for i in (0, 7, 13, 23):
-        np.testing.assert_array_equal(together[i], _affine(matrix, x[i:i + 1], None)[0])
-    np.testing.assert_array_equal(together[8:16], _affine(matrix, x[8:16], None))
+        np.testing.assert_array_equal(together[i], affine(matrix, x[i:i + 1], None)[0])
+    np.testing.assert_array_equal(together[8:16], affine(matrix, x[8:16], None))
     reference_product = x.astype(np.float64) @ expected.astype(np.float64).T
     assert relative_error(torch.from_numpy(together), torch.from_numpy(reference_product)) < 1e-5
