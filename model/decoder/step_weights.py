@@ -1,6 +1,7 @@
 """What a generation step reads, made once per model and shared by every generation (steps_for): each block's
 matrices as the step multiplies them (int8 blocks where the native kernel runs), norms and biases as numpy arrays,
-the LM head; and the blocks as one native decoder step where the model is Llama-like throughout (native_decoder_step)."""
+the LM head; and the blocks as one native decoder step where the model is Llama-like throughout
+(native_decoder_step)."""
 from __future__ import annotations
 
 import threading
