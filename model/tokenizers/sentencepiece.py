@@ -22,6 +22,7 @@ from model.tokenizers.specials import SpecialSplitter
 SPACE = "▁"  # U+2581, SentencePiece's mark for a space
 SPECIAL_TOKEN_TYPES = (TokenType.CONTROL, TokenType.USER_DEFINED, TokenType.UNKNOWN)  # matched whole (llama.cpp)
 _BYTE_TOKEN = regex.compile(r"<0x([0-9A-Fa-f]{2})>")
+KNOWN_SEGMENTS = 1 << 16   # segments whose ids are remembered (~100 bytes each: a few MB at most)
 
 
 class SentencePieceTokenizer:
@@ -71,6 +72,7 @@ class SentencePieceTokenizer:
         self._ranks = {text: order[scores[i]] for text, i in normal.items()}
         self._pairs = {pair for text in normal for pair in _adjacent(text.decode())}  # side by side in a token
         self._id_bytes = [_token_bytes(text, kind) for text, kind in zip(texts, token_types, strict=True)]
+        self._known: dict[str, tuple[int, ...]] = {}    # segment -> its ids (see _segment_ids)
 
     @property
     def missing_bytes(self) -> bytes:
@@ -86,8 +88,18 @@ class SentencePieceTokenizer:
                 ids.append(self._specials.ids[part])
             else:
                 for segment in self._segments(part):
-                    ids.extend(self._id(p) for p in _merge(self._symbols(segment), self._ranks))
+                    ids.extend(self._segment_ids(segment))
         return ids
+
+    def _segment_ids(self, segment: str) -> tuple[int, ...]:
+        """The ids of one segment, remembered: text repeats its words, and a segment's ids depend on it alone."""
+        found = self._known.get(segment)
+        if found is None:
+            found = tuple(self._id(p) for p in _merge(self._symbols(segment), self._ranks))
+            if len(self._known) >= KNOWN_SEGMENTS:
+                self._known.clear()                 # bounded: a long run of new text starts the memory over
+            self._known[segment] = found
+        return found
 
     def decode(self, ids: list[int]) -> str:
         """The text of ids: '▁' as a space, byte tokens as their bytes, control tokens as written; the space
@@ -156,19 +168,19 @@ class SentencePieceTokenizer:
 def _merge(symbols: list[bytes], ranks: dict[bytes, int]) -> list[bytes]:
     """Join adjacent symbols, the pair with the lowest rank first (the leftmost on a tie), until no joined pair has a
     rank: llama.cpp's llm_tokenizer_spm_session with a heap of candidate pairs and a linked list of symbols."""
+    n = len(symbols)
+    if n < 2:
+        return symbols
     size = [len(s) for s in symbols]
-    nxt = list(range(1, len(symbols))) + [-1]
-    prv = list(range(-1, len(symbols) - 1))
+    nxt = list(range(1, n)) + [-1]
+    prv = list(range(-1, n - 1))
     text = list(symbols)
+    get = ranks.get
     heap: list[tuple[int, int, int]] = []
-
-    def push(left: int) -> None:
-        right = nxt[left] if left >= 0 else -1
-        if right >= 0 and (rank := ranks.get(text[left] + text[right])) is not None:
-            heapq.heappush(heap, (rank, left, size[left] + size[right]))
-
-    for i in range(len(symbols) - 1):
-        push(i)
+    for i in range(n - 1):
+        if (rank := get(text[i] + text[i + 1])) is not None:
+            heap.append((rank, i, size[i] + size[i + 1]))
+    heapq.heapify(heap)
     while heap:
         _, left, joined = heapq.heappop(heap)
         right = nxt[left]
@@ -176,12 +188,15 @@ def _merge(symbols: list[bytes], ranks: dict[bytes, int]) -> list[bytes]:
             continue  # one of the pair was joined into something else since it was pushed
         text[left] += text[right]
         size[left], size[right] = joined, 0
-        nxt[left] = nxt[right]
-        if nxt[left] >= 0:
-            prv[nxt[left]] = left
-        push(prv[left])
-        push(left)
-    return [s for s, n in zip(text, size, strict=True) if n]
+        after = nxt[left] = nxt[right]
+        if after >= 0:
+            prv[after] = left
+            if (rank := get(text[left] + text[after])) is not None:
+                heapq.heappush(heap, (rank, left, joined + size[after]))
+        before = prv[left]
+        if before >= 0 and (rank := get(text[before] + text[left])) is not None:
+            heapq.heappush(heap, (rank, before, size[before] + joined))
+    return [s for s, k in zip(text, size, strict=True) if k]
 
 
 def _text(token_id: int, token: bytes) -> str:

@@ -56,6 +56,20 @@ def test_sentencepiece_ids_and_text_match_sentencepiece(sp, spm_tok):
     assert len(byte_fallback) > 1000  # the vocabulary is tiny: most strings need byte tokens
 
 
+def test_sentencepiece_remembers_segments_within_a_bound(sp, monkeypatch):
+    """Segment ids are remembered (text repeats its words) up to KNOWN_SEGMENTS, then the memory starts over; the
+    ids are sentencepiece's either way, on a fresh tokenizer and on one whose memory holds every segment."""
+    from model.tokenizers import sentencepiece as spm_module
+
+    monkeypatch.setattr(spm_module, "KNOWN_SEGMENTS", 50)
+    tok = build_tokenizer(sentencepiece_meta(sp), "tiny-spm")
+    strings = generated_strings(n=400, seed=5)
+    for _ in range(2):                                            # the second pass reads remembered segments
+        bad = mismatches(lambda s: tok.encode(s)[1:], sp.encode, strings)
+        assert not bad, f"{len(bad)} of {len(strings)} differ, first: {bad[:3]!r}"
+        assert 0 < len(tok._known) <= 50
+
+
 def test_sentencepiece_without_space_prefix_or_bos():
     sp = train_sentencepiece(vocab_size=500, add_dummy_prefix=False)
     tok = build_tokenizer(sentencepiece_meta(sp, add_space_prefix=False, add_bos_token=False), "no-prefix")
