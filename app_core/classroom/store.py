@@ -1,0 +1,126 @@
+"""A class's shared state and the interface of its two stores (memory.py: this process; redis_store.py: Redis,
+shared by every replica).
+
+The state is the teacher's current view (exactly what a share link carries: the page and its query params, the
+text always), its version (one number a follower polls cheaply, raised by every change of the view and by Reveal),
+the current question's key and whether its answer is revealed; beside it, the followers' heartbeats and the
+students' answers. Every change of the view needs the teacher's secret; a student writes only their own heartbeat
+and their own answer to the current question. A class ends with end() or after `ttl_s` (12 h) without the teacher.
+"""
+from __future__ import annotations
+
+import json
+import time
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+TTL_S = 12 * 3600              # a class ends after this long without the teacher
+FOLLOW_WINDOW_S = 15.0         # a follower counts while its last heartbeat is this recent
+ANSWER_CHARS = 16              # an answer is a choice's number or "right" / "wrong": short
+FOLLOWER_ID_CHARS = 64
+
+
+class ClassClosed(LookupError):
+    """No open class has this code: `ended` says whether its teacher ended it (else unknown, or expired)."""
+
+    def __init__(self, code: str, ended: bool):
+        super().__init__(f"class {code} {'has ended' if ended else 'is unknown'}")
+        self.code, self.ended = code, ended
+
+
+class NotTeacher(PermissionError):
+    """The secret given is not the teacher's: nothing was written."""
+
+
+@dataclass(frozen=True)
+class View:
+    """What every follower shows: a page, its link's query params, the step's question (key) and its reveal."""
+
+    page: str
+    params: dict[str, str] = field(default_factory=dict)
+    question: str | None = None
+    revealed: bool = False
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> View:
+        data = json.loads(text)
+        return View(str(data["page"]), {str(k): str(v) for k, v in data["params"].items()},
+                    data.get("question"), bool(data.get("revealed")))
+
+
+@dataclass(frozen=True)
+class ClassState:
+    code: str
+    version: int
+    view: View
+
+
+def tally(answers: list[str]) -> dict[str, int]:
+    """How many gave each answer."""
+    return dict(Counter(answers))
+
+
+def check_answer_text(question: str, follower: str, answer: str) -> None:
+    """ValueError for an answer a student could not have sent from the page (too long, empty)."""
+    if not answer or len(answer) > ANSWER_CHARS or not follower or len(follower) > FOLLOWER_ID_CHARS:
+        raise ValueError("not an answer")
+
+
+class ClassStore(ABC):
+    """Open, follow, drive and end classes. `clock` gives the time in seconds (heartbeats, expiry in memory)."""
+
+    def __init__(self, ttl_s: float = TTL_S, follow_window_s: float = FOLLOW_WINDOW_S,
+                 clock: Callable[[], float] = time.time):
+        self.ttl_s, self.follow_window_s, self.clock = ttl_s, follow_window_s, clock
+
+    @abstractmethod
+    def create(self, view: View) -> tuple[str, str]:
+        """A new class showing view: (its join code, the teacher's secret)."""
+
+    @abstractmethod
+    def version(self, code: str) -> int | None:
+        """The view's version (a follower's poll: one read); None when no open class has this code."""
+
+    @abstractmethod
+    def state(self, code: str) -> ClassState:
+        """The class's version and view; ClassClosed when no open class has this code."""
+
+    @abstractmethod
+    def publish(self, code: str, secret: str, view: View) -> int:
+        """The teacher's new view: the new version. The same view again changes nothing (same version); another
+        question starts with no answers and unrevealed (view.revealed is ignored: reveal() sets it). NotTeacher,
+        ClassClosed."""
+
+    @abstractmethod
+    def reveal(self, code: str, secret: str) -> int:
+        """Reveal the current question's answer on every screen: the new version. NotTeacher, ClassClosed."""
+
+    @abstractmethod
+    def teacher_here(self, code: str, secret: str) -> None:
+        """The teacher is still there: the class lives another ttl_s. NotTeacher, ClassClosed."""
+
+    @abstractmethod
+    def end(self, code: str, secret: str) -> None:
+        """End the class: its code then reads as ended. NotTeacher, ClassClosed."""
+
+    @abstractmethod
+    def follow(self, code: str, follower: str) -> None:
+        """A follower's heartbeat. ClassClosed."""
+
+    @abstractmethod
+    def followers(self, code: str) -> int:
+        """How many followers sent a heartbeat within follow_window_s."""
+
+    @abstractmethod
+    def answer(self, code: str, follower: str, question: str, answer: str) -> bool:
+        """A student's answer to the current question (the last one counts); False when that question is no longer
+        the current one or its answer is revealed. ClassClosed."""
+
+    @abstractmethod
+    def answers(self, code: str, secret: str) -> dict[str, int]:
+        """The current question's answers, counted (only the teacher reads them). NotTeacher, ClassClosed."""
