@@ -10,7 +10,7 @@ import streamlit as st
 
 from app_core import models_folder as models
 from app_core import schemas as S
-from app_core.examples import load_examples, localized
+from app_core.examples import load_examples, localized, offered, reads_chinese
 from app_pages import _caches as caches
 from app_pages import _default_model
 from app_pages._download_box import download_box
@@ -39,7 +39,8 @@ def _text_changed() -> None:
 
 def example_picker(where) -> None:
     examples = [localized(e, language()) for e in load_examples()]
-    where.selectbox(_("Example texts"), options=list(range(len(examples))), index=None, key="w_example",
+    chinese = reads_chinese(caches.get_model().tokenizer)
+    where.selectbox(_("Example texts"), options=offered(chinese), index=None, key="w_example",
                     format_func=lambda i: examples[i]["title"], placeholder=_("Load an example text…"),
                     on_change=_pick_example, label_visibility="collapsed")
 

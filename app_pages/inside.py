@@ -1,10 +1,9 @@
-"""Inside a block: how the text becomes tokens (byte-level BPE or SentencePiece, merge by merge), then one token
+"""Inside a block: how the text becomes tokens (app_pages/_tokenization_view.py), then one token
 through one decoder block with the model's own numbers, the residual stream's size across layers, the logit lens, and
 which heads push the prediction (direct logit attribution and head ablation)."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from app_core import schemas as S
@@ -12,29 +11,23 @@ from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _shell as shell
 from app_pages._i18n import N_, _, ngettext, translated
+from app_pages._tokenization_view import follow_text, tokens_view
 from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, show_figure, token_legend
 from model.analysis.block_walk import NEAR_ZERO
 from model.analysis.head_stats import sink_hidden_row
 from model.calculator.params import kv_cache_bytes_per_token, shape_from_config
 from model.decoder.rope import rope_frequencies
-from model.tokenizers.bpe_walk import bpe_walk, piece_token_count
-from model.tokenizers.labels import readable_token
-from model.tokenizers.sentencepiece import SentencePieceTokenizer
 from viz import inside as vi
 from viz.attention import query_heads_heatmap
 from viz.format import format_bytes
 from viz.labels import plotly_escape, shorten
 
 VIEW = S.INSIDE.by_name("view")
-PIECE, TARGET, OFF = (S.INSIDE.by_name(n) for n in ("piece", "target", "off"))
-PIECE_PICK = "inside_piece_pick"    # the piece picker's own key: it copies into the piece setting (None = automatic)
+TARGET, OFF = (S.INSIDE.by_name(n) for n in ("target", "off"))
 TARGET_PICK = "inside_target_pick"  # the target box's own key: it copies into the target setting
 OFF_PICK = "inside_off_pick"        # the ablation box's own key: it copies into the off setting
 ATTRIBUTION_CHART = "inside_attribution"
 AUTO = -1                           # the target box's "the model's top prediction"
-PILLS_MAX = 160                     # up to this many pieces the picker is clickable pills, beyond that a slider
-PILLS_BOX_PX = 118                  # the pills scroll inside a box this high when they need more than ~3 rows
-PILLS_INLINE = 24                   # up to this many pieces the pills need no box
 LENS_WINDOW = 16                    # logit-lens grid: positions around the chosen one (one cached window each)
 LENS_K = 5
 TOP_N = 10                          # ablation: the next-token candidates shown
@@ -45,14 +38,6 @@ ss = st.session_state
 
 
 # ------------------------------------------------------------------------------------------------------ helpers
-def follow_text(param, text: str) -> None:
-    """A setting chosen for one text (a piece, a target token) goes back to automatic when the text changes."""
-    marker = f"_{param.key}_text"
-    if marker in ss and ss[marker] != text:
-        ss[param.key] = param.default
-    ss[marker] = text
-
-
 def tok_md(label: str, max_chars: int = 24) -> str:
     """A token label for Markdown: shortened, escaped, quoted, in bold."""
     return f"**‘{escape_markdown(shorten(label, max_chars))}’**"
@@ -82,94 +67,6 @@ def vector_note(x: np.ndarray) -> str:
     big = int(np.argmax(np.abs(x)))
     return _("‖x‖ = {norm}, largest |xᵢ| = {largest} (dimension {dim})").format(
         norm=f"{np.linalg.norm(x):,.1f}", largest=f"{abs(float(x[big])):,.1f}", dim=big)
-
-
-# --------------------------------------------------------------------------------------------------- tokenization
-def auto_piece(pieces: list[str], counts: list[int | None]) -> int:
-    """The first piece BPE leaves as 2+ tokens (the interesting case), else the longest one short enough to walk
-    (earliest of equals); counts[i] is None for a piece too long to walk."""
-    split = [i for i, c in enumerate(counts) if c is not None and c >= 2]
-    if split:
-        return split[0]
-    walkable = [i for i, c in enumerate(counts) if c is not None] or list(range(len(pieces)))
-    return max(walkable, key=lambda i: (len(pieces[i].encode("utf-8", errors="surrogatepass")), -i))
-
-
-def tokens_view(lm, text: str) -> None:
-    tok = lm.tokenizer
-    sentencepiece = isinstance(tok, SentencePieceTokenizer)
-    pieces = tok.pieces(text)
-    if not pieces:
-        st.info(_("The pre-tokenizer finds nothing to split in this text."), icon=":material/edit_note:")
-        return
-    follow_text(PIECE, text)
-    n_prefix = len(tok.prefix_ids)
-    counts = [piece_token_count(tok, p) for p in pieces]
-    auto = auto_piece(pieces, counts)
-    picked = dict(on_change=controls.follow_pick, args=(PIECE_PICK, PIECE.key, auto))
-    if ss.get(PIECE.key) is not None and ss[PIECE.key] >= len(pieces):
-        ss[PIECE.key] = None                                    # a link's piece beyond this text's pieces: automatic
-    chosen = auto if ss.get(PIECE.key) is None else int(ss[PIECE.key])
-    ss[PIECE_PICK] = chosen
-    labels = [readable_token(p.encode("utf-8", errors="surrogatepass")) for p in pieces]
-    label = _("The pre-tokenizer splits the text into {n} pieces (BPE never merges across them). Click one to "
-              "tokenize it:").format(n=f"{len(pieces):,}")
-    if len(pieces) <= PILLS_MAX:
-        box = dict(height=PILLS_BOX_PX) if len(pieces) > PILLS_INLINE else {}
-        with st.container(border=False, **box):
-            st.pills(label, options=list(range(len(pieces))), key=PIECE_PICK, required=True, **picked,
-                     format_func=lambda i: escape_markdown(labels[i]))
-    else:
-        st.select_slider(label, options=list(range(len(pieces))), key=PIECE_PICK, **picked,
-                         format_func=lambda i: f"#{i} {shorten(labels[i], 16)}")
-    try:
-        walk = bpe_walk(tok, pieces[chosen])
-    except ValueError as err:
-        st.info(str(err), icon=":material/content_cut:")
-        return
-    if not walk.raw:
-        st.info(_("Piece #{piece} is only bytes that no token covers (control characters): the tokenizer drops "
-                  "it.").format(piece=chosen), icon=":material/block:")
-        return
-    part_labels = [[readable_token(part) for part in step] for step in walk.steps]
-    merged_at = [None] + [m.index for m in walk.merges]
-    title = ngettext("Piece #{piece} '{text}': {bytes} bytes → {n} token",
-                     "Piece #{piece} '{text}': {bytes} bytes → {n} tokens", len(walk.tokens)).format(
-        piece=chosen, text=plotly_escape(shorten(labels[chosen], 24)), bytes=len(walk.raw), n=len(walk.tokens))
-    show_figure(vi.bpe_merge_figure(walk.steps, part_labels, walk.ids, merged_at, special=walk.special, title=title,
-                                    words=words()), key="inside_bpe", filename=f"bpe_piece{chosen}")
-    if walk.special:
-        st.caption(_("A control token written in the text: the tokenizer matches it whole before splitting, so it is "
-                     "one id ({id}) and is never merged or split.").format(id=walk.tokens[0]))
-    elif sentencepiece:
-        st.caption(_("Row 1: the piece's characters (␣ is a space), each a token of its own (a character without a "
-                     "token as its UTF-8 byte tokens). Each next row is one merge, {n} in all: of every adjacent pair, "
-                     "SentencePiece joins the one whose joined text is the token with the highest score, leftmost on "
-                     "a tie, and stops when no adjacent pair is a token. Red: the part the merge just made.").format(
-            n=len(walk.merges)))
-    else:
-        st.caption(_("Row 1: the piece's UTF-8 bytes, each a token of its own. Each next row is one merge, {n} in "
-                     "all: of every adjacent pair, BPE joins the one whose joined bytes come first in the merge list "
-                     "(the new token's id is its rank), leftmost on a tie, and stops when no adjacent pair is a "
-                     "token. Red: the part the merge just made.").format(n=len(walk.merges)))
-    final = walk.steps[-1]
-    st.dataframe(pd.DataFrame({_("token"): [readable_token(b) for b in final], "id": list(walk.tokens),
-                               _("bytes (hex)"): [" ".join(f"{b:02X}" for b in part) for part in final]}),
-                 hide_index=True, width="content", key="inside_final_tokens")
-    total = len(tok.encode(text)) - n_prefix
-    read = ([_("The model reads the first {n}.").format(n=caches.DEFAULT_MAX_TOKENS)]
-            if total > caches.DEFAULT_MAX_TOKENS else [])
-    split = (_("The text is cut before each space (the space stays with the word after it) and between two "
-               "characters that no token holds side by side. This walk replays the tokenizer's merge loop and ends "
-               "on the same tokens.") if sentencepiece else
-             _("The split follows the model's pre-tokenizer (a word with its leading space, numbers, runs of "
-               "punctuation, runs of whitespace). tiktoken does the real encoding; this walk replays its merge loop "
-               "and ends on the same tokens."))
-    control = ([_("Control tokens written in the text, such as {token}, stay whole.").format(
-        token=escape_markdown(tok.token_strings([tok.eos_token_id])[0]))] if tok.eos_token_id is not None else [])
-    st.caption(" ".join([_("The whole text: {pieces} pieces → {tokens} tokens.").format(
-        pieces=f"{len(pieces):,}", tokens=f"{total:,}")] + read + [split] + control))
-    token_legend(labels)
 
 
 # ----------------------------------------------------------------------------------------------- one block

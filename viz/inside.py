@@ -1,5 +1,6 @@
-"""Figures for the Inside-a-block page: BPE merges, one token's vectors through a decoder block, the residual
-stream's size across layers, the logit lens, and what each head adds to the prediction.
+"""Figures for the Inside-a-block page (the tokenization view's are in viz/tokenization.py): one token's vectors
+through a decoder block, the residual stream's size across layers, the logit lens, and what each head adds to the
+prediction.
 
 Pure functions: numpy arrays + labels in, plotly figures out (no streamlit, no torch). Token and row axes are
 positional (integer coordinates with escaped tick text from viz.labels), so a token such as "8" or "<br>" never
@@ -18,13 +19,10 @@ from plotly.subplots import make_subplots
 from viz import attention as va
 from viz.attention import stat_overview
 from viz.format import percent_labels, probability_axis
-from viz.labels import plotly_escape, position_axis, row_axis, shorten, tick_positions
+from viz.labels import plotly_escape, position_axis, row_axis, shorten
 from viz.text import N_, fill
 from viz.theme import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, MASKED_COLOR, PALETTE, apply_theme
 
-PART_COLORS = ("#c6dbef", "#9ecae1")  # BPE parts alternate two pale blues; the part a merge just made: ACCENT
-SPECIAL_COLOR = PALETTE[2]            # a control token written whole
-ROW_PX = 30                           # one row of a step / layer table
 CELL_CHARS = 7                        # token text in a lens cell is cut to this many characters
 BEFORE_COLOR, AFTER_COLOR = PALETTE[0], ACCENT
 
@@ -33,11 +31,6 @@ BEFORE_COLOR, AFTER_COLOR = PALETTE[0], ACCENT
 class Words:
     """What the Inside-a-block figures write (English defaults; pages pass them translated)."""
 
-    bytes_row: str = N_("bytes")
-    rank: str = N_("rank {rank}")
-    control_token: str = N_("control token")
-    part_hover: str = N_("%{customdata[0]}<br>id %{customdata[1]}<br>bytes %{customdata[2]}")
-    piece_bytes: str = N_("the piece's bytes (UTF-8, hex)")
     dimension: str = N_("dimension")
     dim_hover: str = N_("{label}<br>dim %{x}: %{y:.4g}")
     value: str = N_("value")
@@ -73,7 +66,6 @@ class Words:
     embedding: str = N_("embedding")
     after_layer: str = N_("after layer {layer}")
     norm: str = N_("norm")
-    emb_tick: str = N_("emb")
     norm_hover: str = N_("token %{customdata[0]}<br>%{customdata[1]}<br>norm %{customdata[2]}")
     token_position: str = N_("token position")
     residual_stream: str = N_("residual stream")
@@ -81,6 +73,7 @@ class Words:
     median: str = N_("median of all positions")
     row_hover: str = N_("{name}<br>row %{x}: %{y:,.1f}")
     after_layer_axis: str = N_("after layer (emb = the embedding)")
+    emb_tick: str = N_("emb")
     norm_log: str = N_("norm (log scale)")
     layer_hover: str = N_("layer %{x}<br>{name}: %{y:.4g}")
     layer: str = N_("layer")
@@ -102,57 +95,6 @@ def _symmetric(values: np.ndarray) -> float:
     finite = np.abs(values[np.isfinite(values)])
     top = float(finite.max()) if finite.size else 0.0
     return top if top > 0 else 1.0
-
-
-def _hex(raw: bytes) -> str:
-    return " ".join(f"{b:02X}" for b in raw)
-
-
-# ---------------------------------------------------------------------------------------------- tokenization
-def bpe_merge_figure(steps: Sequence[Sequence[bytes]], labels: Sequence[Sequence[str]],
-                     ids: Sequence[Sequence[int]], merged_at: Sequence[int | None], *, special: bool = False,
-                     title: str | None = None, words: Words = WORDS) -> go.Figure:
-    """A piece's BPE merges as a ladder: one row per step (the single bytes on top, the final tokens at the
-    bottom), each part a bar as wide as its bytes, labelled with its token; the part each merge made in ACCENT.
-
-    steps[s][i]: the bytes of part i after s merges; labels: their readable text (raw: escaped here); ids: their
-    token ids; merged_at[s]: the index of the part merge s made (None for the first row). The x ticks are the
-    piece's bytes in hex; the y ticks name each merge by its rank (== the new token's id).
-    """
-    if not (len(steps) == len(labels) == len(ids) == len(merged_at)) or not steps:
-        raise ValueError("steps, labels, ids and merged_at need one entry per step (at least one)")
-    raw = b"".join(steps[0])
-    y, base, width, colors, text, hover = [], [], [], [], [], []              # hover: [label, id, bytes] per bar
-    for s, parts in enumerate(steps):
-        offset = 0
-        for i, part in enumerate(parts):
-            y.append(s)
-            base.append(offset)
-            width.append(len(part))
-            label = plotly_escape(labels[s][i])
-            text.append(label)
-            hover.append([label, ids[s][i], _hex(part)])
-            colors.append(SPECIAL_COLOR if special else ACCENT if merged_at[s] == i else PART_COLORS[i % 2])
-            offset += len(part)
-    rows = [words.bytes_row if m is None else fill(words.rank, rank=f"{ids[s][m]:,}") for s, m in enumerate(merged_at)]
-    if special:
-        rows = [words.control_token]
-    fig = go.Figure(go.Bar(
-        x=width, y=y, base=base, orientation="h", marker=dict(color=colors, line=dict(color="white", width=2)),
-        text=text, textposition="inside", insidetextanchor="middle", textangle=0, constraintext="none",
-        textfont=dict(size=14, color=["white" if c in (ACCENT, SPECIAL_COLOR) else "black" for c in colors]),
-        customdata=hover, hovertemplate=words.part_hover + "<extra></extra>",
-        name="parts"))
-    n = max(1, len(raw))
-    byte_ticks = tick_positions(len(raw), 32)
-    fig.update_xaxes(title_text=words.piece_bytes, type="linear", tickmode="array",
-                     tickvals=[i + 0.5 for i in byte_ticks], ticktext=[f"{raw[i]:02X}" for i in byte_ticks],
-                     range=[0, n], showgrid=False, zeroline=False)
-    fig.update_yaxes(**row_axis(rows, max_chars=14), showgrid=False)
-    apply_theme(fig, title=title, height=80 + (40 if title else 0) + ROW_PX * len(steps))
-    fig.update_layout(barmode="overlay", bargap=0.15, showlegend=False,
-                      uniformtext=dict(minsize=10, mode="hide"))
-    return fig
 
 
 # ---------------------------------------------------------------------------------------------- one block

@@ -80,3 +80,33 @@ def piece_token_count(tokenizer: Tokenizer, piece: str) -> int | None:
 def bpe_merge_steps(tokenizer: Tokenizer, piece: str) -> list[list[bytes]]:
     """The parts after each merge: first the initial parts, last the final tokens."""
     return [list(step) for step in bpe_walk(tokenizer, piece).steps]
+
+
+def _spans(parts: tuple[bytes, ...]) -> list[tuple[int, int]]:
+    """(start byte, end byte) of each part."""
+    ends = [0]
+    for part in parts:
+        ends.append(ends[-1] + len(part))
+    return list(zip(ends, ends[1:], strict=False))
+
+
+def merge_rounds(walk: BpeWalk) -> tuple[tuple[tuple[bytes, ...], frozenset[int]], ...]:
+    """The walk's merges as rounds of merges that do not depend on each other, for drawing a long piece in a few
+    rows: a part's round is one more than the later of its two halves' (an initial part's is 0). Row r holds, over
+    every byte, the largest part made by round r: each of its parts is a part of row r - 1 or joins two adjacent
+    ones. Returns (parts, indices of the parts made in that round) per round, the last row the final tokens; ()
+    when nothing merges."""
+    made_in = dict.fromkeys(_spans(walk.steps[0]), 0)            # (start byte, end byte) -> its round
+    parent: dict[tuple[int, int], tuple[int, int]] = {}
+    for s, merge in enumerate(walk.merges):
+        left, right = _spans(walk.steps[s])[merge.index:merge.index + 2]
+        joined = (left[0], right[1])
+        made_in[joined] = 1 + max(made_in[left], made_in[right])
+        parent[left] = parent[right] = joined
+    rounds = []
+    for r in range(1, max(made_in.values()) + 1):
+        row = sorted(span for span, made in made_in.items()
+                     if made <= r and (span not in parent or made_in[parent[span]] > r))
+        rounds.append((tuple(walk.raw[a:b] for a, b in row),
+                       frozenset(i for i, span in enumerate(row) if made_in[span] == r)))
+    return tuple(rounds)

@@ -15,8 +15,10 @@ import pytest
 import torch
 
 from app_core import schemas as S
+from app_core.tokenization import WINDOW_CHARS
 from model.decoder.core import CHECKPOINT_EVERY
 from tests.app.apptest import array, example, open_page, rerun
+from viz import tokenization as vt
 from viz.labels import plotly_escape
 
 STEP_ANCHORS = ("in", "norm1", "qkv", "rope", "scores", "mask", "softmax", "mix", "wo", "add1", "norm2", "swiglu",
@@ -77,22 +79,26 @@ def test_tokens_view_walks_bpe_to_tiktokens_tokens(lm):
     at.pills(key="inside_piece_pick").set_value(5)
     rerun(at)
     assert pieces[5] == " photosynthesizing" and at.query_params["piece"] == "5"
-    chosen = 5
-    final_ids = [int(i) for i in at.dataframe[0].value["id"]]
-    assert final_ids == tok.encode(pieces[chosen])                                   # tiktoken's own encoding
+    table = at.dataframe[0].value
+    window = sorted({int(k) for k in table["piece"]})                         # the piece and its neighbours
+    assert 5 in window and window == list(range(window[0], window[-1] + 1))
+    assert sum(len(pieces[k]) for k in window) <= WINDOW_CHARS
+    final_ids = [int(i) for i in table["id"]]
+    assert final_ids == [i for k in window for i in tok.encode(pieces[k])]             # tiktoken's own encoding
     fig = chart(at, "inside_bpe")
-    bars = fig["data"][0]
-    y, base, width = array(bars["y"]), array(bars["base"]), array(bars["x"])
-    raw = pieces[chosen].encode("utf-8")
-    last = y == y.max()
-    assert [raw[int(b): int(b + w)] for b, w in zip(base[last], width[last], strict=True)] == \
-        [tok.token_bytes(i) for i in final_ids]                                       # the last row: the tokens
-    assert (y == 0).sum() == len(raw)                                                 # the first row: single bytes
-    assert fig["layout"]["xaxis"]["ticktext"] == [f"{b:02X}" for b in raw]
+    cells = fig["data"][0]
+    kinds = [t.removesuffix("<extra></extra>") for t in cells["hovertemplate"]]
+    chars = [c for c, kind in zip(cells["customdata"], kinds, strict=True) if kind == vt.WORDS.char_hover]
+    assert "".join(c[0] for c in chars).replace("␣", " ") == "".join(pieces[k] for k in window)   # a column each
+    ids = [c[1] for c, kind in zip(cells["customdata"], kinds, strict=True) if kind == vt.WORDS.part_hover]
+    assert ids == [f"{i:,}" for i in final_ids]                                        # the bottom row: the ids
+    tokens = [c[2] for c, kind in zip(cells["customdata"], kinds, strict=True) if kind == vt.WORDS.part_hover]
+    assert tokens == [" ".join(f"{b:02X}" for b in tok.token_bytes(i)) for i in final_ids]
     at.pills(key="inside_piece_pick").set_value(0)                          # the automatic piece: not in the link
     rerun(at)
     assert "piece" not in at.query_params and at.session_state["inside_piece"] is None
-    assert [int(i) for i in at.dataframe[0].value["id"]] == tok.encode(pieces[0])
+    table = at.dataframe[0].value
+    assert [int(i) for i, k in zip(table["id"], table["piece"], strict=True) if int(k) == 0] == tok.encode(pieces[0])
 
 
 def test_without_a_split_piece_the_longest_is_shown(lm):
@@ -109,9 +115,14 @@ def test_control_tokens_are_one_piece_and_one_id(lm):
     pieces = lm.tokenizer.pieces(chat)
     i = pieces.index("<|im_start|>")
     at = open_page("inside", text=chat, piece=str(i))
-    assert [int(t) for t in at.dataframe[0].value["id"]] == [lm.tokenizer.special_id("<|im_start|>")]
-    bars = chart(at, "inside_bpe")["data"][0]
-    assert len(array(bars["x"])) == 1 and bars["text"] == ["&lt;|im_start|&gt;"]
+    table = at.dataframe[0].value
+    assert [int(t) for t, k in zip(table["id"], table["piece"], strict=True) if int(k) == i] == \
+        [lm.tokenizer.special_id("<|im_start|>")]
+    cells = chart(at, "inside_bpe")["data"][0]
+    kinds = [t.removesuffix("<extra></extra>") for t in cells["hovertemplate"]]
+    rounds = [c for c, kind in zip(cells["customdata"], kinds, strict=True) if kind == vt.WORDS.round_hover]
+    special = [c for c in rounds if c[0] == "&lt;|im_start|&gt;"]                     # one cell: the whole token
+    assert special and all(c[1] == f"{lm.tokenizer.special_id('<|im_start|>'):,}" for c in special)
 
 
 def test_a_new_text_sends_the_piece_back_to_automatic(lm):

@@ -11,32 +11,6 @@ from viz import inside as vi
 from viz.theme import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, MASKED_COLOR
 
 
-# ---------------------------------------------------------------------------------------------- tokenization
-def test_bpe_ladder_places_each_part_on_its_bytes():
-    steps = [(b"<", b"b", b">"), (b"<b", b">"), (b"<b>",)]
-    labels = [["<", "b", ">"], ["<b", ">"], ["<b>"]]
-    ids = [(30, 80, 32), (400, 32), (900,)]
-    fig = vi.bpe_merge_figure(steps, labels, ids, [None, 0, 0], title="t")
-    bars = fig.data[0]
-    assert list(bars.y) == [0, 0, 0, 1, 1, 2]
-    assert list(bars.base) == [0, 1, 2, 0, 2, 0] and list(bars.x) == [1, 1, 1, 2, 1, 3]
-    assert list(bars.text) == ["&lt;", "b", "&gt;", "&lt;b", "&gt;", "&lt;b&gt;"]       # token text escaped
-    colors = list(bars.marker.color)
-    assert colors[3] == ACCENT and colors[5] == ACCENT and ACCENT not in colors[:3] + [colors[4]]
-    assert list(bars.customdata[5]) == ["&lt;b&gt;", 900, "3C 62 3E"]                  # hover: token, id, bytes
-    assert list(fig.layout.xaxis.ticktext) == ["3C", "62", "3E"] and fig.layout.xaxis.tickmode == "array"
-    assert list(fig.layout.yaxis.ticktext) == ["bytes", "rank 400", "rank 900"]          # merges by rank
-    assert fig.layout.yaxis.type == "linear" and fig.layout.yaxis.tickmode == "array"
-
-
-def test_bpe_ladder_control_token_and_bad_input():
-    fig = vi.bpe_merge_figure([(b"<|im_start|>",)], [["<|im_start|>"]], [(1,)], [None], special=True)
-    assert list(fig.data[0].x) == [12] and list(fig.layout.yaxis.ticktext) == ["control token"]
-    assert fig.data[0].marker.color[0] == vi.SPECIAL_COLOR
-    with pytest.raises(ValueError):
-        vi.bpe_merge_figure([(b"a",)], [["a"], ["b"]], [(1,)], [None])
-
-
 # ------------------------------------------------------------------------------------------------ one block
 def test_vectors_figure_rows_share_the_dimension_axis():
     a, b = np.arange(6.0), -np.arange(6.0)

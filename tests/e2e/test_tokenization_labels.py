@@ -1,0 +1,129 @@
+"""The byte-level tokenization figure in headless Chromium, on a Qwen-style vocabulary that holds Chinese
+(tests/qwen_style_vocab.py: trained here, carried by a tiny random GGUF): for a Chinese sentence, an emoji text and a
+40-character English sentence, in English and in Chinese, every SVG text element of the figure (labels, row names,
+title) is at least 10 px and no two overlap (their boxes as the browser lays them out, rotated ids included).
+
+The figure is drawn as the app draws it (the page's own window, walk and rounds) in a page of its own at the width
+the app gives it at 1024x768; screenshots go to pytest's temp dir (and $E2E_SCREENSHOT_DIR)."""
+from __future__ import annotations
+
+from dataclasses import fields, replace
+
+import pytest
+from playwright import sync_api
+
+from app_core.tokenization import piece_rounds, piece_window
+from app_pages._i18n import translations
+from app_pages._tokenization_view import FIGURE_WIDTH, auto_piece
+from model import load_model
+from model.tokenizers.bpe_walk import bpe_walk, piece_token_count
+from model.tokenizers.labels import readable_token
+from tests import qwen_style_vocab
+from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS
+from tests.e2e.test_browser import copy_out
+from viz import tokenization as vt
+
+TEXTS = {
+    "chinese": "周末我和朋友去图书馆借了三本关于人工智能的书，回家后一直读到深夜。",
+    "emoji": "今天好开心😀👍 Party time 🎉🚀 大家一起来🍎🍌！",
+    "english": "Small models read every token of a story",
+}
+MIN_FONT_PX = 10
+# Every text element of the figure's SVG with something in it: its text, its box in the page and its font size.
+TEXT_BOXES_JS = """() => [...document.querySelectorAll('.main-svg text')]
+  .filter(t => t.textContent.trim())
+  .map(t => { const r = t.getBoundingClientRect();
+              return {text: t.textContent, left: r.left, right: r.right, top: r.top, bottom: r.bottom,
+                      font_px: parseFloat(getComputedStyle(t).fontSize)}; })"""
+
+
+@pytest.fixture(scope="module")
+def tok(tmp_path_factory):
+    return load_model(str(qwen_style_vocab.write_gguf(tmp_path_factory.mktemp("qwen") / "qwen-style.gguf"))).tokenizer
+
+
+@pytest.fixture(scope="module")
+def page():
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser.new_context(viewport={"width": 1024, "height": 768}).new_page()
+        finally:
+            browser.close()
+
+
+def words(lang: str) -> vt.Words:
+    catalog = translations(lang)
+    return replace(vt.WORDS, **{f.name: catalog.gettext(getattr(vt.WORDS, f.name)) for f in fields(vt.WORDS)})
+
+
+def figure(tok, text: str, lang: str):
+    """The figure the view draws for text's automatic piece, and the walks it shows."""
+    pieces = tok.pieces(text)
+    counts = [piece_token_count(tok, p) for p in pieces]
+    chosen = auto_piece(pieces, counts)
+    window = piece_window([len(p) for p in pieces], chosen)
+    walks = [bpe_walk(tok, pieces[k]) for k in window]
+    fig = vt.byte_level_figure([piece_rounds(tok, w) for w in walks], readable_token, chosen=chosen - window.start,
+                               max_width=FIGURE_WIDTH, title=f"{len(text)} characters", words=words(lang))
+    return fig, walks, window
+
+
+def missing(wanted: list[str], shown: list[str]) -> list[str]:
+    """What wanted holds more often than shown does."""
+    left = list(shown)
+    out = []
+    for w in wanted:
+        if w in left:
+            left.remove(w)
+        else:
+            out.append(w)
+    return out
+
+
+def overlaps(boxes: list[dict], slack: float = 0.5) -> list[tuple[str, str]]:
+    """Pairs of boxes that overlap by more than slack px both ways."""
+    found = []
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            if min(a["right"], b["right"]) - max(a["left"], b["left"]) > slack and \
+                    min(a["bottom"], b["bottom"]) - max(a["top"], b["top"]) > slack:
+                found.append((a["text"], b["text"]))
+    return found
+
+
+def test_the_walk_ends_on_the_tokenizers_own_tokens(tok):
+    """What the figure draws as final tokens: our encode's ids, and the tokenizers library's over the same
+    vocabulary."""
+    _, reference = qwen_style_vocab.trained()
+    for text in TEXTS.values():
+        _, walks, window = figure(tok, text, "en")
+        shown = "".join(tok.pieces(text)[k] for k in window)
+        ids = [i for w in walks for i in w.tokens]
+        assert ids == tok.encode(shown) == reference.encode(shown).ids, text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("name", list(TEXTS))
+def test_labels_are_legible_at_1024x768(tok, page, tmp_path_factory, name, lang):
+    fig, walks, _ = figure(tok, TEXTS[name], lang)
+    html = tmp_path_factory.mktemp("figures") / f"tokenization_{name}_{lang}.html"
+    html.write_text(fig.to_html(include_plotlyjs=True, full_html=True), encoding="utf-8")
+    page.goto(html.as_uri())
+    page.wait_for_selector(".main-svg text")
+    boxes = page.evaluate(TEXT_BOXES_JS)
+    shot = html.with_suffix(".png")
+    page.screenshot(path=str(shot), full_page=True)
+    copy_out([shot])
+    labels = [b["text"] for b in boxes]
+    chars = [readable_token(c) for w in walks for c in vt.utf8_characters(w.raw)]
+    assert not missing(chars, labels), missing(chars, labels)                          # every character is shown
+    whole = [f"{i:,}" for w in walks for i, part in zip(w.tokens, w.steps[-1], strict=True)
+             if part.decode("utf-8", errors="ignore")]                     # a token holding a whole character
+    assert not missing(whole, labels), missing(whole, labels)                          # shows its id
+    small = [(b["text"], b["font_px"]) for b in boxes if b["font_px"] < MIN_FONT_PX]
+    assert not small, small
+    assert not overlaps(boxes), overlaps(boxes)[:10]
+    width = page.evaluate("() => document.querySelector('.main-svg').getBoundingClientRect().width")
+    assert width <= FIGURE_WIDTH
+
