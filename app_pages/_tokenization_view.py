@@ -15,6 +15,7 @@ from app_core.tokenization import piece_rounds, piece_window
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages._i18n import _, ngettext, translated
+from app_pages._inside_common import follow_text
 from app_pages._widgets import PRESENT_KEY, PRESENTER_FONT_SCALE, escape_markdown, show_figure, token_legend
 from model.tokenizers.bpe_walk import BpeWalk, bpe_walk, piece_token_count
 from model.tokenizers.labels import readable_token
@@ -29,14 +30,6 @@ PILLS_BOX_PX = 118                  # the pills scroll inside a box this high wh
 PILLS_INLINE = 24                   # up to this many pieces the pills need no box
 FIGURE_WIDTH = 680                  # px: the main area's width at 1024x768 beside the sidebar (686)
 ss = st.session_state
-
-
-def follow_text(param, text: str) -> None:
-    """A setting chosen for one text (a piece, a target token) goes back to automatic when the text changes."""
-    marker = f"_{param.key}_text"
-    if marker in ss and ss[marker] != text:
-        ss[param.key] = param.default
-    ss[marker] = text
 
 
 def auto_piece(pieces: list[str], counts: list[int | None]) -> int:

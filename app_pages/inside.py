@@ -1,6 +1,6 @@
-"""Inside a block: how the text becomes tokens (app_pages/_tokenization_view.py), then one token
-through one decoder block with the model's own numbers, the residual stream's size across layers, the logit lens, and
-which heads push the prediction (direct logit attribution and head ablation)."""
+"""Inside a block: how the text becomes tokens (app_pages/_tokenization_view.py), then one token through one decoder
+block with the model's own numbers, the residual stream's size across layers and the logit lens
+(app_pages/_stream_view.py), and which heads push the prediction (direct logit attribution and head ablation)."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,12 +11,15 @@ from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _shell as shell
 from app_pages._i18n import N_, _, ngettext, translated
-from app_pages._tokenization_view import follow_text, tokens_view
-from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, show_figure, token_legend
+from app_pages._inside_common import follow_text, tok_md
+from app_pages._stream_view import lens_view, stream_view
+from app_pages._tokenization_view import tokens_view
+from app_pages._widgets import picked_layer_head, selected_points, show_figure, token_legend
 from model.analysis.block_walk import NEAR_ZERO
 from model.analysis.head_stats import sink_hidden_row
 from model.calculator.params import kv_cache_bytes_per_token, shape_from_config
 from model.decoder.rope import rope_frequencies
+from viz import head_effects as he
 from viz import inside as vi
 from viz.attention import query_heads_heatmap
 from viz.format import format_bytes
@@ -28,8 +31,6 @@ TARGET_PICK = "inside_target_pick"  # the target box's own key: it copies into t
 OFF_PICK = "inside_off_pick"        # the ablation box's own key: it copies into the off setting
 ATTRIBUTION_CHART = "inside_attribution"
 AUTO = -1                           # the target box's "the model's top prediction"
-LENS_WINDOW = 16                    # logit-lens grid: positions around the chosen one (one cached window each)
-LENS_K = 5
 TOP_N = 10                          # ablation: the next-token candidates shown
 NBSP = "\u00a0"                     # keeps a step's number and name on one line of the map
 NORM_NAMES = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
@@ -38,11 +39,6 @@ ss = st.session_state
 
 
 # ------------------------------------------------------------------------------------------------------ helpers
-def tok_md(label: str, max_chars: int = 24) -> str:
-    """A token label for Markdown: shortened, escaped, quoted, in bold."""
-    return f"**‘{escape_markdown(shorten(label, max_chars))}’**"
-
-
 def step_header(number: int, anchor: str, title: str, formula: str, shape: str) -> None:
     """A step of the block walk: its title (an anchor of the map), its formula and the shapes involved."""
     st.subheader(f"{number}. {title}", anchor=f"step-{anchor}")
@@ -349,77 +345,6 @@ def gelu_step(cfg, walk, layer: int) -> None:
                                       d_ff=f"{cfg.d_ff:,}", ratio=f"{cfg.d_ff / cfg.d_model:.2f}"))
 
 
-# ------------------------------------------------------------------------------------------------ stream / lens
-def stream_view(lm, trace) -> None:
-    p = int(ss[S.QUERY.key])
-    tokens = trace.tokens
-    controls.query_slider(trace, label=_("Position"))
-    norms = caches.get_residual_norms(trace.text)
-    show_figure(vi.norms_heatmap(norms.resid, tokens, position=p, words=words(),
-                                 title=_("The residual stream's norm, layer by layer")),
-                key="inside_norms", filename="residual_norms")
-    big = float(norms.resid[:, 0].max())
-    rest = float(np.median(norms.resid[:, 1:])) if trace.n_tokens > 1 else float("nan")
-    st.caption((_("Rows: the stream after the embedding and after each layer; columns: positions (log colour scale). "
-                  "Position 0 reaches a norm of {big}, against a median of {rest} elsewhere: the blow-up the "
-                  "attention sink rides on.") if trace.n_tokens > 1 else
-                _("Rows: the stream after the embedding and after each layer; columns: positions (log colour scale). "
-                  "Position 0 reaches a norm of {big}.")).format(big=f"{big:,.0f}", rest=f"{rest:,.0f}"))
-    show_figure(vi.norm_lines(norms.resid, p, tokens, title=_("Norm after every layer"), words=words()),
-                key="inside_norm_lines", filename=f"residual_norm_lines_q{p}")
-    show_figure(vi.layer_bars({_("attention adds"): norms.attn[:, p], _("MLP adds"): norms.mlp[:, p]}, log=True,
-                              ytitle=_("norm (log scale)"), words=words(),
-                              title=_("What each layer adds at {token}").format(
-                                  token=plotly_escape(shorten(f"#{p} {tokens[p]}", 20)))),
-                key="inside_contributions", filename=f"residual_contributions_q{p}")
-    st.caption(_("The size of each layer's attention output and MLP output at this position: the two terms every "
-                 "block adds to the stream."))
-    token_legend(tokens)
-
-
-def lens_window_start(p: int, T: int, width: int = LENS_WINDOW) -> int:
-    """The first position of the lens window shown for position p: windows start at multiples of width / 2, so p
-    sits in the middle half of its window (except near the ends) and a step of p mostly reuses a cached window."""
-    half = max(1, width // 2)
-    return max(0, min(T - width, (p - half // 2) // half * half))
-
-
-def lens_view(lm, trace) -> None:
-    p = int(ss[S.QUERY.key])
-    tokens, T = trace.tokens, trace.n_tokens
-    controls.query_slider(trace, label=_("Position"))
-    start = lens_window_start(p, T)
-    with st.spinner(_("Reading the stream through the output layer after every layer…")):
-        top = caches.get_lens_window(trace.text, start, LENS_WINDOW, LENS_K)
-    labels = np.array(lm.token_strings(top.ids.ravel().tolist()), dtype=object).reshape(top.ids.shape)
-    col = p - start
-    where = plotly_escape(shorten(f"#{p} {tokens[p]}", 20))
-    show_figure(vi.lens_top_figure(labels[:, col].tolist(), top.probs[:, col],
-                                   words=words(), title=_("After {token}: the top {k} if the model stopped "
-                                                          "here").format(token=where, k=LENS_K)),
-                key="inside_lens_top", filename=f"logit_lens_q{p}")
-    final = labels[-1, col, 0]
-    first = next((r for r in range(labels.shape[0]) if labels[r, col, 0] == final), labels.shape[0] - 1)
-    st.caption((_("Each row reads the residual stream after that layer through the model's own final RMSNorm and "
-                  "output layer (row 'emb': the embedding alone; the last row is the real prediction). The final top "
-                  "token, {token}, is first on top at the embedding.") if first == 0 else
-                _("Each row reads the residual stream after that layer through the model's own final RMSNorm and "
-                  "output layer (row 'emb': the embedding alone; the last row is the real prediction). The final top "
-                  "token, {token}, is first on top after layer {layer}.")).format(token=tok_md(final),
-                                                                                layer=first - 1))
-    positions = top.positions.tolist()
-    show_figure(vi.lens_grid_figure(labels[:, :, 0].tolist(), top.probs[:, :, 0], [tokens[q] for q in positions],
-                                    positions, chosen=p, words=words(),
-                                    title=_("Top-1 prediction at positions {first}-{last}").format(
-                                        first=positions[0], last=positions[-1])),
-                key="inside_lens_grid", filename=f"logit_lens_grid_{positions[0]}_{positions[-1]}")
-    st.caption(_("Columns: the input tokens {first}-{last} (the chosen one outlined); each cell: the token predicted "
-                 "next if the model stopped after that layer, coloured by its probability. Early layers mostly echo "
-                 "the input token; the answer forms in the upper half.").format(first=positions[0],
-                                                                                 last=positions[-1]))
-    token_legend([tokens[q] for q in positions] + labels.ravel().tolist())
-
-
 # ------------------------------------------------------------------------------------------------ which heads
 def attribution_clicked() -> None:
     """A click on a head of the attribution grid switches it off (or on again). (Defined in the page: the page keeps
@@ -454,7 +379,7 @@ def heads_view(lm, trace) -> None:
     attr = caches.get_logit_attribution(text, target)
     off = tuple(int(i) for i in ss.get(OFF.key) or ())
     pairs = [divmod(i, cfg.n_heads) for i in off]
-    fig = vi.attribution_figure(attr.heads, off=pairs, words=words(),
+    fig = he.attribution_figure(attr.heads, off=pairs, words=translated(he.WORDS),
                                 title=_("Each head's direct push on '{token}' after {last}").format(
                                     token=plotly_escape(shorten(names[target], 16)), last=last))
     show_figure(fig, key=ATTRIBUTION_CHART, filename=f"logit_attribution_{target}", on_select=attribution_clicked,
@@ -486,7 +411,7 @@ def heads_view(lm, trace) -> None:
     labels = lm.token_strings(shown)
     title = (ngettext("Next token after {last}: {n} head off", "Next token after {last}: {n} heads off", len(off))
              if off else _("Next token after {last}: all heads on")).format(last=last, n=len(off))
-    show_figure(vi.ablation_figure(labels, before[shown], after[shown], title=title, words=words()),
+    show_figure(he.ablation_figure(labels, before[shown], after[shown], title=title, words=translated(he.WORDS)),
                 key="inside_ablation", filename="head_ablation")
     if off:
         change = after[target] - before[target]

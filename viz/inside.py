@@ -17,14 +17,12 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz import attention as va
-from viz.attention import stat_overview
-from viz.format import percent_labels, probability_axis
+from viz.format import percent_labels
 from viz.labels import plotly_escape, position_axis, row_axis, shorten
 from viz.text import N_, fill
 from viz.theme import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, MASKED_COLOR, PALETTE, apply_theme
 
 CELL_CHARS = 7                        # token text in a lens cell is cut to this many characters
-BEFORE_COLOR, AFTER_COLOR = PALETTE[0], ACCENT
 
 
 @dataclass(frozen=True)
@@ -80,10 +78,6 @@ class Words:
     lens_hover: str = N_("%{customdata[2]}, rank %{x}<br>%{customdata[0]}: %{customdata[1]}")
     lens_grid_hover: str = N_("after %{customdata[2]}, %{customdata[3]}<br>predicts %{customdata[0]} "
                               "(%{customdata[1]})")
-    logit_contribution: str = N_("logit contribution")
-    all_on: str = N_("all heads on")
-    switched_off: str = N_("heads switched off")
-    probability: str = N_("probability")
     attention: va.Words = va.WORDS
 
 
@@ -491,43 +485,3 @@ def lens_grid_figure(labels: list[list[str]], probs: np.ndarray, tokens: list[st
     _layer_axis(fig, R, words)
     apply_theme(fig, title=title, height=(60 if title else 30) + 110 + 19 * R)
     return _title_above_top_axis(fig, 100)
-
-
-# ----------------------------------------------------------------------------------------- which heads matter
-def attribution_figure(heads: np.ndarray, *, selected: tuple[int, int] | None = None,
-                       off: Sequence[tuple[int, int]] = (), title: str | None = None,
-                       words: Words = WORDS) -> go.Figure:
-    """Each head's direct contribution to one logit, [layers, heads] on a diverging scale (layers across, heads
-    down, click a cell to pick it: viz.attention.stat_overview), switched-off heads crossed out."""
-    fig = stat_overview(heads, label=words.logit_contribution, selected=selected, signed=True, scale_title="logit",
-                        title=title, words=words.attention)
-    if off:
-        layer, head = zip(*off, strict=True)
-        fig.add_trace(go.Scatter(x=list(layer), y=list(head), mode="markers", name="switched off",
-                                 marker=dict(symbol="x-thin", size=14, line=dict(width=3, color="black")),
-                                 hoverinfo="skip", showlegend=False))
-    return fig
-
-
-def ablation_figure(labels: list[str], before: np.ndarray, after: np.ndarray, *, title: str | None = None,
-                    height: int | None = None, words: Words = WORDS) -> go.Figure:
-    """Next-token probabilities before and after switching heads off, as grouped horizontal bars (one row per
-    token, the most likely before on top)."""
-    b, a = np.asarray(before, dtype=np.float64), np.asarray(after, dtype=np.float64)
-    if b.shape != (len(labels),) or a.shape != b.shape:
-        raise ValueError(f"before and after need one probability per label ({len(labels)}): {b.shape}, {a.shape}")
-    names = [plotly_escape(s) for s in labels]
-    top = float(max(b.max(initial=0), a.max(initial=0)))
-    texts = [plotly_escape(t) for t in percent_labels(np.concatenate([b, a]))]   # one format for both series
-    fig = go.Figure()
-    for name, values, text, color in ((words.all_on, b, texts[: b.size], BEFORE_COLOR),
-                                      (words.switched_off, a, texts[b.size:], AFTER_COLOR)):
-        fig.add_trace(go.Bar(x=values, y=np.arange(len(labels)), orientation="h", name=name, marker_color=color,
-                             text=text, textposition="outside", cliponaxis=False,
-                             customdata=names, hovertemplate=f"%{{customdata}}<br>{name}: %{{x:.4f}}<extra></extra>"))
-    fig.update_yaxes(**row_axis(labels, max_chars=16), showgrid=False)
-    fig.update_xaxes(title_text=words.probability, nticks=6, **probability_axis(top * 1.3))
-    apply_theme(fig, title=title, height=height or 110 + 44 * len(labels))
-    fig.update_layout(barmode="group", bargap=0.25, bargroupgap=0.05,
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
-    return fig

@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 import pytest
 
 from viz import attention as va
+from viz import head_effects as he
 from viz import inside as vi
 from viz.theme import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, MASKED_COLOR
 
@@ -155,19 +156,19 @@ def test_stat_overview_signed_is_symmetric_and_default_unchanged():
 
 def test_attribution_figure_crosses_out_switched_off_heads():
     heads = np.arange(12.0).reshape(4, 3) - 6
-    fig = vi.attribution_figure(heads, off=[(1, 2), (3, 0)], selected=(0, 0))
+    fig = he.attribution_figure(heads, off=[(1, 2), (3, 0)], selected=(0, 0))
     marks = [t for t in fig.data if t.name == "switched off"]
     assert list(marks[0].x) == [1, 3] and list(marks[0].y) == [2, 0]
     assert fig.data[0].zmin == -6 and fig.data[0].zmax == 6
-    assert len([t for t in vi.attribution_figure(heads).data if t.name == "switched off"]) == 0
+    assert len([t for t in he.attribution_figure(heads).data if t.name == "switched off"]) == 0
 
 
 def test_ablation_figure_before_after_with_one_number_format():
-    fig = vi.ablation_figure(["a", "<b>"], np.array([0.5, 0.25]), np.array([0.3, 0.001]), title="t")
+    fig = he.ablation_figure(["a", "<b>"], np.array([0.5, 0.25]), np.array([0.3, 0.001]), title="t")
     before, after = fig.data
     np.testing.assert_array_equal(before.x, [0.5, 0.25])
     np.testing.assert_array_equal(after.x, [0.3, 0.001])
     assert list(before.text) == ["50.00%", "25.00%"] and list(after.text) == ["30.00%", "0.10%"]  # 2 digits of 0.1%
     assert list(fig.layout.yaxis.ticktext) == ["a", "&lt;b&gt;"] and fig.layout.barmode == "group"
     with pytest.raises(ValueError):
-        vi.ablation_figure(["a"], np.array([0.5, 0.25]), np.array([0.3, 0.001]))
+        he.ablation_figure(["a"], np.array([0.5, 0.25]), np.array([0.3, 0.001]))
