@@ -129,14 +129,15 @@ def test_the_download_box_fetches_a_model_and_opens_it(hub, tmp_path, monkeypatc
 @pytest.mark.parametrize("case", ["too large", "missing"])
 def test_the_download_box_refuses_with_a_reason_and_writes_nothing(hub, tmp_path, monkeypatch, case):
     monkeypatch.setenv("ATLAS_ALLOW_DOWNLOAD", "1")
+    at = open_page("attention", text=TEXT)                      # (the built-in model loaded within the budget)
     if case == "too large":
         monkeypatch.setenv("ATLAS_MODEL_MEMORY_MB", "0.01")         # 10 KB: less than the tiny model's file
-    at = open_page("attention", text=TEXT)
     at.text_input(key="w_download_repo").set_value(REPO)
     at.text_input(key="w_download_file").set_value(FILE if case == "too large" else "missing.gguf")
+    rerun(at)                                                   # typed in: the button is enabled
     at.button(key="w_download_go").click()
     rerun(at)
-    said = " ".join(c.value for c in at.caption)
+    said = " ".join(c.value for c in at.caption).replace("\\", "")
     assert ("more than this server's memory budget for models" in said if case == "too large" else
             "The download failed:" in said and "has no file 'missing.gguf'" in said), said
     assert not (tmp_path / "models").exists() or not any((tmp_path / "models").iterdir())
