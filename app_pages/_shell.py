@@ -16,6 +16,7 @@ from app_core import schemas as S
 from app_core.examples import default_text, note_for
 from app_core.link import Context, Note, Schema, clamp, decode, encode
 from app_pages import _caches as caches
+from app_pages import _class_panel as class_panel
 from app_pages import _controls as controls
 from app_pages import _lesson_panel as lesson_panel
 from app_pages._i18n import LANG_KEY, LANGUAGES, _, language, ngettext
@@ -131,6 +132,7 @@ def start(page: str, before_controls: Callable[[], None] | None = None) -> None:
     slow work asked for from the settled settings), draw the shared controls."""
     ss = st.session_state
     schema = S.schema(page)
+    class_panel.settle(page, URL_READ, link_note)     # a class: follow the teacher's view (read as a fresh link)
     ss.setdefault(S.TEXT.key, default_text())
     for said in lesson_panel.settle(page, first_run=not ss.get(URL_READ)):   # a lesson's step: page and settings
         link_note(said)
@@ -159,6 +161,7 @@ def finish() -> None:
     """After the page ran: the URL becomes this page's share link (only its settings that apply, non-default)."""
     page, schema, ctx = st.session_state[RUN]
     wanted = {**encode(st.session_state, schema, ctx), **lesson_panel.link_params(page)}
+    wanted.update(class_panel.link_params(page, wanted))    # the teacher publishes the view here
     if _query() != {k: [v] for k, v in wanted.items()}:
         st.query_params.from_dict(wanted)
 
@@ -239,6 +242,7 @@ def _shared_controls(schema: Schema) -> None:
         with row.popover(_("Model"), icon=":material/memory:", help=_("Pick the model the pages show")):
             controls.model_picker(st)
         _share_popover(row)
+        class_panel.class_button(row)
         _language_switch(row, short=True)
         row.toggle(_("Presenter"), key=S.PRESENT.key, help=_("Presenter mode: switch off to get the sidebar back"),
                    **controls.PERSIST)

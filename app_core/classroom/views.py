@@ -1,0 +1,60 @@
+"""Between the app's links and a class: the view the teacher publishes, what a follower resets before opening it,
+the join link and its QR code. Streamlit-free (app_pages/_class_panel.py calls these)."""
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import segno
+
+from app_core import schemas as S
+from app_core.classroom.store import View
+
+JOIN = "join"                  # a student's link parameter: the class's code
+TEACH = "teach"                # the teacher's own address only: code.secret
+PERSONAL = (S.PRESENT.name, S.LANG.name)            # each screen's own: never published, never followed
+QR_SCALE = 12                  # px per module: a 33-module code is ~480 px, readable from the back of a room
+
+
+def question_key(lesson_id: str, n: int) -> str:
+    """The key of a lesson step's question in the class."""
+    return f"{lesson_id}/{n}"
+
+
+def read_question_key(key: str | None) -> tuple[str, int] | None:
+    """(lesson id, step n) of a question key; None for none or a malformed one."""
+    lesson_id, slash, n = (key or "").rpartition("/")
+    return (lesson_id, int(n)) if slash and lesson_id and n.isdigit() else None
+
+
+def teacher_view(page: str, link: Mapping[str, str], state: Mapping[str, Any], question: str | None) -> View:
+    """What the followers show: the page and its link's params without the personal ones, with the text even when
+    it is too long for a link (the store carries it)."""
+    params = {k: v for k, v in link.items() if k not in PERSONAL}
+    text = state.get(S.TEXT.key)
+    applies = any(p.key == S.TEXT.key for p in S.schema(page).active(state))
+    if applies and S.TEXT.name not in params and isinstance(text, str) and text != S.TEXT.default:
+        params[S.TEXT.name] = text
+    return View(page, params, question)
+
+
+def keys_to_reset(page: str) -> list[str]:
+    """The state keys a follower drops before opening the teacher's view of page (the link then sets those that
+    differ from their defaults); the personal ones stay."""
+    return [p.key for p in S.schema(page).params if p.name not in PERSONAL]
+
+
+def join_link(app_url: str | None, code: str) -> str:
+    """The join link: the app's address (scheme and host of app_url) with ?join=<code>."""
+    parts = urlsplit(app_url or "")
+    origin = f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else ""
+    return f"{origin}/?{urlencode({JOIN: code})}"
+
+
+def qr_png(link: str) -> bytes:
+    """The link as a QR code (PNG, black on white, a quiet zone of 4 modules)."""
+    out = io.BytesIO()
+    segno.make(link, error="m").save(out, kind="png", scale=QR_SCALE, border=4)
+    return out.getvalue()

@@ -1,0 +1,100 @@
+"""The live class in AppTest: a teacher's session and students' sessions in one process share the in-memory store
+(no ATLAS_REDIS_URL): start a class, follow, detach and rejoin, live answers and reveal, forged and ended codes."""
+from __future__ import annotations
+
+import pytest
+
+from app_core.classroom import class_store, codes
+from app_core.classroom.views import JOIN, TEACH
+from tests.app.apptest import open_page, rerun, warnings
+
+LESSON = "1-llm-basics"
+
+
+@pytest.fixture(autouse=True)
+def memory_store(monkeypatch):
+    monkeypatch.delenv("ATLAS_REDIS_URL", raising=False)
+
+
+def start_class(**params):
+    """A presenter's session that started a class: (AppTest, code, secret)."""
+    teacher = open_page("attention", present="1", **params)
+    act(teacher, teacher.button(key="w_class_start").click())
+    code, secret = codes.read_teacher_token(teacher.query_params[TEACH][0]
+                                            if isinstance(teacher.query_params[TEACH], list)
+                                            else teacher.query_params[TEACH])
+    return teacher, code, secret
+
+
+def act(at, _element):
+    """Run the app after a widget's click or new value (AppTest's element calls only record it)."""
+    return rerun(at)
+
+
+def param(at, name):
+    value = at.query_params.get(name)
+    return value[0] if isinstance(value, list) else value
+
+
+def test_students_follow_the_teacher_and_never_see_the_secret():
+    teacher, code, secret = start_class()
+    assert class_store().version(code) is not None
+    student = open_page("attention", **{JOIN: codes.shown(code).lower()})
+    assert param(student, JOIN) == code
+    assert secret not in str(dict(student.query_params))
+    act(teacher, teacher.slider(key="layer").set_value(5))
+    act(teacher, teacher.slider(key="head").set_value(3))
+    assert class_store().state(code).view.params["layer"] == "5"
+    rerun(student)
+    assert (student.slider(key="layer").value, student.slider(key="head").value) == (5, 3)
+    assert secret not in str(dict(student.query_params)) and param(student, "layer") == "5"
+    teacher_share = teacher.session_state["_class_published"][1]
+    assert secret not in str(teacher_share) and TEACH not in teacher_share.params
+
+
+def test_a_student_explores_on_their_own_then_rejoins():
+    teacher, code, _ = start_class()
+    student = open_page("attention", **{JOIN: code})
+    act(student, student.button(key="w_class_detach").click())
+    act(teacher, teacher.slider(key="layer").set_value(7))
+    act(student, student.slider(key="layer").set_value(2))
+    assert student.slider(key="layer").value == 2                   # the teacher's change waits
+    assert class_store().state(code).view.params["layer"] == "7"    # and the student's did not reach the class
+    act(student, student.button(key="w_class_follow").click())
+    rerun(student)
+    assert student.slider(key="layer").value == 7
+
+
+def test_forged_and_ended_codes_open_the_normal_app_with_a_message():
+    forged = open_page("attention", **{JOIN: codes.new_code()})
+    assert "No class is open with the code" in warnings(forged) and JOIN not in forged.query_params
+    bad = open_page("attention", **{JOIN: "<b>"})
+    assert "is not a class code" in warnings(bad)
+    teacher, code, secret = start_class()
+    act(teacher, teacher.button(key="w_class_end").click())
+    ended = open_page("attention", **{JOIN: code})
+    assert "has ended" in warnings(ended)
+    stolen = open_page("attention", **{TEACH: codes.teacher_token(code, codes.new_secret())})
+    assert "not valid" in warnings(stolen) or "has ended" in warnings(stolen)
+    assert "_class_teaching" not in stolen.session_state
+
+
+def test_students_answer_the_teachers_question_and_reveal_shows_the_answer_everywhere():
+    teacher, code, secret = start_class(lesson=LESSON, step="5")          # "Which learnt vector does RMSNorm keep?"
+    assert class_store().state(code).view.question == f"{LESSON}/5"
+    students = [open_page("attention", **{JOIN: code}) for _ in range(3)]
+    assert all(s.session_state["_lesson"] == (LESSON, 5) for s in students)   # on the teacher's step
+    for student, choice in zip(students, (1, 1, 2), strict=True):
+        student.radio(key=f"class_answer_{LESSON}/5").set_value(choice)
+        act(student, student.button(key="w_class_send").click())
+    assert class_store().answers(code, secret) == {"1": 2, "2": 1}
+    rerun(teacher)
+    bars = [p.proto.text for p in teacher.get("progress")]
+    assert bars == ["the scale γ · 2", "the shift β · 1", "both · 0"], bars
+    assert any("3 of 3 answered" in c.value for c in teacher.caption)
+    act(teacher, teacher.button(key="w_class_reveal").click())
+    for student in students:
+        rerun(student)
+        shown = {s.value for s in student.success}           # the class's box, and the lesson's own question
+        assert shown == {"Answer: the scale γ"}, shown
+    assert not class_store().answer(code, "late", f"{LESSON}/5", "3")
