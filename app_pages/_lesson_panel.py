@@ -12,6 +12,7 @@ import streamlit as st
 
 from app_core import schemas as S
 from app_core.lessons import Lesson, check_answer, computed_answer, load_catalog
+from app_core.lessons.format import CLASS_SETTINGS
 from app_core.lessons.views import clamp_step, lesson_params, read_lesson_link, step_settings, step_snippet
 from app_core.link import Context, Note, note
 from app_pages import _caches as caches
@@ -22,6 +23,7 @@ ACTIVE = "_lesson"              # (lesson id, step n): the step the session is o
 GOTO = "_lesson_goto"           # (lesson id, step n): asked for by a button, opened at the start of the next run
 RESULTS = "_lesson_results"     # {(lesson id, step n): right?}: the first check of each question counts
 REVEALED = "_lesson_revealed"   # {(lesson id, step n)}: questions whose answer is shown
+CARRIED = (*CLASS_SETTINGS, S.TEXT.name)    # a lesson link's settings kept when its step is on another page
 
 
 def page_file(page: str) -> str:
@@ -82,7 +84,8 @@ def settle(page: str, first_run: bool) -> list:
     step = lesson.step(n)
     if step.page != page:
         ss[GOTO] = (lesson.id, n)
-        st.switch_page(page_file(step.page), query_params={**step.query(), **lesson_params(lesson.id, n)})
+        carried = {k: v for k, v in st.query_params.to_dict().items() if k in CARRIED}   # the class's own
+        st.switch_page(page_file(step.page), query_params={**carried, **step.query(), **lesson_params(lesson.id, n)})
     return _open_here(lesson, n)
 
 
