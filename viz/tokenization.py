@@ -224,10 +224,11 @@ def byte_level_figure(pieces: Sequence[PieceRounds], label: Callable[[bytes], st
     fig.update_layout(width=int(margin_l + len(chars) * column_px + MARGIN_R), height=int(top + plot_h + MARGIN_B),
                       margin=dict(l=margin_l, r=MARGIN_R, t=top, b=MARGIN_B), showlegend=False, bargap=0,
                       hovermode="closest")
-    fig.update_xaxes(range=[0, len(chars)], showticklabels=False, showgrid=False, zeroline=False, automargin=False,
+    fig.update_xaxes(type="linear", range=[0, len(chars)], showticklabels=False, showgrid=False, zeroline=False,
+                     automargin=False, fixedrange=True)
+    fig.update_yaxes(type="linear", range=[plot_h, 0], tickmode="array", tickvals=centre,
+                     ticktext=[plotly_escape(r) for r in rows], showgrid=False, zeroline=False, automargin=False,
                      fixedrange=True)
-    fig.update_yaxes(range=[plot_h, 0], tickmode="array", tickvals=centre, ticktext=[plotly_escape(r) for r in rows],
-                     showgrid=False, zeroline=False, automargin=False, fixedrange=True)
     return fig
 
 
