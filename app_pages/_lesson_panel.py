@@ -202,7 +202,10 @@ def draw(page: str) -> None:
 
 
 def snippet(page: str, query: dict[str, str]) -> None:
-    """"Copy as a lesson step": this view (page and settings) as a [[steps]] entry of a lesson file."""
+    """"Copy as a lesson step": this view (page and settings) as a [[steps]] entry of a lesson file (not for the
+    Lessons page itself, which is no step's view)."""
+    if page == S.LESSONS.page:
+        return
     st.caption(_("Copy as a lesson step: paste it into a lesson file (see lessons/README.md) and write its text."))
     st.code(step_snippet(page, {k: v for k, v in query.items() if k not in (S.LESSON.name, S.LESSON_STEP.name)}),
             language="toml")
