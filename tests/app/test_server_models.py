@@ -160,3 +160,12 @@ def test_the_pickers_help_names_the_folders_path_only_where_visitors_may_add_mod
     at = open_page("attention", text=TEXT, lang=lang)
     help_text = at.selectbox(key="w_model").help
     assert with_path in help_text and str(models_dir) in help_text
+
+
+def test_the_download_box_reads_in_chinese(hub, monkeypatch):
+    from tests.app.i18n_check import english_runs, page_strings
+
+    monkeypatch.setenv("ATLAS_ALLOW_DOWNLOAD", "1")
+    at = open_page("attention", text="猫坐在垫子上。", lang="zh")
+    box = [s for s in page_strings(at) if "Hugging Face" in s or "推荐" in s or "仓库" in s or "Hub" in s]
+    assert len(box) >= 4 and not [run for text in box for run in english_runs(text)], box
