@@ -183,3 +183,17 @@ def test_the_endpoint_is_read_at_every_call(served, folder, monkeypatch):
     assert remote.size == len(served.repos[REPO][NAME])
     assert remote.sha256 == hashlib.sha256(served.repos[REPO][NAME]).hexdigest()
     assert remote.url.startswith(served.cdn_url + "/blobs/")                      # the redirect to the blob's host
+
+
+@pytest.mark.parametrize(("repo_id", "filename", "said"), [
+    ("<b>", NAME, "is not a repository name"), ("Count: 1, 2, 3", NAME, "is not a repository name"),
+    ("../..", NAME, "is not a repository name"), (REPO, "<br>.gguf", "is not a GGUF file name"),
+    (REPO, "中文.gguf", "is not a GGUF file name"), (REPO, "😀.gguf", "is not a GGUF file name"),
+    (REPO, "../../etc/x.gguf", "is not a GGUF file name"), (REPO, "/x.gguf", "is not a GGUF file name"),
+])
+def test_hostile_names_are_refused_before_the_hub_is_asked(served, folder, repo_id, filename, said):
+    before = snapshot(folder)
+    with pytest.raises(hub.DownloadError, match=said):
+        hub.download(repo_id, filename, folder)
+    assert not [r for r in served.requests if "resolve" in r[1] or r[1].startswith("/blobs/")]
+    assert snapshot(folder) == before
