@@ -163,7 +163,8 @@ def masks_view(lm, trace) -> None:
     if T < LONG_TEXT:
         with st.container(horizontal=True, vertical_alignment="center", gap="small"):
             st.info(_("This text has {T} tokens. A mask that keeps only the recent tokens shows its effect on long "
-                      "texts: load the long story (about 230 tokens).").format(T=T), icon=":material/short_text:")
+                      "texts: load the long story (about 230 tokens).").format(T=T), icon=":material/short_text:",
+                    width=520)                           # the button beside it: one row, the chart on the first screen
             st.button(_("Load the long story"), key="eff_story", on_click=data.load_story)
     mask_controls(T)
     kind = ss[MASK.key]

@@ -372,16 +372,17 @@ def alibi_view(cfg) -> None:
                  "penalty −m·(i − j) to the score of a key i − j tokens back. The slopes m form a geometric "
                  "sequence, so some heads look far back and others only at their neighbours."))
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
-        st.slider(_("heads"), 1, S.MAX_ALIBI_HEADS, key=ALIBI_HEADS.key, width=220, **controls.PERSIST,
+        # one row at 1024 px (the charts below start on the first screen): 150 + 150 + 160 + 120 and the gaps
+        st.slider(_("heads"), 1, S.MAX_ALIBI_HEADS, key=ALIBI_HEADS.key, width=150, **controls.PERSIST,
                   help=_("This model has {n} heads. For a power of two n the slopes are 2^(−8/n), 2^(−16/n), …; "
                          "other counts take the closest power of two and fill in from twice as many.").format(
                       n=cfg.n_heads))
         heads = int(ss[ALIBI_HEADS.key])
         ss[ALIBI_HEAD.key] = min(int(ss[ALIBI_HEAD.key]), heads - 1)
         if heads > 1:
-            st.slider(_("head"), 0, heads - 1, key=ALIBI_HEAD.key, width=220, **controls.PERSIST)
-        st.slider(_("positions in the matrix"), 4, 128, key=ALIBI_N.key, width=200, **controls.PERSIST)
-        st.selectbox(_("distances up to"), S.DISTANCE_OPTIONS, key=ALIBI_DIST.key, width=150, **controls.PERSIST,
+            st.slider(_("head"), 0, heads - 1, key=ALIBI_HEAD.key, width=150, **controls.PERSIST)
+        st.slider(_("positions in the matrix"), 4, 128, key=ALIBI_N.key, width=160, **controls.PERSIST)
+        st.selectbox(_("distances up to"), S.DISTANCE_OPTIONS, key=ALIBI_DIST.key, width=120, **controls.PERSIST,
                      format_func=lambda d: f"{d:,}")
     head = int(ss[ALIBI_HEAD.key])
     figs = alibi_figures(heads, head, int(ss[ALIBI_N.key]), int(ss[ALIBI_DIST.key]), cfg.head_dim, cfg.rope_theta)

@@ -105,7 +105,8 @@ def grad_norm_figure(runs: list[Curves], total_steps: int, *, title: str | None 
                   _named(run.name, fill(words.layer_n, layer=layer)), PALETTE[layer % len(PALETTE)],
                   words.step_hover, dash=DASHES[r % 2])
             for r, run in enumerate(runs) for layer in range(np.shape(run.layer_grad_norms)[1])]
-    fig = go.Figure(data=data, layout=_lines_layout(total_steps, words.grad_norm, words, type="log"))
+    # log ticks at 1, 2 and 5 per decade (plotly labelled all nine digits of a short decade, on top of each other)
+    fig = go.Figure(data=data, layout=_lines_layout(total_steps, words.grad_norm, words, type="log", dtick="D2"))
     return apply_theme(fig, title, height)
 
 
@@ -123,6 +124,9 @@ def head_lines_figure(runs: list[tuple[str, np.ndarray, np.ndarray]], total_step
             data.append(_line(steps, v[:, layer, head], _named(name, fill(words.head_n, layer=layer, head=head)),
                               PALETTE[k % len(PALETTE)], words.step_hover, dash=DASHES[r % 2]))
     layout = _lines_layout(total_steps, y_title, words, **({"range": list(y_range)} if y_range else {}))
+    # a line per head: the legend wraps to several rows in a half-width chart, and above the plot it covered the
+    # title; below the axis, plotly widens the bottom margin for it
+    layout["legend"] = dict(orientation="h", yanchor="top", y=-0.5, xanchor="left", x=0)    # below the axis title
     return apply_theme(go.Figure(data=data, layout=layout), title, height)
 
 
