@@ -29,6 +29,7 @@ PILLS_MAX = 160                     # up to this many pieces the picker is click
 PILLS_BOX_PX = 118                  # the pills scroll inside a box this high when they need more than ~3 rows
 PILLS_INLINE = 24                   # up to this many pieces the pills need no box
 FIGURE_WIDTH = 680                  # px: the main area's width at 1024x768 beside the sidebar (686)
+PRESENTER_WIDTH = 900               # px: the same in presenter mode, without the sidebar
 ss = st.session_state
 
 
@@ -106,9 +107,11 @@ def byte_level_view(tok, pieces: list[str], counts: list[int | None], chosen: in
                      "Pieces #{first}–#{last}: {chars} characters, {bytes} bytes → {n} tokens", n_tokens).format(
         first=window.start, last=window.stop - 1, chars=sum(len(pieces[k]) for k in window),
         bytes=sum(len(w.raw) for _k, w in shown), n=n_tokens)
-    scale = PRESENTER_FONT_SCALE if ss.get(PRESENT_KEY) else 1.0
-    fig = vt.byte_level_figure(rounds, readable_token, chosen=chosen - window.start, max_width=FIGURE_WIDTH,
-                               fit_scale=scale, title=title, words=translated(vt.WORDS))
+    present = bool(ss.get(PRESENT_KEY))
+    fig = vt.byte_level_figure(rounds, readable_token, chosen=chosen - window.start,
+                               max_width=PRESENTER_WIDTH if present else FIGURE_WIDTH,
+                               fit_scale=PRESENTER_FONT_SCALE if present else 1.0, title=title,
+                               words=translated(vt.WORDS))
     show_figure(fig, key="inside_bpe", filename=f"bpe_pieces{window.start}-{window.stop - 1}", width="content")
     merges = sum(len(w.merges) for _k, w in shown)
     st.caption(_("Top: the characters (the picked piece shaded, a line between two pieces), then each character's "

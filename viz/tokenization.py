@@ -132,7 +132,7 @@ class _Cells:
 
     def __init__(self, x: list[float], column_px: float, fit_scale: float):
         self.xs, self.column_px, self.fit_scale = x, column_px, fit_scale
-        self.bars: dict[str, list] = {k: [] for k in ("x", "base", "y", "width", "color", "hover", "template")}
+        self.bars: dict[str, dict[str, list]] = {}       # hover template -> the cells' x, base, y, width, ...
         self.labels: dict[str, list] = {k: [] for k in ("x", "y", "text", "size", "color")}
         self.rotated: list[dict] = []
 
@@ -141,8 +141,9 @@ class _Cells:
         """A cell over bytes [first, end) (or x = (left, right) in columns) centred on y; its label where it fits
         (rotated, if asked, when it does not fit across)."""
         left, right = x or (self.xs[first], self.xs[end])
-        for key, value in zip(self.bars, (right - left, left, y, height - 2, color, hover, template), strict=True):
-            self.bars[key].append(value)
+        cells = self.bars.setdefault(template, {k: [] for k in ("x", "base", "y", "width", "color", "hover")})
+        for key, value in zip(cells, (right - left, left, y, height - 2, color, hover), strict=True):
+            cells[key].append(value)
         if not label:
             return
         room, need = (right - left) * self.column_px, (text_px(label, font) + LABEL_PAD) * self.fit_scale
@@ -209,12 +210,19 @@ def byte_level_figure(pieces: Sequence[PieceRounds], label: Callable[[bytes], st
     for k, p in enumerate(pieces):
         _piece_cells(cells, p, first, k == chosen, n_rounds, tops, heights, label, font, hex_fits, words)
         first += len(p.raw)
-    bars, texts = cells.bars, cells.labels
+    texts = cells.labels
+    kinds = {words.char_hover: "characters", words.byte_hover: "bytes", words.round_hover: "rounds",
+             words.part_hover: "ids"}
     data = [go.Bar(x=bars["x"], base=bars["base"], y=bars["y"], width=bars["width"], orientation="h",
                    marker=dict(color=bars["color"], line=dict(color="white", width=1)), customdata=bars["hover"],
-                   hovertemplate=[t + "<extra></extra>" for t in bars["template"]], name="cells"),
-            go.Scatter(x=texts["x"], y=texts["y"], text=texts["text"], mode="text", hoverinfo="skip", name="labels",
-                       textfont=dict(size=texts["size"], color=texts["color"]), textposition="middle center")]
+                   hovertemplate=template + "<extra></extra>", name=kinds[template])
+            for template, bars in cells.bars.items()]                  # one trace per kind of row
+    for size in sorted(set(texts["size"])):             # one trace per font size (presenter mode scales each)
+        at = [i for i, s in enumerate(texts["size"]) if s == size]
+        data.append(go.Scatter(x=[texts["x"][i] for i in at], y=[texts["y"][i] for i in at],
+                               text=[texts["text"][i] for i in at], mode="text", hoverinfo="skip", name="labels",
+                               textfont=dict(size=size, color=[texts["color"][i] for i in at]),
+                               textposition="middle center"))
     plot_h = tops[-1] + heights[-1]
     bounds = [xs[sum(len(p.raw) for p in pieces[:k])] for k in range(1, len(pieces))]
     shapes = [dict(type="line", x0=x, x1=x, y0=0, y1=plot_h, line=dict(color="#555555", width=2)) for x in bounds]

@@ -18,7 +18,6 @@ from app_core import schemas as S
 from app_core.tokenization import WINDOW_CHARS
 from model.decoder.core import CHECKPOINT_EVERY
 from tests.app.apptest import array, example, open_page, rerun
-from viz import tokenization as vt
 from viz.labels import plotly_escape
 
 STEP_ANCHORS = ("in", "norm1", "qkv", "rope", "scores", "mask", "softmax", "mix", "wo", "add1", "norm2", "swiglu",
@@ -86,14 +85,11 @@ def test_tokens_view_walks_bpe_to_tiktokens_tokens(lm):
     final_ids = [int(i) for i in table["id"]]
     assert final_ids == [i for k in window for i in tok.encode(pieces[k])]             # tiktoken's own encoding
     fig = chart(at, "inside_bpe")
-    cells = fig["data"][0]
-    kinds = [t.removesuffix("<extra></extra>") for t in cells["hovertemplate"]]
-    chars = [c for c, kind in zip(cells["customdata"], kinds, strict=True) if kind == vt.WORDS.char_hover]
-    assert "".join(c[0] for c in chars).replace("␣", " ") == "".join(pieces[k] for k in window)   # a column each
-    ids = [c[1] for c, kind in zip(cells["customdata"], kinds, strict=True) if kind == vt.WORDS.part_hover]
-    assert ids == [f"{i:,}" for i in final_ids]                                        # the bottom row: the ids
-    tokens = [c[2] for c, kind in zip(cells["customdata"], kinds, strict=True) if kind == vt.WORDS.part_hover]
-    assert tokens == [" ".join(f"{b:02X}" for b in tok.token_bytes(i)) for i in final_ids]
+    cells = {trace["name"]: trace["customdata"] for trace in fig["data"] if trace["type"] == "bar"}
+    chars = "".join(c[0] for c in cells["characters"]).replace("␣", " ")
+    assert chars == "".join(pieces[k] for k in window)                                 # a column each
+    assert [c[1] for c in cells["ids"]] == [f"{i:,}" for i in final_ids]               # the bottom row: the ids
+    assert [c[2] for c in cells["ids"]] == [" ".join(f"{b:02X}" for b in tok.token_bytes(i)) for i in final_ids]
     at.pills(key="inside_piece_pick").set_value(0)                          # the automatic piece: not in the link
     rerun(at)
     assert "piece" not in at.query_params and at.session_state["inside_piece"] is None
@@ -118,9 +114,7 @@ def test_control_tokens_are_one_piece_and_one_id(lm):
     table = at.dataframe[0].value
     assert [int(t) for t, k in zip(table["id"], table["piece"], strict=True) if int(k) == i] == \
         [lm.tokenizer.special_id("<|im_start|>")]
-    cells = chart(at, "inside_bpe")["data"][0]
-    kinds = [t.removesuffix("<extra></extra>") for t in cells["hovertemplate"]]
-    rounds = [c for c, kind in zip(cells["customdata"], kinds, strict=True) if kind == vt.WORDS.round_hover]
+    rounds = next(trace["customdata"] for trace in chart(at, "inside_bpe")["data"] if trace["name"] == "rounds")
     special = [c for c in rounds if c[0] == "&lt;|im_start|&gt;"]                     # one cell: the whole token
     assert special and all(c[1] == f"{lm.tokenizer.special_id('<|im_start|>'):,}" for c in special)
 

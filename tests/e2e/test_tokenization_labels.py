@@ -1,10 +1,12 @@
 """The byte-level tokenization figure in headless Chromium, on a Qwen-style vocabulary that holds Chinese
 (tests/qwen_style_vocab.py: trained here, carried by a tiny random GGUF): for a Chinese sentence, an emoji text and a
 40-character English sentence, in English and in Chinese, every SVG text element of the figure (labels, row names,
-title) is at least 10 px and no two overlap (their boxes as the browser lays them out, rotated ids included).
+title) is at least 10 px and no two overlap (their boxes as the browser lays them out, rotated ids included); in
+presenter mode too (fonts 1.25x).
 
 The figure is drawn as the app draws it (the page's own window, walk and rounds) in a page of its own at the width
-the app gives it at 1024x768; screenshots go to pytest's temp dir (and $E2E_SCREENSHOT_DIR)."""
+the app gives it at 1024x768 (presenter mode: without the sidebar); screenshots go to pytest's temp dir (and
+$E2E_SCREENSHOT_DIR)."""
 from __future__ import annotations
 
 from dataclasses import fields, replace
@@ -14,7 +16,8 @@ from playwright import sync_api
 
 from app_core.tokenization import piece_rounds, piece_window
 from app_pages._i18n import translations
-from app_pages._tokenization_view import FIGURE_WIDTH, auto_piece
+from app_pages._tokenization_view import FIGURE_WIDTH, PRESENTER_WIDTH, auto_piece
+from app_pages._widgets import PRESENTER_FONT_SCALE
 from model import load_model
 from model.tokenizers.bpe_walk import bpe_walk, piece_token_count
 from model.tokenizers.labels import readable_token
@@ -22,6 +25,7 @@ from tests import qwen_style_vocab
 from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.test_browser import copy_out
 from viz import tokenization as vt
+from viz.theme import scale_fonts
 
 TEXTS = {
     "chinese": "周末我和朋友去图书馆借了三本关于人工智能的书，回家后一直读到深夜。",
@@ -57,16 +61,20 @@ def words(lang: str) -> vt.Words:
     return replace(vt.WORDS, **{f.name: catalog.gettext(getattr(vt.WORDS, f.name)) for f in fields(vt.WORDS)})
 
 
-def figure(tok, text: str, lang: str):
-    """The figure the view draws for text's automatic piece, and the walks it shows."""
+def figure(tok, text: str, lang: str, present: bool = False):
+    """The figure the view draws for text's automatic piece (in presenter mode: its fonts enlarged as show_figure
+    enlarges them), and the walks it shows."""
     pieces = tok.pieces(text)
     counts = [piece_token_count(tok, p) for p in pieces]
     chosen = auto_piece(pieces, counts)
     window = piece_window([len(p) for p in pieces], chosen)
     walks = [bpe_walk(tok, pieces[k]) for k in window]
+    scale = PRESENTER_FONT_SCALE if present else 1.0
     fig = vt.byte_level_figure([piece_rounds(tok, w) for w in walks], readable_token, chosen=chosen - window.start,
-                               max_width=FIGURE_WIDTH, title=f"{len(text)} characters", words=words(lang))
-    return fig, walks, window
+                               max_width=PRESENTER_WIDTH if present else FIGURE_WIDTH, fit_scale=scale,
+                               title=f"{len(text)} characters",
+                               words=words(lang))
+    return (scale_fonts(fig, scale) if present else fig), walks, window
 
 
 def missing(wanted: list[str], shown: list[str]) -> list[str]:
@@ -103,11 +111,12 @@ def test_the_walk_ends_on_the_tokenizers_own_tokens(tok):
         assert ids == tok.encode(shown) == reference.encode(shown).ids, text
 
 
+@pytest.mark.parametrize("present", [False, True], ids=["", "presenter"])
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("name", list(TEXTS))
-def test_labels_are_legible_at_1024x768(tok, page, tmp_path_factory, name, lang):
-    fig, walks, _ = figure(tok, TEXTS[name], lang)
-    html = tmp_path_factory.mktemp("figures") / f"tokenization_{name}_{lang}.html"
+def test_labels_are_legible_at_1024x768(tok, page, tmp_path_factory, name, lang, present):
+    fig, walks, _ = figure(tok, TEXTS[name], lang, present)
+    html = tmp_path_factory.mktemp("figures") / f"tokenization_{name}_{lang}{'_presenter' * present}.html"
     html.write_text(fig.to_html(include_plotlyjs=True, full_html=True), encoding="utf-8")
     page.goto(html.as_uri())
     page.wait_for_selector(".main-svg text")
@@ -125,5 +134,5 @@ def test_labels_are_legible_at_1024x768(tok, page, tmp_path_factory, name, lang)
     assert not small, small
     assert not overlaps(boxes), overlaps(boxes)[:10]
     width = page.evaluate("() => document.querySelector('.main-svg').getBoundingClientRect().width")
-    assert width <= FIGURE_WIDTH
+    assert width <= (PRESENTER_WIDTH if present else FIGURE_WIDTH)
 

@@ -62,17 +62,20 @@ def test_the_figure_has_a_column_per_character_and_its_bytes_stacked_under_it(to
     p = vt.PieceRounds(text.encode(), (1, 2, 100, 101, 102), rounds=(parts,), made=(frozenset({0, 1}),),
                        round_ids=((6, 300),))
     fig = vt.byte_level_figure([p], readable_token, max_width=600)
-    bars = fig.data[0]
-    base, width, y = list(bars.base), list(bars.x), list(bars.y)
-    chars = [i for i, t in enumerate(bars.hovertemplate) if t.startswith(vt.WORDS.char_hover)]
-    assert [(base[i], width[i]) for i in chars] == [(0, 1), (1, 1), (2, 1)]          # one column per character
-    byte_cells = [i for i, t in enumerate(bars.hovertemplate) if t.startswith(vt.WORDS.byte_hover)]
-    assert [(base[i], width[i]) for i in byte_cells] == [(0, 1), (1, 1), (2, 1), (2, 1), (2, 1)]
-    assert y[byte_cells[2]] < y[byte_cells[3]] < y[byte_cells[4]]               # 注's three bytes stacked
-    rounds = [i for i, t in enumerate(bars.hovertemplate) if t.startswith(vt.WORDS.round_hover)]
-    assert [(base[i], width[i]) for i in rounds] == [(0, 2), (2, 1)]            # "ab" spans two columns
-    assert all(bars.marker.color[i] == ACCENT for i in rounds)
-    shown = list(fig.data[1].text)
+    traces = {t.name: t for t in fig.data}
+    assert list(traces) == ["characters", "bytes", "rounds", "ids", "labels"]          # labels: one per font size
+
+    def cells(kind):
+        return list(zip(traces[kind].base, traces[kind].x, strict=True))
+
+    assert cells("characters") == [(0, 1), (1, 1), (2, 1)]                       # one column per character
+    assert cells("bytes") == [(0, 1), (1, 1), (2, 1), (2, 1), (2, 1)]
+    y = list(traces["bytes"].y)
+    assert y[2] < y[3] < y[4]                                                   # 注's three bytes stacked
+    assert cells("rounds") == [(0, 2), (2, 1)]                                  # "ab" spans two columns
+    assert all(c == ACCENT for c in traces["rounds"].marker.color)
+    assert [list(c) for c in traces["ids"].customdata] == [["ab", "6", "61 62"], ["注", "300", "E6 B3 A8"]]
+    shown = [text for t in fig.data if t.name == "labels" for text in t.text]
     assert {"a", "b", "注", "E6", "B3", "A8", "ab", "6", "300"} <= set(shown)
     assert list(fig.layout.yaxis.ticktext) == ["characters", "UTF-8 bytes", "merge round 1", "token ids"]
     assert fig.layout.width <= 600
@@ -82,7 +85,8 @@ def test_a_label_that_does_not_fit_is_left_out_and_the_figure_keeps_its_width():
     text = "注意力" * 40                                                   # 120 characters in 600 px: 4 px each
     p = vt.PieceRounds(text.encode(), tuple(range(360)))
     fig = vt.byte_level_figure([p], readable_token, max_width=600)
-    assert "注" not in list(fig.data[1].text) and "E6" not in list(fig.data[1].text)
+    shown = [text for t in fig.data if t.name == "labels" for text in t.text]
+    assert "注" not in shown and "E6" not in shown
     assert fig.layout.width <= 600 + 10
 
 
