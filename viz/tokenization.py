@@ -194,7 +194,7 @@ def byte_level_figure(pieces: Sequence[PieceRounds], label: Callable[[bytes], st
     n_rounds = max(len(p.rounds) for p in pieces)
     rows = [words.characters, words.utf8_bytes] + [fill(words.merge_round, n=r + 1) for r in range(n_rounds)] + \
         [words.token_ids]
-    margin_l = int(max(text_px(r, TICK_FONT_SIZE) for r in rows) * fit_scale) + 12
+    margin_l = int(max(text_px(r, TICK_FONT_SIZE) for r in rows) * fit_scale) + 18
     chars, xs = _columns(pieces)
     column_px = min(MAX_COLUMN_PX, max(MIN_COLUMN_PX, (max_width - margin_l - MARGIN_R) / len(chars)))
     font = _font(chars, label, column_px, fit_scale)
