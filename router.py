@@ -25,6 +25,7 @@ PAGES = [
     ("app_pages/parameters.py", N_("Parameters"), ":material/calculate:", "parameters"),
     ("app_pages/train.py", N_("Train"), ":material/model_training:", "train"),
     ("app_pages/lessons.py", N_("Lessons"), ":material/school:", "lessons"),
+    ("app_pages/circuits.py", N_("Circuits"), ":material/hub:", "circuits"),
 ]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from app_core.circuit_pairs import PAIRS
 from app_core.examples import default_text
 from app_core.link import Choice, Context, Flag, Float, Int, IntList, ModelName, Param, Schema, Text
 from model.calculator.params import (
@@ -324,13 +325,37 @@ TRAIN = Schema("train", (
     Int("at", "train_at", None, lo=0, hi=TS.MAX_STEPS),       # the step whose attention is shown (None: the last)
 ))
 
+# --------------------------------------------------------------------------------------------------------- Circuits
+CIRCUITS_VIEWS = {"roles": N_("Head roles"), "patching": N_("Two texts: patching"),
+                  "attribution": N_("Which tokens matter")}
+HEAD_ROLES = ("previous_token", "induction", "duplicate_token", "sink")   # model.analysis.head_roles.ROLES
+PATCH_KINDS = ("resid", "head")                                           # model.analysis.patching.KINDS
+MAX_PAIR_CHARS = 600
+_C_VIEW = "circuits_view"
+_patching = _view_is(_C_VIEW, "patching")
+_attributing = _view_is(_C_VIEW, "attribution")
+_picking_heads = _view_is(_C_VIEW, "roles", "attribution")
+CIRCUITS = Schema("circuits", (
+    Choice("view", _C_VIEW, "roles", options=tuple(CIRCUITS_VIEWS)),
+    Choice("role", "circ_role", "induction", options=HEAD_ROLES, when=_view_is(_C_VIEW, "roles")),
+    _with(LAYER, _picking_heads), _with(HEAD, _picking_heads),
+    Text("a", "circ_clean", PAIRS[0].clean, max_chars=MAX_PAIR_CHARS, url_limit=4000, when=_patching),
+    Text("b", "circ_corrupt", PAIRS[0].corrupt, max_chars=MAX_PAIR_CHARS, url_limit=4000, when=_patching),
+    Text("answer", "circ_answer", PAIRS[0].answer, max_chars=64, url_limit=400, when=_patching),
+    Text("foil", "circ_foil", PAIRS[0].foil, max_chars=64, url_limit=400, when=_patching),
+    Choice("kind", "circ_kind", "resid", options=PATCH_KINDS, when=_patching),
+    _with(TEXT, _attributing),
+    Int("target", "circ_target", None, lo=0, hi=lambda c: c.vocab_size - 1, when=_attributing),  # None: top token
+))
+
 # ---------------------------------------------------------------------------------------------------------- Lessons
 LESSONS = Schema("lessons", ())           # the list of lessons (app_pages/lessons.py): no settings of its own
 
 # ---------------------------------------------------------------------------------------------------------- all
 SCHEMAS: dict[str, Schema] = {
     s.page: Schema(s.page, (*s.params, PRESENT, LANG, MODEL))
-    for s in (ATTENTION, CAUSAL_MASK, SOFTMAX, GENERATE, INSIDE, POSITIONAL, PARAMETERS, EFFICIENT, TRAIN, LESSONS)
+    for s in (ATTENTION, CAUSAL_MASK, SOFTMAX, GENERATE, INSIDE, POSITIONAL, PARAMETERS, EFFICIENT, TRAIN, LESSONS,
+              CIRCUITS)
 }
 
 
