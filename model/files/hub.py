@@ -155,6 +155,10 @@ def download(repo_id: str, filename: str, folder: Path, revision: str = "main",
             _discard(part, made)
             raise DownloadError(f"The disk filled up while downloading {remote.name} into {folder}. Free some "
                                 f"space or set ATLAS_MODELS_DIR to a larger disk.") from exc
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            _discard(part, made)
+            raise DownloadError(f"Cannot write into the models folder {folder} ({exc.strerror}). Set "
+                                f"ATLAS_MODELS_DIR to a folder this user can write.") from exc
         raise DownloadError(_cut_off(remote, exc)) from exc
     except Exception as exc:  # noqa: BLE001 - the client's own errors: one line; the .part stays for a resume
         raise DownloadError(_cut_off(remote, exc)) from exc

@@ -125,16 +125,18 @@ def test_not_enough_disk_is_refused_before_downloading(served, folder):
     assert not any(path.startswith("/blobs/") for _, path in served.requests)
 
 
-def test_a_disk_that_fills_up_mid_download_leaves_nothing(served, folder, monkeypatch):
+@pytest.mark.parametrize(("code", "said"), [(errno.ENOSPC, "The disk filled up while downloading"),
+                                           (errno.EROFS, "Cannot write into the models folder")])
+def test_a_disk_that_fills_up_or_refuses_writes_mid_download_leaves_nothing(served, folder, monkeypatch, code, said):
     import huggingface_hub.file_download as client
 
-    def fill_up(url, temp_file, **kwargs):
+    def fail(url, temp_file, **kwargs):
         temp_file.write(b"GGUF" + bytes(1000))
-        raise OSError(errno.ENOSPC, "No space left on device")
+        raise OSError(code, os.strerror(code))
 
-    monkeypatch.setattr(client, "http_get", fill_up)
+    monkeypatch.setattr(client, "http_get", fail)
     before = snapshot(folder)
-    with pytest.raises(hub.DownloadError, match="The disk filled up while downloading"):
+    with pytest.raises(hub.DownloadError, match=said):
         hub.download(REPO, NAME, folder)
     assert snapshot(folder) == before
 
