@@ -49,6 +49,7 @@ STRIP_S = 1.0                     # the teacher's strip (followers, answers)
 BEAT_S = 5.0                      # a follower's heartbeat (the store counts those of the last 15 s)
 HERE_S = 60.0                     # the teacher's keep-alive (a class ends 12 h after the last)
 QR_PX = 420
+BAR_PX = 150                      # one answer's bar on the teacher's strip
 
 
 def closed_message(code: str, ended: bool) -> str:
@@ -212,12 +213,13 @@ def class_button(where) -> None:
     """In the presenter row: "Start a class", or the class's panel (code, link, QR code, End class)."""
     teaching = st.session_state.get(TEACHING)
     if not teaching:
-        where.button(_("Start a class"), key="w_class_start", icon=":material/groups:", on_click=_start_class,
-                     help=_("Students who open the join link follow this screen: page, tab, text and settings"))
+        where.button("", key="w_class_start", icon=":material/groups:", on_click=_start_class,   # the row is full
+                     help=_("Start a class") + ": " + _("Students who open the join link follow this screen: page, "
+                                                      "tab, text and settings"))
         return
     code = teaching[0]
     link = join_link(st.context.url, code)
-    with where.popover(codes.shown(code), icon=":material/groups:", key="class_panel",
+    with where.popover("", icon=":material/groups:", key="class_panel",
                        help=_("The class: join code, link and QR code")):
         st.markdown(_("Join code: **{code}**").format(code=codes.shown(code)))
         st.image(_qr(link), width=QR_PX)
@@ -234,7 +236,8 @@ def _labels(question) -> list[tuple[str, str]]:
 
 @st.fragment(run_every=STRIP_S)
 def _teacher_strip() -> None:
-    """The class at a glance on the teacher's screen: the code, how many follow, the answers and Reveal."""
+    """The class at a glance on the teacher's screen, in one row: how many follow, a bar per answer, n of m
+    answered, Reveal."""
     ss = st.session_state
     teaching = ss.get(TEACHING)
     if not teaching:
@@ -255,19 +258,17 @@ def _teacher_strip() -> None:
     with st.container(horizontal=True, vertical_alignment="center", gap="small", key="class_strip"):
         st.caption(":material/groups: " + ngettext("{n} student follows class {code}",
                                                    "{n} students follow class {code}", following)
-                   .format(n=following, code=codes.shown(code)))
-    if found is None:
-        return
-    question = found[2]
-    answered = sum(counts.values())
-    with st.container(border=True, key="class_answers"):
-        for value, label in _labels(question):
-            n = counts.get(value, 0)
-            st.progress(n / answered if answered else 0.0, text=f"{label} · {n}")
-        with st.container(horizontal=True, vertical_alignment="center", gap="small"):
-            st.caption(_("{n} of {m} answered").format(n=answered, m=max(following, answered)))
+                   .format(n=following, code=codes.shown(code)), width="content")
+        if found is None:
+            return
+        answered = sum(counts.values())
+        with st.container(horizontal=True, vertical_alignment="center", gap="small", key="class_answers"):
+            for value, label in _labels(found[2]):
+                n = counts.get(value, 0)
+                st.progress(n / answered if answered else 0.0, text=f"{label} · {n}", width=BAR_PX)
+            st.caption(_("{n} of {m} answered").format(n=answered, m=max(following, answered)), width="content")
             if state.view.revealed:
-                st.caption(":material/visibility: " + _("Revealed on every screen"))
+                st.caption(":material/visibility: " + _("Revealed on every screen"), width="content")
             else:
                 st.button(_("Reveal"), key="w_class_reveal", icon=":material/visibility:", on_click=_reveal)
 

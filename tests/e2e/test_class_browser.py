@@ -1,0 +1,178 @@
+"""End-to-end: a live class in headless Chromium. A teacher (presenter mode, 1024x768) and two students, on one
+server, then on two servers sharing a real Redis (teacher on one, students on the other): students follow the
+teacher's setting, tab, text and page changes (latencies printed: `pytest -s`); one explores on their own and
+rejoins; both answer the step's question and Reveal shows the answer on their screens; a student cannot drive the
+class (their changes stay theirs, a forged teacher key is refused); forged and ended codes give a message and the
+normal app. Each check also reads the student's URL: the teacher's secret is never in it."""
+from __future__ import annotations
+
+import statistics
+import time
+
+import pytest
+
+from app_core.classroom import codes
+from tests.classroom.redis_server import running_redis
+from tests.e2e.class_harness import query, servers, wait_shows
+from tests.e2e.test_browser import (
+    HEALTH_TIMEOUT_S,
+    PROJECTOR,
+    RERUN_MS,
+    ROOT,
+    assert_no_exception,
+    open_view,
+    rerun,
+)
+
+LESSON = "1-llm-basics"
+TIMINGS: dict[str, list[float]] = {}
+
+
+@pytest.fixture(scope="module", params=["one-server", "two-servers-redis"])
+def classroom(request, tmp_path_factory):
+    """(the teacher's server URL, the students' server URL)."""
+    logs = tmp_path_factory.mktemp("class-servers")
+    if request.param == "one-server":
+        with servers(ROOT, logs, 1, HEALTH_TIMEOUT_S) as urls:
+            yield urls[0], urls[0]
+    else:
+        with running_redis() as redis_url, servers(ROOT, logs, 2, HEALTH_TIMEOUT_S, redis_url) as urls:
+            yield urls[0], urls[1]
+    shown = {k: f"median {statistics.median(v):.2f} s, max {max(v):.2f} s (n={len(v)})" for k, v in TIMINGS.items()}
+    print(f"\nfollow latency, {request.param}: {shown}")
+    TIMINGS.clear()
+
+
+def press_on_body(page, key: str) -> None:
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+    page.keyboard.press(key)
+
+
+def test_a_class_follows_the_teacher(classroom, new_page, tmp_path):
+    teacher_url, student_url = classroom
+    opened = []
+    try:
+        run_class(teacher_url, student_url, new_page, opened, tmp_path)
+    except Exception:
+        for i, page in enumerate(opened):
+            page.screenshot(path=str(tmp_path / f"page{i}.png"))
+        print(f"screenshots: {tmp_path}")
+        raise
+
+
+def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots) -> None:
+    def new_page(*size, _make=new_page):
+        page = _make(*size)
+        opened.append(page)
+        return page
+    teacher = new_page(*PROJECTOR)
+    open_view(teacher, teacher_url + "/?present=1")
+    teacher.screenshot(path=str(shots / "teacher-before.png"))
+    rerun(teacher, lambda: button(teacher, "w_class_start").click())
+    code, secret = codes.read_teacher_token(query(teacher.url)["teach"])
+    students = [new_page(*PROJECTOR) for _ in range(2)]
+    for student in students:
+        open_view(student, f"{student_url}/?join={codes.shown(code)}")
+        student.locator(".st-key-class_bar").wait_for()
+    teacher.locator(".st-key-class_strip").get_by_text("2 students follow").wait_for(timeout=10_000)
+
+    def change(name: str, action, want: dict) -> None:
+        """The teacher's action, then how long after the teacher's screen shows want each student's does."""
+        t0 = time.monotonic()
+        action()
+        shown = wait_shows(teacher, want, t0) + t0                         # the teacher's screen has it
+        for student in students:
+            TIMINGS.setdefault(name, []).append(wait_shows(student, want, shown))
+            TIMINGS.setdefault(name + " (from the action)", []).append(time.monotonic() - t0)
+            assert secret not in student.url
+        assert_no_exception(students[0], name)
+
+    teacher.wait_for_function("document.querySelectorAll('.st-key-keyboard_shortcuts button').length === 4")
+    change("setting", lambda: press_on_body(teacher, "ArrowUp"), {"layer": "1"})
+    change("setting", lambda: press_on_body(teacher, "ArrowRight"), {"layer": "1", "head": "1"})
+    change("tab", lambda: teacher.get_by_role("tab", name="All heads of a layer").click(), {"view": "layer"})
+    typed = "Count: 1, 2, 3 <b> 注意力 🙂"
+
+    def type_text():
+        teacher.get_by_role("button", name="Text", exact=True).click()
+        box = teacher.locator('[data-testid="stPopoverBody"] textarea')
+        box.fill(typed)
+        box.press("Control+Enter")
+    change("text", type_text, {"text": typed})
+    teacher.keyboard.press("Escape")
+    change("page", lambda: teacher.get_by_role("link", name="Softmax & temperature").click(), {"path": "/softmax"})
+
+    # One student explores on their own: the teacher's changes wait; rejoining opens the teacher's view.
+    explorer, follower = students
+    button(explorer, "w_class_detach").click()
+    explorer.locator(".st-key-w_class_follow").wait_for()
+    change_page = teacher_url + f"/?present=1&teach={code}.{secret}"        # the teacher reloads: still teaching
+    t0 = time.monotonic()
+    teacher.goto(change_page)
+    wait_shows(follower, {"path": "/"}, t0)
+    time.sleep(1.5)
+    assert urlpath(explorer.url) == "/softmax"
+    button(explorer, "w_class_follow").click()
+    wait_shows(explorer, {"path": "/"}, time.monotonic())
+
+    # A student cannot drive: their own change stays on their screen; a forged teacher key is refused.
+    follower.wait_for_function("document.querySelectorAll('.st-key-keyboard_shortcuts button').length === 4")
+    rerun(follower, lambda: press_on_body(follower, "ArrowUp"))
+    assert query(follower.url).get("layer") == "1"
+    time.sleep(1.5)
+    assert query(teacher.url).get("layer") is None and query(explorer.url).get("layer") is None
+    intruder = new_page(*PROJECTOR)
+    open_view(intruder, f"{student_url}/?present=1&teach={code}.{codes.new_secret()}")
+    intruder.get_by_text("class key is not valid").wait_for()
+    assert not intruder.locator(".st-key-class_strip").count()
+
+    # Live answers: the teacher opens a lesson step with a question; each student answers; Reveal reaches both.
+    t0 = time.monotonic()
+    teacher.goto(teacher_url + f"/inside?present=1&lesson={LESSON}&step=5&teach={code}.{secret}")
+    for student in students:
+        student.locator(".st-key-class_question").wait_for(timeout=RERUN_MS)      # the Inside page is slow
+        student.wait_for_url(lambda url: query(url).get("lesson") == LESSON and urlpath(url) == "/inside",
+                             timeout=RERUN_MS)
+    for student, choice in zip(students, ("the scale γ", "the shift β"), strict=True):
+        box = student.locator(".st-key-class_question")
+        box.get_by_text(choice).click()
+        rerun(student, lambda box=box: box.locator("button", has_text="Send").click(), min_charts=0)
+    answers = teacher.locator(".st-key-class_answers")
+    answers.get_by_text("2 of 2 answered").wait_for(timeout=10_000)
+    assert "the scale γ · 1" in answers.inner_text() and "the shift β · 1" in answers.inner_text()
+    t0 = time.monotonic()
+    answers.locator("button", has_text="Reveal").click()
+    for student in students:
+        student.locator(".st-key-class_question").get_by_text("Answer: the scale γ").wait_for(timeout=10_000)
+        TIMINGS.setdefault("reveal", []).append(time.monotonic() - t0)
+
+    teacher.screenshot(path=str(shots / "teacher-answers.png"))
+    students[0].screenshot(path=str(shots / "student-answers.png"))
+    # The teacher ends the class: the students' screens say so and stay usable; the code then reads as ended.
+    teacher.locator(".st-key-class_panel button").first.click()
+    button(teacher, "w_class_end").click()
+    for student in students:
+        student.get_by_text("has ended").wait_for(timeout=10_000)
+        assert not student.locator(".st-key-class_bar").count()
+    late = new_page(*PROJECTOR)
+    open_view(late, f"{student_url}/?join={code}")
+    late.get_by_text("has ended").wait_for()
+    forged = new_page(*PROJECTOR)
+    open_view(forged, f"{student_url}/?join={codes.new_code()}")
+    forged.get_by_text("No class is open with the code").wait_for()
+    for page in (late, forged):
+        assert_no_exception(page, "closed code")
+    for name in ("setting", "tab", "text", "page"):
+        assert max(TIMINGS[name]) < 5, TIMINGS
+    print(f"screenshots: {shots}")
+
+
+def button(page, key: str):
+    """The button of the widget with this key (its tooltip wrapper holds a second, nameless one)."""
+    return page.locator(f".st-key-{key} button").first
+
+
+def urlpath(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).path.rstrip("/") or "/"
