@@ -27,7 +27,7 @@ NOTES = "_url_notes"
 URL_READ = "_url_read"
 RUN = "_run"                # this run's page name, schema and context (set by start)
 MODEL_SEEN = "_model_seen"  # the identity of the model the previous run used
-TEXT_HEIGHT = 110           # px: with the compact page list (CSS) layer, head and the sink switch fit 768 px
+TEXT_HEIGHT = 110           # px: with the compact page list (CSS: eleven pages) layer, head and the sink switch fit 768 px
 CSS = """<style>
 [data-testid="stHeader"] { background: transparent; }
 [data-testid="stMainBlockContainer"] { padding-top: 3.6rem; padding-bottom: 2rem; }
@@ -36,7 +36,7 @@ CSS = """<style>
 }
 .st-key-keyboard_shortcuts { display: none; }
 [data-testid="stSidebarHeader"] { height: 2.25rem; padding-top: 0.5rem; padding-bottom: 0; }
-[data-testid="stSidebarNavLink"] { height: 1.45rem; min-height: 1.45rem; margin-top: 1px; margin-bottom: 1px; }
+[data-testid="stSidebarNavLink"] { height: 1.3rem; min-height: 1.3rem; margin-top: 0; margin-bottom: 0; }
 [data-testid="stSidebarUserContent"] { padding-top: 0.75rem; }
 h1, h2, h3 { scroll-margin-top: 3rem; }
 </style>"""

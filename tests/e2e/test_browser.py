@@ -79,7 +79,19 @@ VIEWS = {
     "positional-rope": ("/positional?view=rope", False),
     "positional-model": ("/positional?view=model", True),
     "parameters": ("/parameters", False),
+    "positional-alibi": ("/positional?view=alibi", False),
+    "efficient-flash": ("/efficient", ("layer", "head")),       # no sink switch: the tiles are the model's own
+    "efficient-masks": ("/efficient?view=masks", False),
+    "efficient-kv": ("/efficient?view=kv", False),
+    "efficient-linear": ("/efficient?view=linear", ("layer", "head")),
+    "train": ("/train", False),
 }
+SHARED_KEYS = ("layer", "head", "sink")
+
+
+def applies(shared, key: str) -> bool:
+    """Whether the shared control `key` acts on a view (VIEWS' flag: True all three, False none, or their keys)."""
+    return shared is True or (isinstance(shared, tuple) and key in shared)
 TEXT_VIEWS = [name for name in VIEWS
               if name.startswith(("attention", "causal", "softmax", "generate", "inside", "positional-model"))]
 # Views whose figures label an axis with the text's own tokens (the layer grid and the next-token bars do not).
@@ -468,11 +480,11 @@ def test_first_screen_at_1024x768(app_url, new_page, screenshot_dir):
             if seen < wanted:
                 problems.append(f"{where}: the main chart is at {chart and {k: round(v) for k, v in chart.items()}}: "
                                 f"its top and {wanted} px of it should be on the first {height} px")
-            for key in ("layer", "head", "sink"):
+            for key in SHARED_KEYS:
                 control = box(page, f'[data-testid="stSidebar"] .st-key-{key}')
-                if shared and not fully_visible(control, width, height):
+                if applies(shared, key) and not fully_visible(control, width, height):
                     problems.append(f"{where}: the sidebar's {key} control is not on the first screen: {control}")
-                if not shared and page.locator(f".st-key-{key}").count():
+                if not applies(shared, key) and page.locator(f".st-key-{key}").count():
                     problems.append(f"{where}: the {key} control is shown but does nothing on this view")
             if name == "softmax":
                 for what, selector in (("temperature slider", ".st-key-temp"),
@@ -507,11 +519,11 @@ def test_presenter_mode_at_1024x768(app_url, new_page, screenshot_dir):
                 problems.append(f"{where}: the URL lost present=1: {page.url}")
             if box(page, '[data-testid="stSidebar"]') is not None:
                 problems.append(f"{where}: the sidebar is visible: {box(page, '[data-testid=stSidebar]')}")
-            for key in ("layer", "head", "sink"):
+            for key in SHARED_KEYS:
                 control = box(page, f'[data-testid="stMain"] .st-key-{key}')
-                if shared and not fully_visible(control, width, height):
+                if applies(shared, key) and not fully_visible(control, width, height):
                     problems.append(f"{where}: the {key} control is not on the page's first screen: {control}")
-                if not shared and page.locator(f".st-key-{key}").count():
+                if not applies(shared, key) and page.locator(f".st-key-{key}").count():
                     problems.append(f"{where}: the {key} control is shown but does nothing on this view")
             fonts = page.evaluate(CHART_FONTS_JS)
             small = [(t, px) for t, px in fonts if px < MIN_PRESENTER_FONT_PX]
