@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -16,11 +17,12 @@ REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 
 @contextlib.contextmanager
-def running_redis() -> Iterator[str]:
-    """redis-server on a free loopback port, no persistence: its URL while it runs."""
+def running_redis(conf: Path | None = None) -> Iterator[str]:
+    """redis-server (with the config file conf, if given) on a free loopback port, no persistence: its URL while it
+    runs."""
     port = free_port()
-    proc = subprocess.Popen([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([REDIS_SERVER, *([str(conf)] if conf else []), "--port", str(port), "--bind", "127.0.0.1",
+                             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     url = f"redis://127.0.0.1:{port}/0"
     try:
         deadline = time.monotonic() + 10
