@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote
 
@@ -34,6 +35,7 @@ class FakeHub:
         self.damage: dict[str, bytes] = {}
         self.claimed_size: dict[str, int] = {}      # file -> the size the Hub claims instead of the real one
         self.ranges: list[str | None] = []
+        self.delay_s = 0.0                          # the blob host waits this long before answering
         self.requests: list[tuple[str, str]] = []
         self._hub = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._cdn = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -108,6 +110,7 @@ class FakeHub:
                 return None
 
             def _blob(self, sha: str, body: bool) -> None:
+                time.sleep(hub.delay_s)
                 data = hub.damage.get(sha, hub.blobs.get(sha))
                 if data is None:
                     return self._error(404, "EntryNotFound", body)

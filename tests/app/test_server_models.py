@@ -76,6 +76,20 @@ def test_a_default_model_named_by_its_file_in_the_models_folder(models_dir, monk
     assert layer_max(at) == BUILTIN_LAYERS - 1 and "there is no no-such-model.gguf in the models folder" in warnings(at)
 
 
+def test_a_page_shows_a_progress_bar_while_the_default_model_comes(hub, monkeypatch):
+    from app_pages import _default_model
+
+    monkeypatch.setenv(dm.ENV, f"{REPO}:{FILE}")
+    hub.delay_s = 1.0                                               # still coming when the page asks for it
+    bars = []
+    real_progress = _default_model.st.progress
+    monkeypatch.setattr(_default_model.st, "progress", lambda value, text=None: bars.append(text) or
+                        real_progress(value, text=text))
+    at = open_page("attention", text=TEXT)
+    assert bars and bars[0] == f"Fetching this server's default model {REPO}:{FILE} (first start only)…"
+    assert layer_max(at) == SHAPES["tiny-qwen3"].n_layers - 1 and not at.get("progress")     # gone once it came
+
+
 def test_the_default_model_reports_progress_while_it_comes(hub, monkeypatch):
     monkeypatch.setenv(dm.ENV, f"{REPO}:{FILE}")
     seen: list[dm.Status] = []
