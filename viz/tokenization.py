@@ -1,9 +1,10 @@
 """Figures of the Inside page's tokenization view: how text becomes tokens.
 
-- byte_level_figure (byte-level BPE: Qwen, Llama 3, GPT-2, SmolLM2): a few pre-tokenizer pieces side by side, their
-  characters on top, each character's UTF-8 bytes under it, then the merges in rounds joining bytes into
-  characters and words, and the final tokens' ids at the bottom. x counts bytes; every label is drawn only where
-  it fits its cell (at the font size it will be shown at), so no two labels overlap and none is shrunk.
+- byte_level_figure (byte-level BPE: Qwen, Llama 3, GPT-2, SmolLM2): a few pre-tokenizer pieces side by side, one
+  column per character: the characters on top, each one's UTF-8 bytes stacked under it, then the merges in rounds
+  joining bytes into characters and words, and the final tokens' ids at the bottom. Every label is drawn only
+  where it fits its cell (text_px: a generous estimate of its width at the font it will be shown at), so no two
+  labels overlap and none is shrunk below 10 px.
 - bpe_merge_figure (SentencePiece): one piece's merges as a ladder, one row per merge.
 
 Pure functions: bytes, ids and labels in, plotly figures out (no streamlit, no torch, no model).
