@@ -12,7 +12,9 @@ copied into the corrupt run, the rest of the corrupt run recomputed, and the pat
 The patched runs of one layer are one batch (model.analysis.batched_forward): T variants of the corrupt stream
 entering block l, or H variants whose block l takes one clean head each, run through blocks l.. together. An
 activation equal in both runs (the stream before the first differing token: the model is causal) is not run: its
-patched run is the corrupt run, its effect exactly 0.
+patched run is the corrupt run, its effect exactly 0. The patched runs hold only the positions from the first
+differing token on, attending to the earlier positions' keys and values from the corrupt run (the same in every
+patched run).
 """
 from __future__ import annotations
 
@@ -50,12 +52,14 @@ def activation_patching(lm: Decoder, clean_text, corrupt_text, answer, foil, kin
         unembed = lm.lm_head.rows(torch.tensor([answer_id, foil_id]))                 # [2, D]
         direction = unembed[0] - unembed[1]                                            # [D]
         x = torch.stack((lm.embed(torch.tensor(clean)), lm.embed(torch.tensor(corrupt))))   # [2, T, D]
-        streams, mixed = [], []                                                        # [2, T, D], [2, H, T, hd]
+        streams, mixed, past = [], [], []          # per layer: [2, T, D], [2, H, T, hd], corrupt's ([KV, n, hd],) * 2
+        n = next(p for p in range(T + 1) if p == T or clean[p] != corrupt[p])         # the first differing token
         with lm.pass_threads(2 * T):
             for block in lm.blocks:
                 streams.append(x)
-                x, m = block_forward(lm, block, x, pos)
+                x, m, (k, v) = block_forward(lm, block, x, pos)
                 mixed.append(m)
+                past.append((k[1, :, :n], v[1, :, :n]))
             d_clean, d_corrupt = (lm.final_norm(x[:, -1]) @ direction).double().tolist()
         if abs(d_clean - d_corrupt) < 1e-6 * max(1.0, abs(d_clean)):
             raise ValueError(f"Both texts give the same logit difference ({d_clean:.4g}) between the answer and the "
@@ -65,20 +69,23 @@ def activation_patching(lm: Decoder, clean_text, corrupt_text, answer, foil, kin
         patched = np.full((cfg.n_layers, n_variants), d_corrupt)                       # [L, T] or [L, H]
         step = batch_size(lm, T)
         for layer in range(cfg.n_layers):
+            # the patched runs hold positions n.. only: before n both texts are the same tokens (causal)
             clean_part, corrupt_part = (streams if kind == "resid" else mixed)[layer]   # [T, D] or [H, T, hd]
-            differs = (clean_part != corrupt_part).flatten(1).any(-1).nonzero()[:, 0]  # [n] variants that change
+            differs = (clean_part != corrupt_part).flatten(1).any(-1).nonzero()[:, 0]  # variants that change
+            if kind == "resid":
+                differs = differs[differs >= n]
             for first in range(0, len(differs), step):
                 chosen = differs[first:first + step]                                   # [B]
                 batch = torch.arange(len(chosen))                                      # [B]
-                corrupt_in = streams[layer][1].expand(len(chosen), T, cfg.d_model).clone()   # [B, T, D]
+                corrupt_in = streams[layer][1][n:].expand(len(chosen), T - n, cfg.d_model).clone()   # [B, T-n, D]
                 patch = None
                 if kind == "resid":
-                    corrupt_in[batch, chosen] = streams[layer][0][chosen]              # [B, D]
+                    corrupt_in[batch, chosen - n] = streams[layer][0][chosen]          # [B, D]
                 else:
                     heads = torch.zeros(len(chosen), cfg.n_heads, dtype=torch.bool)     # [B, H]
                     heads[batch, chosen] = True
-                    patch = HeadPatch(heads, mixed[layer][0])
-                with lm.pass_threads(len(chosen) * T):
-                    final = run_from(lm, corrupt_in, layer, pos, patch)                # [B, D]
+                    patch = HeadPatch(heads, mixed[layer][0][:, n:])                    # [H, T-n, hd]
+                with lm.pass_threads(len(chosen) * (T - n)):
+                    final = run_from(lm, corrupt_in, layer, pos, patch, past)          # [B, D]
                 patched[layer, chosen.numpy()] = (final @ direction).double().numpy()
     return (patched - d_corrupt) / (d_clean - d_corrupt)

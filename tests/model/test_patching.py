@@ -39,6 +39,18 @@ def test_patching_equals_transformers_with_hooks(tiny, arch, kind):
     assert np.abs(expected).max() > 0.05                                         # the check can see an effect
 
 
+@pytest.mark.parametrize("kind", ["resid", "head"])
+def test_a_pair_differing_at_the_first_token(tiny, kind):
+    """No shared prefix: the patched runs hold every position."""
+    lm, hf = tiny["qwen3"]
+    clean, corrupt = (lm.encode(f"{word} old man sat on the mat, and the") for word in ("The", "It"))
+    assert len(clean) == len(corrupt) and clean[0] != corrupt[0] and clean[1:] == corrupt[1:]
+    answer = int(np.argmax(lm.run_ids(clean).next_token_logits))
+    foil = int(np.argmax(lm.run_ids(corrupt).next_token_logits))
+    ours = lm.activation_patching(clean, corrupt, answer, foil, kind)
+    np.testing.assert_allclose(ours, patching_by_hooks(hf, clean, corrupt, answer, foil, kind), atol=1e-3, rtol=0)
+
+
 def test_whole_stream_facts(tiny):
     """Patching the stream entering layer 0 at the one differing position restores the clean run exactly, and
     positions before it change nothing (the model is causal)."""
