@@ -10,6 +10,7 @@ A follower polls the class's version in a fragment every POLL_S; the teacher's s
 from __future__ import annotations
 
 import functools
+import json
 import secrets
 import time
 from collections.abc import Callable
@@ -44,6 +45,9 @@ ME = "_class_me"                  # the follower's id (random, per session)
 BEAT = "_class_beat"              # when the follower last sent a heartbeat
 HERE = "_class_here"              # when the teacher last said they are there
 SENT = "_class_sent"              # (question key, answer as typed): the student's answer sent
+REMEMBERED = "_class_remembered"  # the (code, secret) this browser's cookie holds
+FORGET = "_class_forget"          # the cookie is to be cleared (the class ended)
+COOKIE = "atlas_teach"            # the teacher's browser: code.secret (a session cookie, never in a URL)
 POLL_S = 0.5                      # a follower's poll of the version: a change shows within ~1 s
 STRIP_S = 1.0                     # the teacher's strip (followers, answers)
 BEAT_S = 5.0                      # a follower's heartbeat (the store counts those of the last 15 s)
@@ -86,17 +90,33 @@ def _read_link(say: Callable[[str], None]) -> None:
             ss.update({JOINED: code, FOLLOWING: True, ME: secrets.token_hex(8)})
             ss.pop(SEEN, None)
         return
-    if token is not None:
-        found = codes.read_teacher_token(token)
+    cookie = st.context.cookies.get(COOKIE) if token is None else None   # another link opened in the teacher's tab
+    remembered = cookie if isinstance(cookie, str) and cookie else None
+    if token is not None or remembered:
+        found = codes.read_teacher_token(token or remembered)
         try:
             if found is None:
                 raise NotTeacher(token)
             store.teacher_here(*found)
             ss[TEACHING] = found
         except NotTeacher:
-            say(_("This address's class key is not valid: you are not teaching a class here."))
+            if remembered:
+                ss[FORGET] = True
+            else:
+                say(_("This address's class key is not valid: you are not teaching a class here."))
         except ClassClosed as err:
-            say(closed_message(err.code, err.ended))
+            if remembered:
+                ss[FORGET] = True
+            else:
+                say(closed_message(err.code, err.ended))
+
+
+def _cookie(teaching: tuple[str, str] | None) -> None:
+    """The teacher's key in a session cookie of this browser (None: forgotten), so that another link of the app
+    opened in the teacher's tab keeps the class. Drawn in the (hidden in presenter mode) sidebar."""
+    value = (f"{COOKIE}={codes.teacher_token(*teaching)}; path=/; SameSite=Strict" if teaching
+             else f"{COOKIE}=; path=/; max-age=0; SameSite=Strict")
+    st.sidebar.html(f"<script>document.cookie = {json.dumps(value)};</script>", unsafe_allow_javascript=True)
 
 
 def _open(view: View, version: int, page: str, url_read: str) -> None:
@@ -132,6 +152,12 @@ def settle(page: str, url_read: str, say: Callable[[str], None]) -> None:
         elif ss.get(FOLLOWING) and version != ss.get(SEEN):
             state = class_store().state(code)
             _open(state.view, state.version, page, url_read)
+    if ss.get(TEACHING) and ss.get(REMEMBERED) != ss[TEACHING]:
+        _cookie(ss[TEACHING])
+        ss[REMEMBERED] = ss[TEACHING]
+    elif ss.pop(FORGET, False):
+        _cookie(None)
+        ss.pop(REMEMBERED, None)
     if ss.get(TEACHING):
         _teacher_strip()
     elif ss.get(JOINED):
@@ -171,6 +197,7 @@ def link_params(page: str, link: dict[str, str]) -> dict[str, str]:
                 ss[PUBLISHED] = (code, view)
             except (NotTeacher, ClassClosed):
                 ss.pop(TEACHING, None)
+                ss[FORGET] = True
                 return {}
         return {TEACH: codes.teacher_token(code, secret)}
     return {JOIN: ss[JOINED]} if ss.get(JOINED) else {}
@@ -188,6 +215,7 @@ def _end_class() -> None:
     ss = st.session_state
     teaching = ss.pop(TEACHING, None)
     ss.pop(PUBLISHED, None)
+    ss[FORGET] = True
     if teaching:
         try:
             class_store().end(*teaching)
@@ -253,6 +281,7 @@ def _teacher_strip() -> None:
         counts = store.answers(code, secret) if state.view.question else {}
     except (NotTeacher, ClassClosed):
         ss.pop(TEACHING, None)
+        ss[FORGET] = True
         st.rerun(scope="app")
     found = _step_question(state.view.question)
     with st.container(horizontal=True, vertical_alignment="center", gap="small", key="class_strip"):

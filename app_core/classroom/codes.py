@@ -67,6 +67,8 @@ def teacher_token(code: str, secret: str) -> str:
 
 def read_teacher_token(value: str) -> tuple[str, str] | None:
     """(code, secret) from the teacher's link parameter; None when it has not that form."""
-    code, dot, secret = (value or "").partition(".")
+    if not isinstance(value, str):
+        return None
+    code, dot, secret = value.partition(".")
     code = normalize(code)
     return (code, secret) if dot and code and is_secret(secret) else None

@@ -106,10 +106,10 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
     explorer, follower = students
     button(explorer, "w_class_detach").click()
     explorer.locator(".st-key-w_class_follow").wait_for()
-    change_page = teacher_url + f"/?present=1&teach={code}.{secret}"        # the teacher reloads: still teaching
     t0 = time.monotonic()
-    teacher.goto(change_page)
+    teacher.goto(teacher_url + "/?present=1")            # another link in the teacher's tab: still teaching
     wait_shows(follower, {"path": "/"}, t0)
+    teacher.wait_for_url(lambda url: query(url).get("teach") == f"{code}.{secret}")
     time.sleep(1.5)
     assert urlpath(explorer.url) == "/softmax"
     button(explorer, "w_class_follow").click()
