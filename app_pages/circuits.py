@@ -21,6 +21,7 @@ from app_pages._widgets import show_figure, token_legend
 from model.analysis.head_roles import PROBE_TOKENS
 from model.analysis.head_stats import top_predictions
 from model.analysis.input_attribution import MAX_ATTRIBUTION_TOKENS
+from model.analysis.pair_attention import attention_difference
 from model.analysis.patching import MAX_PATCHING_TOKENS
 from viz import attention as va
 from viz import circuits as vc
@@ -165,6 +166,14 @@ def patching_view(lm) -> None:
         with where:
             show_figure(va.next_token_bars(labels, probs, title=name, words=translated(va.WORDS)),
                         key=f"w_next_{side}", filename=f"next_token_{side}")
+    first = next(p for p in range(len(tokens)) if traces[0].token_ids[p] != traces[1].token_ids[p])
+    difference = attention_difference(traces[0].attention, traces[1].attention, start=first)      # [L, H]
+    show_figure(va.stat_overview(difference, label=_("difference"), zmin=0.0, words=translated(va.WORDS),
+                                 title=_("How differently each head attends in A and B")),
+                key="w_pair_attention", filename="attention_difference")
+    st.caption(_("For each head: half the summed absolute difference of its attention weights in A and B (0 = the same "
+                 "weights, 1 = no key in common), averaged over the positions from the first differing token on. A "
+                 "head that attends differently need not matter: compare with the patching map above."))
     header = ",".join(tokens if kind == "resid" else [f"head {h}" for h in range(lm.config.n_heads)])
     downloads(f"patching_{kind}", effects, header.replace("\n", " "),
               f"effects = lm.activation_patching({clean!r},\n                                 {corrupt!r},\n"

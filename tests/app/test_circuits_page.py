@@ -34,6 +34,11 @@ def test_patching_a_pair_from_the_link(lm):
     ids = [lm.encode(w)[0] for w in (IOI.answer, IOI.foil)]
     assert f"{gap[0][ids[0]] - gap[0][ids[1]]:+.2f}" in at.markdown[-1].value or any(
         f"{gap[0][ids[0]] - gap[0][ids[1]]:+.2f}" in m.value for m in at.markdown)
+    a, b = (lm.run(t).attention.astype(float) for t in (IOI.clean, IOI.corrupt))
+    first = next(i for i, (x, y) in enumerate(zip(lm.encode(IOI.clean), lm.encode(IOI.corrupt), strict=True)) if x != y)
+    by_hand = np.mean([0.5 * np.abs(a[:, :, i] - b[:, :, i]).sum(-1) for i in range(first, a.shape[-1])], axis=0)
+    difference = next(f for f in figures(at) if "differently" in f["layout"]["title"]["text"])
+    np.testing.assert_allclose(array(difference["data"][0]["z"]), by_hand.T, atol=1e-5)
     at.text_area(key="circ_corrupt").set_value(IOI.corrupt + " again")
     rerun(at)
     assert "same number of tokens" in warnings(at)

@@ -59,3 +59,19 @@ def test_the_built_in_model_has_the_heads_the_course_names(hf_model):
     for role in ROLES:
         np.testing.assert_allclose(scores[role], expected[role], atol=1e-3, rtol=0, err_msg=role)
     assert scores["previous_token"].max() > 0.8 and scores["induction"].max() > 0.8 and scores["sink"].max() > 0.9
+
+
+def test_attention_difference_of_a_pair_by_hand():
+    from model.analysis.pair_attention import attention_difference
+
+    a = np.zeros((1, 2, 3, 3))
+    b = np.zeros((1, 2, 3, 3))
+    a[..., 0, 0] = b[..., 0, 0] = 1
+    a[0, 0, 1, :2], b[0, 0, 1, :2] = (0.5, 0.5), (0.9, 0.1)        # TV distance 0.4
+    a[0, 0, 2], b[0, 0, 2] = (0.2, 0.3, 0.5), (0.2, 0.3, 0.5)      # 0
+    a[0, 1, 1, :2], b[0, 1, 1, :2] = (1, 0), (0, 1)                # 1
+    a[0, 1, 2], b[0, 1, 2] = (0, 0, 1), (0.5, 0, 0.5)              # 0.5
+    np.testing.assert_allclose(attention_difference(a, b), [[0.4 / 3, 1.5 / 3]])
+    np.testing.assert_allclose(attention_difference(a, b, start=1), [[0.2, 0.75]])
+    with pytest.raises(ValueError):
+        attention_difference(a, b[..., :2, :2])
