@@ -62,5 +62,5 @@ def attribution_rows(tokens: list[str], rows: dict[str, np.ndarray], *, title: s
                              name=name, hovertemplate=words.token_hover + "<extra></extra>", showlegend=False),
                       row=i, col=1)
         fig.update_yaxes(zeroline=True, zerolinecolor="#888", row=i, col=1)
-    fig.update_xaxes(**token_axis(tokens, max_labels=40), row=len(names), col=1)
+    fig.update_xaxes(**token_axis(tokens, max_labels=40))                       # every row's axis: categorical
     return apply_theme(fig, title=title, height=height or 140 + 150 * len(names))

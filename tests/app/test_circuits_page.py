@@ -4,9 +4,11 @@ test_patching.py and test_input_attribution.py; here the page must show the engi
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from app_core.circuit_pairs import PAIRS
 from tests.app.apptest import array, figures, open_page, rerun, titles, warnings
+from tests.app.test_hostile_texts import TEXTS, check_figure
 
 IOI = PAIRS[0]
 
@@ -65,3 +67,22 @@ def test_chinese_interface():
     at = open_page("circuits", lang="zh", view="patching")
     assert not warnings(at)
     assert figures(at)
+
+
+@pytest.mark.parametrize("name", list(TEXTS))
+def test_hostile_texts_in_attribution_and_patching(name, lm):
+    at = open_page("circuits", view="attribution", text=TEXTS[name])
+    for i, fig in enumerate(figures(at)):
+        check_figure(fig, f"attribution {name} figure {i}")
+    assert len([t for t in figures(at)[0]["data"] if t["type"] == "bar"]) == 3
+    at = open_page("circuits", view="patching", a=TEXTS[name], b=TEXTS[name] + "!", answer=".", foil="!")
+    for i, fig in enumerate(figures(at)):
+        check_figure(fig, f"patching {name} figure {i}")
+
+
+def test_a_long_text_is_refused_with_a_reason(lm):
+    text = " ".join(f"word{i}" for i in range(300))
+    at = open_page("circuits", view="attribution", text=text)
+    assert not figures(at) and any("at most" in i.value for i in at.info)
+    at = open_page("circuits", view="patching", a=text, b=text.replace("word0", "word9"))
+    assert "at most" in warnings(at)
