@@ -24,6 +24,13 @@ GOTO = "_lesson_goto"           # (lesson id, step n): asked for by a button, op
 RESULTS = "_lesson_results"     # {(lesson id, step n): right?}: the first check of each question counts
 REVEALED = "_lesson_revealed"   # {(lesson id, step n)}: questions whose answer is shown
 CARRIED = (*CLASS_SETTINGS, S.TEXT.name)    # a lesson link's settings kept when its step is on another page
+# A compact frame: the step's text and the view's main chart share a 1024x768 projector's first screen.
+PANEL_CSS = """<style>
+.st-key-lesson_panel { padding: 0.5rem 0.9rem 0.6rem 0.9rem; }
+.st-key-lesson_nav [data-testid="stMarkdown"] { min-width: 0; }
+.st-key-lesson_nav [data-testid="stMarkdownContainer"] p
+  { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; margin: 0; }
+</style>"""
 
 
 def page_file(page: str) -> str:
@@ -181,9 +188,10 @@ def draw(page: str) -> None:
     lang, total = language(), len(lesson.steps)
     presenting = bool(st.session_state.get(S.PRESENT.key))
     step = lesson.step(n)
-    with st.container(border=True, key="lesson_panel"):
-        with st.container(horizontal=True, vertical_alignment="center", gap="small", key="lesson_nav"):
-            st.markdown(_("**{title}** · step {n} of {total}").format(title=escape_markdown(lesson.title[lang]), n=n,
+    st.sidebar.html(PANEL_CSS)                                   # in the sidebar: no gap on the page
+    with st.container(border=True, key="lesson_panel", gap="small"):
+        with st.container(horizontal=True, vertical_alignment="center", gap="small", key="lesson_nav", wrap=False):
+            st.markdown(_("**Step {n} of {total}** · {title}").format(title=escape_markdown(lesson.title[lang]), n=n,
                                                                        total=total), width="stretch")
             st.button(_("Previous"), key="w_lesson_prev", icon=":material/arrow_back:", disabled=n <= 1,
                       on_click=go, args=(lesson.id, n - 1), shortcut="PageUp" if presenting else None)

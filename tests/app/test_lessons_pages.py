@@ -40,7 +40,7 @@ def test_every_step_opens_with_its_view_s_chart(lesson, lang):
         shown = panel_text(at)
         assert step_words(step.text[lang]) in shown, (n, step.text[lang][:40])
         total = len(lesson.steps)
-        assert (f"step {n} of {total}" if lang == "en" else f"第 {n} 步，共 {total} 步") in shown
+        assert (f"Step {n} of {total}" if lang == "en" else f"第 {n} 步，共 {total} 步") in shown
         if step.page == "train":                    # its charts come with the training job's first numbers
             run_until(at, figures)
         assert figures(at), f"step {n} ({step.page}) shows no chart"
