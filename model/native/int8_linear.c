@@ -24,9 +24,9 @@ multiply-adds of a one- or two-row tile (one row: 1.2-1.3x slower). A tile of up
 multiply-adds per k for the codes widened once); every tile takes a pass of groups in turn, their codes held in L2,
 before the next pass (PASS_BYTES). On AVX-512 a group's 16 codes are one vector and a tile holds up to
 MAX_TILE_WIDE rows (half the multiply-adds, and the codes widened once for twice the rows: a 10-row generation
-step's products ~1.4x faster on a Xeon), each output the same operations as on AVX2. Built at first use by
-model/native/build.py; int8_linear_level() says whether this CPU runs it (0: use the fallback; 2: the AVX-512 path,
-ATLAS_NATIVE_ISA=avx2 caps it at 1). */
+step's products ~1.4x faster on a Xeon), each output the same operations as on AVX2. The made-weights sequence is
+in int8_made.c, what both share in int8_linear.h. Built at first use by model/native/build.py; int8_linear_level()
+says whether this CPU runs it (0: use the fallback; 2: the AVX-512 path, ATLAS_NATIVE_ISA=avx2 caps it at 1). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -62,29 +62,9 @@ void int8_dequantize_grouped(const int8_t *c, const float *s, int64_t K, int64_t
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "int8_linear.h"
 #include "vector_math.h"
 #include "worker_pool.h"
-
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-#define GROUP_OUTPUTS 16        /* outputs of a group: two 8-lane vectors (AVX2) or one 16-lane vector (AVX-512) */
-#define MAX_TILE 6              /* AVX2: rows of x per tile: 12 block sums, 2 vectors of codes and x[m, k] in 16
-                                   registers */
-#define MAX_CHAINS 4            /* AVX2: groups taken together by a tile of one or two rows (more dependency chains) */
-#define MAX_TILE_WIDE 12        /* AVX-512: rows per tile (one block sum a row and group in 32 registers) */
-#define MAX_DOTS 16             /* a tile's accumulated groups times rows, at most (AVX2 6, AVX-512 14) */
-
-/* One k's codes of a group's 16 outputs, widened to float (exact: small integers). */
-__attribute__((target("avx2,fma")))
-ALWAYS_INLINE void codes_at(const int8_t *ck, const int nibbles, __m256 *f0, __m256 *f1) {
-    if (nibbles) {
-        const __m256i pairs = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)ck));  /* a byte a lane */
-        *f0 = _mm256_cvtepi32_ps(_mm256_and_si256(pairs, _mm256_set1_epi32(0x0F)));
-        *f1 = _mm256_cvtepi32_ps(_mm256_srli_epi32(pairs, 4));
-    } else {
-        *f0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)ck)));
-        *f1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(ck + 8))));
-    }
-}
 
 /* Groups g .. g + C - 1 for a tile of R rows (xt: [K][R]; xs: the rows' block sums [K / 32][R], read with
 offsets), all of K, into out (the tile's accumulators, [C R][16]); R and C fixed at compile time so that the 2 R C
@@ -131,23 +111,6 @@ ALWAYS_INLINE void tile_groups(const int8_t *c, const float *s, const float *o, 
     }
 }
 
-/* One k's codes of a group's 16 outputs in one 16-lane vector, widened to float (exact). Nibbles: the 8 bytes in
-both halves (byte j: outputs j and j + 8), the high half shifted down 4 bits, then each lane's low 4 bits pick the
-float 0..15 from a table (a permute reads only those bits: no mask and no conversion; a 10-row step's Q4_1
-products 4-7% faster on a Xeon). */
-__attribute__((target("avx512f")))
-ALWAYS_INLINE __m512 codes_at_wide(const int8_t *ck, const int nibbles) {
-    if (nibbles) {
-        int64_t eight;
-        __builtin_memcpy(&eight, ck, sizeof eight);
-        const __m512i pairs = _mm512_cvtepu8_epi32(_mm_set1_epi64x(eight));
-        const __m512i shifts = _mm512_set_epi32(4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0);
-        const __m512 values = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-        return _mm512_permutexvar_ps(_mm512_srlv_epi32(pairs, shifts), values);
-    }
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)ck)));
-}
-
 /* tile_groups on 16-lane vectors: the same operations for each output in the same order (one vector a group instead
 of two), R up to MAX_TILE_WIDE rows; out [C R][16]. */
 __attribute__((target("avx512f")))
@@ -178,24 +141,6 @@ ALWAYS_INLINE void tile_groups_wide(const int8_t *c, const float *s, const float
             }
         }
     }
-}
-
-typedef struct {
-    const int8_t *c;
-    const float *s, *o, *x, *xs;   /* xs: the block sums of x (pack_block_sums), with offsets */
-    float *y;
-    int64_t M, N, K, ldy;          /* ldy: floats from one row of y to the next (N, or more for a part of y) */
-    int max_tile;                  /* MAX_TILE, MAX_TILE_WIDE or MADE_TILE_WIDE: how x was packed */
-    int64_t item_groups;           /* made weights: groups shared out at a time (made_item_groups) */
-    int *failed;                   /* set when a made-weights pass could not allocate its buffer */
-} job_t;
-
-/* Rows of x in the tile starting `left` rows before the end: the rows left split evenly into as few tiles as hold
-at most max_tile rows: with AVX2's 6, 10 rows are two tiles of 5, 30 five of 6; with AVX-512's 12, one of 10 and
-three of 10. */
-static int tile_rows(int64_t left, int max_tile) {
-    const int64_t tiles = (left + max_tile - 1) / max_tile;
-    return (int)((left + tiles - 1) / tiles);
 }
 
 /* Groups a tile of R rows takes at once: more chains for few rows (a single accumulator waits on its fma's
@@ -263,16 +208,6 @@ static void pack_block_sums(const float *x, float *xs, int64_t M, int64_t K, int
     WIDE_CASE(4, 1) WIDE_CASE(5, 2) WIDE_CASE(5, 1) WIDE_CASE(6, 2) WIDE_CASE(6, 1) WIDE_CASE(7, 2) WIDE_CASE(7, 1)   \
     WIDE_CASE(8, 1) WIDE_CASE(9, 1) WIDE_CASE(10, 1) WIDE_CASE(11, 1) WIDE_CASE(12, 1)
 
-/* A tile's accumulated outputs into y: C groups (past N: not stored) of R rows from m. */
-static void store_dots(const job_t *j, const float *dots, int64_t g, int C, int64_t m, int R) {
-    for (int q = 0; q < C; q++) {
-        const int64_t n0 = (g + q) * GROUP_OUTPUTS;
-        const int64_t width = j->N - n0 < GROUP_OUTPUTS ? j->N - n0 : GROUP_OUTPUTS;
-        for (int i = 0; i < R; i++)
-            for (int64_t v = 0; v < width; v++) j->y[(m + i) * j->ldy + n0 + v] = dots[(q * R + i) * GROUP_OUTPUTS + v];
-    }
-}
-
 /* Groups start..stop-1 of a job for every row of x (packed by pack_tiles), a pass of groups (their codes in L2) at
 a time, each tile of rows over the pass. One function per instruction set, code width and offsets or not (constants
 where the loop is compiled: a test of the offsets' pointer at every k left the loop branchy). */
@@ -310,181 +245,6 @@ GROUP_RANGE(wide_q8_offsets, "avx512f", 0, 1, tile_chains_wide, WIDE_CASES)
 GROUP_RANGE(wide_q4, "avx512f", 1, 0, tile_chains_wide, WIDE_CASES)
 GROUP_RANGE(wide_q4_offsets, "avx512f", 1, 1, tile_chains_wide, WIDE_CASES)
 
-/* The made-weights product (made = 1): a full forward pass's, many rows at once. A few groups' weights (an item)
-are made first into a float32 buffer the tiles share, w = fma(c, s, o) (c * s without offsets), one rounding: for
-GGUF's float16 scales c * s is exact, so these are the values gguf dequantizes; then each y[m, n] is one chain
-acc = fma(x[m, k], w[n, k], acc) over k in order from acc = 0 (the float32 product of x and the dequantized
-matrix), the same for any M, tile, thread count or instruction set. The tiles' loop is only loads and
-multiply-adds: two groups' weights times up to 12 rows (AVX-512: 24 accumulators in registers), or one group (two
-8-lane vectors) times up to 6 rows (AVX2). Its weights cost a pass over the codes per call, so it is for passes
-of many rows; a generation step keeps the block-sum sequence above. */
-#define MADE_TILE_WIDE 12       /* AVX-512: rows per tile (2 groups x 12 rows = 24 accumulators) */
-#define MADE_PASS_BYTES 393216  /* an item's made weights, held in L2 while every tile of rows runs over them */
-#define MAX_MADE_DOTS 24
-
-/* Groups g .. g + n - 1's weights for all of K into w ([n][K][16] float32). */
-#define MAKE_WEIGHTS(name, isa, nibbles, offsets)                                                                    \
-    __attribute__((target(isa)))                                                                                      \
-    static void name(const job_t *j, int64_t g, int64_t n, float *w) {                                                \
-        const int64_t K = j->K, B = K / 32, stride = nibbles ? 8 : 16;                                                \
-        for (int64_t q = 0; q < n; q++)                                                                               \
-            for (int64_t b = 0; b < B; b++) {                                                                         \
-                const int64_t at_b = ((g + q) * B + b) * GROUP_OUTPUTS;                                               \
-                const __m512 scale = _mm512_loadu_ps(j->s + at_b);                                                    \
-                const __m512 offset = offsets ? _mm512_loadu_ps(j->o + at_b) : _mm512_setzero_ps();                   \
-                for (int kk = 0; kk < 32; kk++) {                                                                     \
-                    const int64_t k = b * 32 + kk;                                                                    \
-                    const __m512 f = codes_at_wide(j->c + ((g + q) * K + k) * stride, nibbles);                       \
-                    _mm512_store_ps(w + (q * K + k) * GROUP_OUTPUTS,                                                  \
-                                    offsets ? _mm512_fmadd_ps(f, scale, offset) : _mm512_mul_ps(f, scale));           \
-                }                                                                                                     \
-            }                                                                                                         \
-    }
-
-MAKE_WEIGHTS(make_q8, "avx512f", 0, 0)
-MAKE_WEIGHTS(make_q8_offsets, "avx512f", 0, 1)
-MAKE_WEIGHTS(make_q4, "avx512f", 1, 0)
-MAKE_WEIGHTS(make_q4_offsets, "avx512f", 1, 1)
-
-/* AVX2 builds the same weights: the AVX-512 code needs AVX-512, so AVX2 machines make them 8 lanes at a time. */
-#define MAKE_WEIGHTS_AVX2(name, nibbles, offsets)                                                                    \
-    __attribute__((target("avx2,fma")))                                                                               \
-    static void name(const job_t *j, int64_t g, int64_t n, float *w) {                                                \
-        const int64_t K = j->K, B = K / 32, stride = nibbles ? 8 : 16;                                                \
-        for (int64_t q = 0; q < n; q++)                                                                               \
-            for (int64_t b = 0; b < B; b++) {                                                                         \
-                const int64_t at_b = ((g + q) * B + b) * GROUP_OUTPUTS;                                               \
-                const __m256 s0 = _mm256_loadu_ps(j->s + at_b), s1 = _mm256_loadu_ps(j->s + at_b + 8);                \
-                const __m256 o0 = offsets ? _mm256_loadu_ps(j->o + at_b) : _mm256_setzero_ps();                       \
-                const __m256 o1 = offsets ? _mm256_loadu_ps(j->o + at_b + 8) : _mm256_setzero_ps();                   \
-                for (int kk = 0; kk < 32; kk++) {                                                                     \
-                    const int64_t k = b * 32 + kk;                                                                    \
-                    __m256 f0, f1;                                                                                    \
-                    codes_at(j->c + ((g + q) * K + k) * stride, nibbles, &f0, &f1);                                   \
-                    float *at = w + (q * K + k) * GROUP_OUTPUTS;                                                      \
-                    _mm256_store_ps(at, offsets ? _mm256_fmadd_ps(f0, s0, o0) : _mm256_mul_ps(f0, s0));               \
-                    _mm256_store_ps(at + 8, offsets ? _mm256_fmadd_ps(f1, s1, o1) : _mm256_mul_ps(f1, s1));           \
-                }                                                                                                     \
-            }                                                                                                         \
-    }
-
-MAKE_WEIGHTS_AVX2(make_q8_avx2, 0, 0)
-MAKE_WEIGHTS_AVX2(make_q8_offsets_avx2, 0, 1)
-MAKE_WEIGHTS_AVX2(make_q4_avx2, 1, 0)
-MAKE_WEIGHTS_AVX2(make_q4_offsets_avx2, 1, 1)
-
-/* C groups of made weights (w: [C][K][16]) times R rows of x (K apart: read in place, no packed copy; each k's R
-values from R lines that the next 15 k's reuse) into out [C R][16]; R and C fixed at compile time so that the
-accumulators stay in registers. */
-__attribute__((target("avx512f")))
-ALWAYS_INLINE void made_tile_wide(const float *w, const float *x, int64_t K, const int R, const int C, float *out) {
-    __m512 acc[MAX_MADE_DOTS];
-    for (int a = 0; a < R * C; a++) acc[a] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < K; k++) {
-        __m512 wk[MAX_MADE_DOTS];
-        for (int q = 0; q < C; q++) wk[q] = _mm512_load_ps(w + (q * K + k) * GROUP_OUTPUTS);
-        for (int i = 0; i < R; i++) {
-            const __m512 xv = _mm512_set1_ps(x[i * K + k]);           /* one broadcast for the C groups */
-            for (int q = 0; q < C; q++) acc[q * R + i] = _mm512_fmadd_ps(xv, wk[q], acc[q * R + i]);
-        }
-    }
-    for (int a = 0; a < R * C; a++) _mm512_store_ps(out + a * GROUP_OUTPUTS, acc[a]);
-}
-
-/* made_tile_wide on AVX2: one group (two 8-lane vectors) times up to MAX_TILE rows. */
-__attribute__((target("avx2,fma")))
-ALWAYS_INLINE void made_tile(const float *w, const float *x, int64_t K, const int R, float *out) {
-    __m256 lo[MAX_TILE], hi[MAX_TILE];
-    for (int i = 0; i < R; i++) lo[i] = hi[i] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < K; k++) {
-        const __m256 w0 = _mm256_load_ps(w + k * GROUP_OUTPUTS), w1 = _mm256_load_ps(w + k * GROUP_OUTPUTS + 8);
-        for (int i = 0; i < R; i++) {
-            const __m256 xv = _mm256_broadcast_ss(x + i * K + k);
-            lo[i] = _mm256_fmadd_ps(xv, w0, lo[i]);
-            hi[i] = _mm256_fmadd_ps(xv, w1, hi[i]);
-        }
-    }
-    for (int i = 0; i < R; i++) {
-        _mm256_store_ps(out + i * GROUP_OUTPUTS, lo[i]);
-        _mm256_store_ps(out + i * GROUP_OUTPUTS + 8, hi[i]);
-    }
-}
-
-/* Groups shared out at a time by the made-weights product: as many as keep their weights within MADE_PASS_BYTES
-(every tile of rows runs over them from L2), yet at most a sixteenth of the groups a thread has (a thread left with
-the last large item idles the others: 7 items of 4 group pairs on 2 threads took 1.14x the time of 28 items of one),
-and at least the groups the first tile takes at once; even, for the two-group tiles. */
-static int64_t made_item_groups(int64_t G, int64_t K, int least, int threads) {
-    int64_t n = MADE_PASS_BYTES / (K * GROUP_OUTPUTS * (int64_t)sizeof(float));
-    const int64_t share = G / (16 * (int64_t)(threads > 0 ? threads : 1));
-    n = n < share ? n : share;
-    n = n > least ? n : least;
-    return (n + 1) / 2 * 2;
-}
-
-/* Groups a made tile of R rows takes at once (AVX-512): enough accumulators for the fma's latency. */
-static int made_chains_wide(int R) { return R == 1 ? 8 : R == 2 ? 4 : R == 3 ? 3 : 2; }
-static int made_chains(int R) { (void)R; return 1; }
-
-#define MADE_WIDE_CASE(R, C)                                                                                          \
-    case R * 16 + C:                                                                                                  \
-        made_tile_wide(w + (g - p0) * K * GROUP_OUTPUTS, xm, K, R, C, dots);                                          \
-        break;
-#define MADE_CASE(R, C)                                                                                               \
-    case R * 16 + C:                                                                                                  \
-        made_tile(w + (g - p0) * K * GROUP_OUTPUTS, xm, K, R, dots);                                                  \
-        break;
-#define MADE_WIDE_CASES                                                                                               \
-    MADE_WIDE_CASE(1, 8) MADE_WIDE_CASE(1, 1) MADE_WIDE_CASE(2, 4) MADE_WIDE_CASE(2, 1) MADE_WIDE_CASE(3, 3)          \
-    MADE_WIDE_CASE(3, 1) MADE_WIDE_CASE(4, 2) MADE_WIDE_CASE(4, 1) MADE_WIDE_CASE(5, 2) MADE_WIDE_CASE(5, 1)          \
-    MADE_WIDE_CASE(6, 2) MADE_WIDE_CASE(6, 1) MADE_WIDE_CASE(7, 2) MADE_WIDE_CASE(7, 1) MADE_WIDE_CASE(8, 2)          \
-    MADE_WIDE_CASE(8, 1) MADE_WIDE_CASE(9, 2) MADE_WIDE_CASE(9, 1) MADE_WIDE_CASE(10, 2) MADE_WIDE_CASE(10, 1)        \
-    MADE_WIDE_CASE(11, 2) MADE_WIDE_CASE(11, 1) MADE_WIDE_CASE(12, 2) MADE_WIDE_CASE(12, 1)
-#define MADE_CASES                                                                                                    \
-    MADE_CASE(1, 1) MADE_CASE(2, 1) MADE_CASE(3, 1) MADE_CASE(4, 1) MADE_CASE(5, 1) MADE_CASE(6, 1)
-
-/* Items first..stop-1 of a job (item_groups groups each) for every row of x, read as it is (a tile's rows stay in
-L1 / L2; packing 256 rows of 4864 cost more than it saved): each item's weights made into this call's buffer, then
-every tile of rows over them. */
-#define MADE_RANGE(name, isa, make, chains, cases)                                                                    \
-    __attribute__((target(isa)))                                                                                      \
-    static void name(const void *p, int64_t first, int64_t stop_item) {                                               \
-        const job_t *j = p;                                                                                           \
-        const int64_t K = j->K, G = (j->N + 15) / 16, pass = j->item_groups;                                          \
-        const int64_t start = first * pass, stop = stop_item * pass < G ? stop_item * pass : G;                       \
-        float *w = aligned_alloc(64, (size_t)(pass * K * GROUP_OUTPUTS) * sizeof(float));                             \
-        float dots[MAX_MADE_DOTS * GROUP_OUTPUTS] __attribute__((aligned(64)));                                       \
-        if (!w) {                                                                                                     \
-            *j->failed = 1;                                                                                           \
-            return;                                                                                                   \
-        }                                                                                                             \
-        for (int64_t p0 = start; p0 < stop; p0 += pass) {                                                             \
-            const int64_t p1 = p0 + pass < stop ? p0 + pass : stop;                                                   \
-            make(j, p0, p1 - p0, w);                                                                                  \
-            for (int64_t m = 0; m < j->M;) {                                                                          \
-                const int R = tile_rows(j->M - m, j->max_tile);                                                       \
-                const float *xm = j->x + m * K;                                                                       \
-                for (int64_t g = p0; g < p1;) {                                                                       \
-                    const int C = chains(R) <= p1 - g ? chains(R) : 1;                                                \
-                    switch (R * 16 + C) { cases }                                                                     \
-                    store_dots(j, dots, g, C, m, R);                                                                  \
-                    g += C;                                                                                           \
-                }                                                                                                     \
-                m += R;                                                                                               \
-            }                                                                                                         \
-        }                                                                                                             \
-        free(w);                                                                                                      \
-    }
-
-MADE_RANGE(made_wide_q8, "avx512f", make_q8, made_chains_wide, MADE_WIDE_CASES)
-MADE_RANGE(made_wide_q8_offsets, "avx512f", make_q8_offsets, made_chains_wide, MADE_WIDE_CASES)
-MADE_RANGE(made_wide_q4, "avx512f", make_q4, made_chains_wide, MADE_WIDE_CASES)
-MADE_RANGE(made_wide_q4_offsets, "avx512f", make_q4_offsets, made_chains_wide, MADE_WIDE_CASES)
-MADE_RANGE(made_q8, "avx2,fma", make_q8_avx2, made_chains, MADE_CASES)
-MADE_RANGE(made_q8_offsets, "avx2,fma", make_q8_offsets_avx2, made_chains, MADE_CASES)
-MADE_RANGE(made_q4, "avx2,fma", make_q4_avx2, made_chains, MADE_CASES)
-MADE_RANGE(made_q4_offsets, "avx2,fma", make_q4_offsets_avx2, made_chains, MADE_CASES)
-
 int int8_linear_level(void) { return vector_level(); }
 
 /* y [M, N] with rows ldy floats apart (ldy >= N: the columns of a wider y that one part of a stacked matrix
@@ -511,14 +271,11 @@ int int8_linear_strided(const int8_t *c, const float *s, const float *o, const f
         pack_block_sums(x, sums, M, K, max_tile);
     }
     int failed = 0;
-    const int64_t G = (N + GROUP_OUTPUTS - 1) / GROUP_OUTPUTS, R0 = tile_rows(M, max_tile);
-    const int64_t item_groups = made_item_groups(G, K, level > 1 ? made_chains_wide(R0) : made_chains(R0), threads);
+    const int64_t G = (N + GROUP_OUTPUTS - 1) / GROUP_OUTPUTS;
+    const int64_t item_groups = made ? int8_made_item_groups(G, K, level, tile_rows(M, max_tile), threads) : 0;
     const job_t job = {c, s, o, packed ? packed : x, sums, y, M, N, K, ldy, max_tile, item_groups, &failed};
     if (made)
-        parallel_items(level > 1 ? (nibbles ? (o ? made_wide_q4_offsets : made_wide_q4)
-                                            : (o ? made_wide_q8_offsets : made_wide_q8))
-                                 : (nibbles ? (o ? made_q4_offsets : made_q4) : (o ? made_q8_offsets : made_q8)),
-                       &job, (G + item_groups - 1) / item_groups, threads);
+        int8_made_product(&job, level, nibbles, G, threads);
     else
         parallel_range(level > 1 ? (nibbles ? (o ? wide_q4_offsets : wide_q4) : (o ? wide_q8_offsets : wide_q8))
                                  : (nibbles ? (o ? groups_q4_offsets : groups_q4)
