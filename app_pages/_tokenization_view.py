@@ -103,10 +103,13 @@ def byte_level_view(tok, pieces: list[str], counts: list[int | None], chosen: in
     shown = [(k, bpe_walk(tok, pieces[k])) for k in window]
     rounds = [piece_rounds(tok, w) for _k, w in shown]
     n_tokens = sum(len(w.tokens) for _k, w in shown)
-    title = ngettext("Pieces #{first}–#{last}: {chars} characters, {bytes} bytes → {n} token",
-                     "Pieces #{first}–#{last}: {chars} characters, {bytes} bytes → {n} tokens", n_tokens).format(
-        first=window.start, last=window.stop - 1, chars=sum(len(pieces[k]) for k in window),
-        bytes=sum(len(w.raw) for _k, w in shown), n=n_tokens)
+    counts = dict(first=window.start, last=window.stop - 1, chars=sum(len(pieces[k]) for k in window),
+                  bytes=sum(len(w.raw) for _k, w in shown), n=n_tokens)
+    title = (ngettext("Piece #{first}: {chars} characters, {bytes} bytes → {n} token",
+                      "Piece #{first}: {chars} characters, {bytes} bytes → {n} tokens", n_tokens) if len(window) == 1
+             else ngettext("Pieces #{first}–#{last}: {chars} characters, {bytes} bytes → {n} token",
+                           "Pieces #{first}–#{last}: {chars} characters, {bytes} bytes → {n} tokens", n_tokens)
+             ).format(**counts)
     present = bool(ss.get(PRESENT_KEY))
     fig = vt.byte_level_figure(rounds, readable_token, chosen=chosen - window.start,
                                max_width=PRESENTER_WIDTH if present else FIGURE_WIDTH,
