@@ -39,7 +39,7 @@ ROLE_MEANINGS = {
     "duplicate_token": N_("mean attention from a repeated token to its earlier occurrences"),
     "sink": N_("mean attention on the first token"),
 }
-KIND_NAMES = {"resid": N_("residual stream (layer x token)"), "head": N_("each head's output (layer x head)")}
+KIND_NAMES = {"resid": N_("stream (layer × token)"), "head": N_("heads (layer × head)")}
 ss = st.session_state
 
 
@@ -86,17 +86,17 @@ def roles_view(lm) -> None:
 
 def pair_inputs(lm) -> tuple[str, str, str, str, str] | None:
     """The pair's widgets; (clean, corrupt, answer, foil, kind), or None (with the reason shown) when it cannot run."""
-    with st.container(horizontal=True, vertical_alignment="bottom"):
-        for i, pair in enumerate(PAIRS):
-            st.button(_(pair.title), key=f"w_pair_{i}", on_click=circuit_controls.use_pair, args=(i,))
     left, right = st.columns(2, gap="small")
-    left.text_area(_("Text A (clean)"), key=CLEAN.key, height=90, max_chars=S.MAX_PAIR_CHARS, **controls.PERSIST)
-    right.text_area(_("Text B (corrupt)"), key=CORRUPT.key, height=90, max_chars=S.MAX_PAIR_CHARS,
+    left.text_area(_("Text A (clean)"), key=CLEAN.key, height=68, max_chars=S.MAX_PAIR_CHARS, **controls.PERSIST)
+    right.text_area(_("Text B (corrupt)"), key=CORRUPT.key, height=68, max_chars=S.MAX_PAIR_CHARS,
                     **controls.PERSIST)
-    with st.container(horizontal=True, vertical_alignment="bottom"):
-        st.text_input(_("Answer (one token)"), key=ANSWER.key, width=170, **controls.PERSIST,
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
+        with st.popover(_("Examples"), icon=":material/list:"):
+            for i, pair in enumerate(PAIRS):
+                st.button(_(pair.title), key=f"w_pair_{i}", on_click=circuit_controls.use_pair, args=(i,))
+        st.text_input(_("Answer (one token)"), key=ANSWER.key, width=112, **controls.PERSIST,
                       help=_("The token text A should lead to; a leading space usually belongs to the word."))
-        st.text_input(_("Foil (one token)"), key=FOIL.key, width=170, **controls.PERSIST,
+        st.text_input(_("Foil (one token)"), key=FOIL.key, width=112, **controls.PERSIST,
                       help=_("The token text B leads to instead."))
         kind = st.segmented_control(_("Patch"), options=list(KIND_NAMES), format_func=lambda k: _(KIND_NAMES[k]),
                                     key=KIND.key, required=True, **controls.PERSIST)
@@ -143,9 +143,6 @@ def patching_view(lm) -> None:
     with st.spinner(_("Patching every layer…"), show_time=True):
         effects = caches.cached("patching", key, lambda: caches.computed(
             lambda: lm.activation_patching(clean, corrupt, ids[0], ids[1], kind)))
-    st.markdown(_("logit({answer}) − logit({foil}): **{a}** after text A, **{b}** after text B. Each cell: the share "
-                  "of that gap restored when one activation of A replaces B's (1 = all of it).").format(
-        answer=f"`{answer}`", foil=f"`{foil}`", a=f"{gaps[0]:+.2f}", b=f"{gaps[1]:+.2f}"))
     tokens = traces[1].tokens
     if kind == "resid":
         fig = vc.patching_heatmap(effects, tokens, words=translated(vc.WORDS),
@@ -156,6 +153,9 @@ def patching_view(lm) -> None:
         fig = va.stat_overview(effects, label=_("restored"), signed=True, words=translated(va.WORDS),
                                title=_("Restored by one head's output from text A"))
         show_figure(fig, key="w_patch_head", filename="patching_head")
+    st.markdown(_("logit({answer}) − logit({foil}): **{a}** after text A, **{b}** after text B. Each cell: the share "
+                  "of that gap restored when one activation of A replaces B's (1 = all of it).").format(
+        answer=f"`{answer}`", foil=f"`{foil}`", a=f"{gaps[0]:+.2f}", b=f"{gaps[1]:+.2f}"))
     st.caption(_("Red: copying that activation from A moves B's prediction towards {answer}; blue: away from it. "
                  "Positions before the first differing token are identical in both runs (the model is causal), so "
                  "they restore nothing.").format(answer=f"`{answer}`"))

@@ -44,7 +44,7 @@ def patching_heatmap(effects: np.ndarray, tokens: list[str], *, title: str | Non
                                                                             thickness=12)))
     fig.update_xaxes(title_text=words.layer, showgrid=False, zeroline=False)
     fig.update_yaxes(**token_axis(tokens, max_labels=40), autorange="reversed", showgrid=False)
-    return apply_theme(fig, title=title, height=height or int(min(620, max(300, 150 + 22 * T))))
+    return apply_theme(fig, title=title, height=height or int(min(560, max(280, 120 + 18 * T))))
 
 
 def attribution_rows(tokens: list[str], rows: dict[str, np.ndarray], *, title: str | None = None,
@@ -63,4 +63,4 @@ def attribution_rows(tokens: list[str], rows: dict[str, np.ndarray], *, title: s
                       row=i, col=1)
         fig.update_yaxes(zeroline=True, zerolinecolor="#888", row=i, col=1)
     fig.update_xaxes(**token_axis(tokens, max_labels=40))                       # every row's axis: categorical
-    return apply_theme(fig, title=title, height=height or 140 + 150 * len(names))
+    return apply_theme(fig, title=title, height=height or 110 + 130 * len(names))
