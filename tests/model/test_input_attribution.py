@@ -62,3 +62,30 @@ def test_the_built_in_model_on_the_indirect_object_sentence(hf_model):
     expected = gradient_x_input_by_autograd(hf_model, ids, target)
     np.testing.assert_allclose(lm.gradient_x_input(text, target=target), expected,
                                atol=1e-3 * float(np.abs(expected).max()), rtol=0)
+
+
+def test_a_model_kept_quantized(tmp_path):
+    """Matrices kept quantized (as large models are): the batched forward multiplies them as they are, autograd
+    through their dequantized values; both still equal transformers on the file's numbers."""
+    import copy
+
+    from model import load_model
+    from model.decoder.matrices import QuantizedMatrix
+    from tests.model.circuits_reference import patching_by_hooks
+    from tests.tiny_gguf import Tiny, write_tiny
+
+    path = tmp_path / "q8.gguf"
+    hf = copy.deepcopy(write_tiny(path, Tiny(arch="qwen2", quant="Q8_0", d_model=256, n_heads=4, n_kv_heads=2,
+                                             d_ff=512))).double()
+    lm = load_model(path=path, keep_quantized=True)
+    assert isinstance(lm.blocks[0].mlp.w_down, QuantizedMatrix)
+    ids = lm.encode(TEXT)
+    target = int(np.argmax(lm.run_ids(ids).next_token_logits))
+    expected = gradient_x_input_by_autograd(hf, ids, target)
+    np.testing.assert_allclose(lm.gradient_x_input(ids, target), expected, atol=1e-3 * np.abs(expected).max(), rtol=0)
+    corrupt = lm.encode(TEXT.replace(" he ", " she "))
+    foil = int(np.argmax(lm.run_ids(corrupt).next_token_logits))
+    if foil == target:
+        foil = int(np.argsort(lm.run_ids(ids).next_token_logits)[-2])
+    np.testing.assert_allclose(lm.activation_patching(ids, corrupt, target, foil, "head"),
+                               patching_by_hooks(hf, ids, corrupt, target, foil, "head"), atol=1e-3, rtol=0)
