@@ -5,11 +5,14 @@ title) is at least 10 px and no two overlap (their boxes as the browser lays the
 presenter mode too (fonts 1.25x).
 
 The figure is drawn as the app draws it (the page's own window, walk and rounds) in a page of its own at the width
-the app gives it at 1024x768 (presenter mode: without the sidebar); screenshots go to pytest's temp dir (and
-$E2E_SCREENSHOT_DIR)."""
+the app gives it at 1024x768 (presenter mode: without the sidebar); and in the real app (the model picked by link
+from a models folder holding the Qwen-style GGUF), where it must also sit whole on the first screen's width and its
+top on the first screen. Screenshots go to pytest's temp dir (and $E2E_SCREENSHOT_DIR)."""
 from __future__ import annotations
 
 from dataclasses import fields, replace
+from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from playwright import sync_api
@@ -22,7 +25,7 @@ from model import load_model
 from model.tokenizers.bpe_walk import bpe_walk, piece_token_count
 from model.tokenizers.labels import readable_token
 from tests import qwen_style_vocab
-from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS
+from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS, IDLE_WITH_CHARTS_JS, running_app
 from tests.e2e.test_browser import copy_out
 from viz import tokenization as vt
 from viz.theme import scale_fonts
@@ -33,8 +36,9 @@ TEXTS = {
     "english": "Small models read every token of a story",
 }
 MIN_FONT_PX = 10
-# Every text element of the figure's SVG with something in it: its text, its box in the page and its font size.
-TEXT_BOXES_JS = """() => [...document.querySelectorAll('.main-svg text')]
+# Every text element of the figure's SVG (of the chart under `scope`) with something in it: its text, its box in the
+# page and its font size.
+TEXT_BOXES_JS = """(scope) => [...document.querySelectorAll((scope || '') + ' .main-svg text')]
   .filter(t => t.textContent.trim())
   .map(t => { const r = t.getBoundingClientRect();
               return {text: t.textContent, left: r.left, right: r.right, top: r.top, bottom: r.bottom,
@@ -44,6 +48,17 @@ TEXT_BOXES_JS = """() => [...document.querySelectorAll('.main-svg text')]
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
     return load_model(str(qwen_style_vocab.write_gguf(tmp_path_factory.mktemp("qwen") / "qwen-style.gguf"))).tokenizer
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    """The app with a models folder that holds the Qwen-style GGUF (as qwen-style)."""
+    folder = tmp_path_factory.mktemp("qwen-app-models")
+    qwen_style_vocab.write_gguf(folder / "qwen-style.gguf")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ATLAS_MODELS_DIR", str(folder))
+        with running_app(Path(__file__).resolve().parents[2], folder / "server.log", 90) as (_, url):
+            yield url
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +151,22 @@ def test_labels_are_legible_at_1024x768(tok, page, tmp_path_factory, name, lang,
     width = page.evaluate("() => document.querySelector('.main-svg').getBoundingClientRect().width")
     assert width <= (PRESENTER_WIDTH if present else FIGURE_WIDTH)
 
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_in_the_app_at_1024x768(app_url, page, tmp_path_factory, lang):
+    text = TEXTS["chinese"]
+    page.goto(f"{app_url}/inside?model=qwen-style&lang={lang}&text={quote(text)}")
+    page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=1, timeout=180_000, polling=200)
+    chart = ".st-key-inside_bpe"
+    boxes = page.evaluate(TEXT_BOXES_JS, chart)
+    shot = tmp_path_factory.mktemp("app") / f"tokenization_app_{lang}.png"
+    page.screenshot(path=str(shot))
+    copy_out([shot])
+    where = page.evaluate("(s) => { const r = document.querySelector(s).getBoundingClientRect(); "
+                          "return {top: r.top, right: r.right}; }", chart + " .main-svg")
+    assert where["right"] <= 1024 and 0 <= where["top"] < 768 - 300, where        # whole across, on the first screen
+    labels = [b["text"] for b in boxes]
+    assert "周" in labels and ("token ids" if lang == "en" else "词元 ID") in labels
+    assert not [b for b in boxes if b["font_px"] < MIN_FONT_PX]
+    assert not overlaps(boxes), overlaps(boxes)[:10]
