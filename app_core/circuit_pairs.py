@@ -23,5 +23,5 @@ PAIRS = (
          "The trophy didn't fit in the suitcase because it was too big. The one that was too big was the",
          "The trophy didn't fit in the suitcase because it was too small. The one that was too small was the",
          " trophy", " suit"),
-    Pair(N_("Cat or dog (Chinese)"), "我喜欢猫，因为猫很", "我喜欢狗，因为狗很", "可", "有"),
+    Pair(N_("Good or bad weather (Chinese)"), "今天天气很好，我很", "今天天气很差，我很", "可", "不"),
 )
