@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from app_core.classroom import ClassClosed, NotTeacher, View, class_store, codes
+from app_core.classroom import ClassClosed, NotTeacher, StoreUnavailable, View, class_store, codes
 from app_core.classroom.views import (
     JOIN,
     TEACH,
@@ -48,6 +48,7 @@ SENT = "_class_sent"              # (question key, answer as typed): the student
 REMEMBERED = "_class_remembered"  # the (code, secret) this browser's cookie holds
 FORGET = "_class_forget"          # the cookie is to be cleared (the class ended)
 COOKIE = "atlas_teach"            # the teacher's browser: code.secret (a session cookie, never in a URL)
+TROUBLE = "_class_trouble"        # a button's call could not reach the store: say so in the next run
 POLL_S = 0.5                      # a follower's poll of the version: a change shows within ~1 s
 STRIP_S = 1.0                     # the teacher's strip (followers, answers)
 BEAT_S = 5.0                      # a follower's heartbeat (the store counts those of the last 15 s)
@@ -60,6 +61,10 @@ def closed_message(code: str, ended: bool) -> str:
     return (_("The class {code} has ended: this is the normal app, yours to explore.") if ended else
             _("No class is open with the code {code}: check the code with your teacher. This is the normal app."))\
         .format(code=codes.shown(code))
+
+
+def unreachable_message() -> str:
+    return _("The class server cannot be reached just now: the class goes on when it answers again.")
 
 
 def _closed(code: str) -> str:
@@ -138,7 +143,29 @@ def _open(view: View, version: int, page: str, url_read: str) -> None:
 
 def settle(page: str, url_read: str, say: Callable[[str], None]) -> None:
     """First in every run: read a class link (first run: the shell's state key url_read unset); a follower opens
-    the teacher's view when it changed. Draws the teacher's strip or the student's bar."""
+    the teacher's view when it changed. Draws the teacher's strip or the student's bar. When the store cannot be
+    reached, says so and leaves the view as it is."""
+    ss = st.session_state
+    try:
+        _follow(page, url_read, say)
+    except StoreUnavailable:
+        ss[TROUBLE] = True
+    if ss.pop(TROUBLE, False):
+        st.warning(unreachable_message(), icon=":material/cloud_off:")
+    if ss.get(TEACHING) and ss.get(REMEMBERED) != ss[TEACHING]:
+        _cookie(ss[TEACHING])
+        ss[REMEMBERED] = ss[TEACHING]
+    elif ss.pop(FORGET, False):
+        _cookie(None)
+        ss.pop(REMEMBERED, None)
+    if ss.get(TEACHING):
+        _teacher_strip()
+    elif ss.get(JOINED):
+        _student_bar()
+
+
+def _follow(page: str, url_read: str, say: Callable[[str], None]) -> None:
+    """A class link (first run); a follower opens the teacher's newer view. StoreUnavailable."""
     ss = st.session_state
     if not ss.get(url_read):
         _read_link(say)
@@ -152,16 +179,6 @@ def settle(page: str, url_read: str, say: Callable[[str], None]) -> None:
         elif ss.get(FOLLOWING) and version != ss.get(SEEN):
             state = class_store().state(code)
             _open(state.view, state.version, page, url_read)
-    if ss.get(TEACHING) and ss.get(REMEMBERED) != ss[TEACHING]:
-        _cookie(ss[TEACHING])
-        ss[REMEMBERED] = ss[TEACHING]
-    elif ss.pop(FORGET, False):
-        _cookie(None)
-        ss.pop(REMEMBERED, None)
-    if ss.get(TEACHING):
-        _teacher_strip()
-    elif ss.get(JOINED):
-        _student_bar()
 
 
 def _step_question(key: str | None):
@@ -199,13 +216,19 @@ def link_params(page: str, link: dict[str, str]) -> dict[str, str]:
                 ss.pop(TEACHING, None)
                 ss[FORGET] = True
                 return {}
+            except StoreUnavailable:                      # published at a later run
+                pass
         return {TEACH: codes.teacher_token(code, secret)}
     return {JOIN: ss[JOINED]} if ss.get(JOINED) else {}
 
 
 # ------------------------------------------------------------------------------------------------------ teacher
 def _start_class() -> None:
-    code, secret = class_store().create(View("attention"))
+    try:
+        code, secret = class_store().create(View("attention"))
+    except StoreUnavailable:
+        st.session_state[TROUBLE] = True
+        return
     st.session_state[TEACHING] = (code, secret)
     st.session_state[HERE] = time.monotonic()
     st.session_state.pop(PUBLISHED, None)
@@ -221,6 +244,8 @@ def _end_class() -> None:
             class_store().end(*teaching)
         except (NotTeacher, ClassClosed):
             pass
+        except StoreUnavailable:
+            st.session_state[TROUBLE] = True
 
 
 def _reveal() -> None:
@@ -230,6 +255,8 @@ def _reveal() -> None:
             class_store().reveal(*teaching)
         except (NotTeacher, ClassClosed):
             st.session_state.pop(TEACHING, None)
+        except StoreUnavailable:
+            st.session_state[TROUBLE] = True
 
 
 @functools.lru_cache(maxsize=8)
@@ -283,6 +310,9 @@ def _teacher_strip() -> None:
         ss.pop(TEACHING, None)
         ss[FORGET] = True
         st.rerun(scope="app")
+    except StoreUnavailable:
+        st.caption(":material/cloud_off: " + unreachable_message())
+        return
     found = _step_question(state.view.question)
     with st.container(horizontal=True, vertical_alignment="center", gap="small", key="class_strip"):
         st.caption(":material/groups: " + ngettext("{n} student follows class {code}",
@@ -320,15 +350,17 @@ def _poll() -> None:
     if not code or not ss.get(FOLLOWING):
         return
     store = class_store()
-    if store.version(code) != ss.get(SEEN):
-        st.rerun(scope="app")
-    now = time.monotonic()
-    if now - ss.get(BEAT, 0.0) >= BEAT_S:
-        ss[BEAT] = now
-        try:
-            store.follow(code, ss[ME])
-        except ClassClosed:
+    try:
+        if store.version(code) != ss.get(SEEN):
             st.rerun(scope="app")
+        now = time.monotonic()
+        if now - ss.get(BEAT, 0.0) >= BEAT_S:
+            ss[BEAT] = now
+            store.follow(code, ss[ME])
+    except ClassClosed:
+        st.rerun(scope="app")
+    except StoreUnavailable:
+        st.caption(":material/cloud_off: " + unreachable_message())
 
 
 def _student_bar() -> None:
@@ -372,6 +404,8 @@ def _send(key: str, widget: str) -> None:
             ss[SENT] = (key, given)
     except (ClassClosed, ValueError):
         pass
+    except StoreUnavailable:
+        ss[TROUBLE] = True
 
 
 def _class_question(view: View | None) -> None:

@@ -1,7 +1,7 @@
 """A live class's cost on one server: what idle followers cost, and the teacher's view time with N followers.
 
 One `streamlit run app.py` (the class store in memory), a teacher in presenter mode and N students following in
-headless Chromium (at the lowest CPU priority: bench_classroom.niced_chromium). Prints:
+headless Chromium (at normal priority: at the lowest, a machine busy with other work starved it). Prints:
   idle      the server's CPU-seconds over --idle-s seconds with nobody changing anything, with 0 and N followers:
             (difference) / N / seconds = one idle follower's share of a core (its 0.5 s polls and 5 s heartbeats);
   teacher   the teacher's view time (ArrowUp/ArrowDown on the page: a layer step, key to the teacher's URL and chart
@@ -22,8 +22,8 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 from app_core.classroom import codes
-from bench.bench_classroom import ServerProbe, niced_chromium
-from tests.e2e.browser_harness import CHROMIUM_ARGS, RUN_COUNTER_INIT_JS, running_app
+from bench.bench_classroom import ServerProbe
+from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS, RUN_COUNTER_INIT_JS, running_app
 from tests.e2e.class_harness import SHOWS_JS, query
 from tests.e2e.test_browser import open_view
 
@@ -76,7 +76,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, running_app(ROOT, Path(tmp) / "server.log", 120) as (proc, url), \
             sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=niced_chromium(Path(tmp)), args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         teacher = new_page(browser)
         open_view(teacher, url + "/?present=1")
         teacher.locator(".st-key-w_class_start button").first.click()

@@ -9,11 +9,12 @@ from __future__ import annotations
 import functools
 import os
 
-from app_core.classroom.store import ClassClosed, ClassState, ClassStore, NotTeacher, View
+from app_core.classroom.store import ClassClosed, ClassState, ClassStore, NotTeacher, StoreUnavailable, View
 
 REDIS_ENV = "ATLAS_REDIS_URL"
 
-__all__ = ["REDIS_ENV", "ClassClosed", "ClassState", "ClassStore", "NotTeacher", "View", "class_store"]
+__all__ = ["REDIS_ENV", "ClassClosed", "ClassState", "ClassStore", "NotTeacher", "StoreUnavailable", "View",
+           "class_store"]
 
 
 @functools.cache

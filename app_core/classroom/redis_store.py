@@ -11,12 +11,22 @@ on a class that has just ended.
 """
 from __future__ import annotations
 
+import functools
 import json
 
 import redis
 
 from app_core.classroom import codes
-from app_core.classroom.store import ClassClosed, ClassState, ClassStore, NotTeacher, View, check_answer_text, tally
+from app_core.classroom.store import (
+    ClassClosed,
+    ClassState,
+    ClassStore,
+    NotTeacher,
+    StoreUnavailable,
+    View,
+    check_answer_text,
+    tally,
+)
 
 PREFIX = "atlas:class:"
 CLOSED, FORBIDDEN = -1, -2
@@ -70,6 +80,17 @@ return 1
 """
 
 
+def _reachable(method):
+    """A store method whose Redis errors (down, unreachable, timed out) become StoreUnavailable."""
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except redis.RedisError as err:
+            raise StoreUnavailable(f"the class store (Redis) cannot be reached: {err}") from err
+    return call
+
+
 def _view_json(view: View) -> str:
     return json.dumps({"page": view.page, "params": view.params, "question": view.question}, ensure_ascii=False,
                       sort_keys=True)
@@ -80,7 +101,8 @@ class RedisStore(ClassStore):
 
     def __init__(self, url: str, **kwargs):
         super().__init__(**kwargs)
-        self.redis = redis.Redis.from_url(url, decode_responses=True, socket_timeout=5, health_check_interval=30)
+        self.redis = redis.Redis.from_url(url, decode_responses=True, socket_timeout=2, socket_connect_timeout=2,
+                                          health_check_interval=30)
         self._scripts = {name: self.redis.register_script(source) for name, source in
                          (("publish", PUBLISH), ("reveal", REVEAL), ("here", TEACHER_HERE), ("answers", ANSWERS),
                           ("end", END), ("follow", FOLLOW), ("answer", ANSWER))}
@@ -107,6 +129,7 @@ class RedisStore(ClassStore):
             raise NotTeacher(code)
         return out
 
+    @_reachable
     def create(self, view: View) -> tuple[str, str]:
         code, secret = codes.new_code(), codes.new_secret()
         key = self._keys(code)[0]
@@ -117,10 +140,12 @@ class RedisStore(ClassStore):
             pipe.execute()
         return code, secret
 
+    @_reachable
     def version(self, code: str) -> int | None:
         found = self.redis.hget(PREFIX + code, "version")
         return None if found is None else int(found)
 
+    @_reachable
     def state(self, code: str) -> ClassState:
         view, revealed, version = self.redis.hmget(PREFIX + code, "view", "revealed", "version")
         if view is None:
@@ -128,18 +153,23 @@ class RedisStore(ClassStore):
         data = json.loads(view)
         return ClassState(code, int(version), View(data["page"], data["params"], data["question"], revealed == "1"))
 
+    @_reachable
     def publish(self, code: str, secret: str, view: View) -> int:
         return int(self._teacher("publish", code, secret, _view_json(view), view.question or ""))
 
+    @_reachable
     def reveal(self, code: str, secret: str) -> int:
         return int(self._teacher("reveal", code, secret))
 
+    @_reachable
     def teacher_here(self, code: str, secret: str) -> None:
         self._teacher("here", code, secret)
 
+    @_reachable
     def end(self, code: str, secret: str) -> None:
         self._teacher("end", code, secret)
 
+    @_reachable
     def follow(self, code: str, follower: str) -> None:
         check_answer_text("", follower, "-")
         now = self.clock()
@@ -147,9 +177,11 @@ class RedisStore(ClassStore):
         if self._scripts["follow"](keys=keys, args=[follower, now, now - self.follow_window_s, self._ttl()]) == -1:
             raise self._closed(code)
 
+    @_reachable
     def followers(self, code: str) -> int:
         return int(self.redis.zcount(PREFIX + code + ":f", self.clock() - self.follow_window_s, "+inf"))
 
+    @_reachable
     def answer(self, code: str, follower: str, question: str, answer: str) -> bool:
         check_answer_text(question, follower, answer)
         keys = self._keys(code)
@@ -158,5 +190,6 @@ class RedisStore(ClassStore):
             raise self._closed(code)
         return out == 1
 
+    @_reachable
     def answers(self, code: str, secret: str) -> dict[str, int]:
         return tally(list(self._teacher("answers", code, secret)))

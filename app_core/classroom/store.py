@@ -30,6 +30,10 @@ class ClassClosed(LookupError):
         self.code, self.ended = code, ended
 
 
+class StoreUnavailable(ConnectionError):
+    """The store cannot be reached (Redis down or unreachable): nothing was read or written."""
+
+
 class NotTeacher(PermissionError):
     """The secret given is not the teacher's: nothing was written."""
 

@@ -98,3 +98,15 @@ def test_students_answer_the_teachers_question_and_reveal_shows_the_answer_every
         shown = {s.value for s in student.success}           # the class's box, and the lesson's own question
         assert shown == {"Answer: the scale γ"}, shown
     assert not class_store().answer(code, "late", f"{LESSON}/5", "3")
+
+
+def test_an_unreachable_redis_says_so_and_the_app_still_works(monkeypatch):
+    from tests.e2e.browser_harness import free_port
+
+    monkeypatch.setenv("ATLAS_REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")     # nothing listens there
+    student = open_page("attention", **{JOIN: codes.new_code()})
+    assert "cannot be reached" in warnings(student)
+    teacher = open_page("attention", present="1")
+    act(teacher, teacher.button(key="w_class_start").click())
+    assert "cannot be reached" in warnings(teacher) and TEACH not in teacher.query_params
+    assert teacher.get("plotly_chart")                                              # the view is drawn

@@ -166,3 +166,14 @@ def test_redis_keeps_no_secret_and_a_poll_is_one_read(redis_url):
     calls = {k: after[k]["calls"] - before.get(k, {"calls": 0})["calls"] for k in after}
     calls["cmdstat_info"] -= 1                                              # our own INFO
     assert {k: n for k, n in calls.items() if n} == {"cmdstat_hget": 1}
+
+
+def test_an_unreachable_redis_raises_store_unavailable():
+    from app_core.classroom import StoreUnavailable
+    from tests.e2e.browser_harness import free_port
+
+    store = RedisStore(f"redis://127.0.0.1:{free_port()}/0")
+    for call in (lambda: store.create(VIEW), lambda: store.version("K7QM3XPDH9TF"),
+                 lambda: store.follow("K7QM3XPDH9TF", "a")):
+        with pytest.raises(StoreUnavailable):
+            call()
