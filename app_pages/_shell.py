@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from app_core import schemas as S
-from app_core.examples import default_text, note_for
+from app_core.examples import default_text, note_for, reads_chinese
 from app_core.link import Context, Note, Schema, clamp, decode, encode
 from app_pages import _caches as caches
 from app_pages import _class_panel as class_panel
@@ -27,7 +27,7 @@ NOTES = "_url_notes"
 URL_READ = "_url_read"
 RUN = "_run"                # this run's page name, schema and context (set by start)
 MODEL_SEEN = "_model_seen"  # the identity of the model the previous run used
-TEXT_HEIGHT = 110           # px: with the compact page list (CSS: eleven pages) layer, head and the sink switch fit 768 px
+TEXT_HEIGHT = 110           # px: with the compact page list (CSS, eleven pages) layer, head, sink switch fit 768 px
 CSS = """<style>
 [data-testid="stHeader"] { background: transparent; }
 [data-testid="stMainBlockContainer"] { padding-top: 3.6rem; padding-bottom: 2rem; }
@@ -206,9 +206,9 @@ def has_han(text: str) -> bool:
 
 @functools.lru_cache(maxsize=8)
 def reads_han_as_bytes(model: tuple) -> bool:
-    """Whether the session's model (its identity) splits common Chinese characters into byte tokens (<0x..>)."""
-    lm = caches.get_model()
-    return any(label.startswith("<0x") for label in lm.token_strings(lm.encode("中文的注意力")))
+    """Whether the session's model (its identity) has no Chinese in its vocabulary: the rule that also decides which
+    example texts it is offered (app_core.examples.reads_chinese)."""
+    return not reads_chinese(caches.get_model().tokenizer)
 
 
 def _byte_note(where) -> None:

@@ -13,7 +13,8 @@ LOG = logging.getLogger("attention_atlas.warmup")
 # visitor's script, which imports them too, waits for them instead of importing them while the model loads.
 FIRST_VIEW_MODULES = ("app_pages._shell", "app_pages._widgets", "viz.attention")
 # What the other pages import: after the default text's run, off the first view's path.
-PAGE_MODULES = ("viz.generation", "viz.inside", "viz.mask", "viz.params", "viz.positional", "viz.softmax")
+PAGE_MODULES = ("viz.generation", "viz.head_effects", "viz.inside", "viz.mask", "viz.params", "viz.positional",
+                "viz.softmax", "viz.tokenization")
 
 
 def warm_up() -> None:
