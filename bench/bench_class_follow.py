@@ -6,6 +6,8 @@ headless Chromium (at normal priority: at the lowest, a machine busy with other 
             (difference) / N / seconds = one idle follower's share of a core (its 0.5 s polls and 5 s heartbeats);
   teacher   the teacher's view time (ArrowUp/ArrowDown on the page: a layer step, key to the teacher's URL and chart
             updated), median over --steps, alone and with N followers (who all rerun the view after each step);
+  cpu       the server's CPU-seconds per follower per teacher change (its rerun of the new view), and the
+            teacher's own per change;
   follow    for each step with followers, the time from the teacher's screen updated to each student's (p50, p95).
 The browsers share the server's cores here: a classroom's students run their own.
 
@@ -85,7 +87,9 @@ def main() -> None:
         teacher.wait_for_function(SHORTCUTS_JS)
         time.sleep(2)
         alone_idle = idle_cpu(proc.pid, args.idle_s)
-        alone, _ = teacher_steps(teacher, [], args.steps)
+        with ServerProbe(proc.pid) as probe:
+            alone, _ = teacher_steps(teacher, [], args.steps)
+        alone_cpu = probe.cpu_used
         students = []
         for _ in range(args.followers):
             student = new_page(browser)
@@ -93,13 +97,17 @@ def main() -> None:
             students.append(student)
         time.sleep(6)                                     # every follower's first heartbeat
         class_idle = idle_cpu(proc.pid, args.idle_s)
-        with_class, behind = teacher_steps(teacher, students, args.steps)
+        with ServerProbe(proc.pid) as probe:
+            with_class, behind = teacher_steps(teacher, students, args.steps)
+        follower_run = (probe.cpu_used - alone_cpu) / args.steps / args.followers
         per_follower = (class_idle - alone_idle) / args.followers / args.idle_s
         print(f"idle: server CPU {alone_idle / args.idle_s:.1%} of a core alone, "
               f"{class_idle / args.idle_s:.1%} with {args.followers} followers: {per_follower:.2%} of a core each")
         print(f"teacher: view time median {statistics.median(alone):.2f} s alone, "
               f"{statistics.median(with_class):.2f} s with {args.followers} followers "
               f"({statistics.median(with_class) / statistics.median(alone):.2f}x)")
+        print(f"server CPU per follower per teacher change: {follower_run:.3f} s (the teacher's own: "
+              f"{alone_cpu / args.steps:.3f} s)")
         print(f"follow: after the teacher's screen, p50 {statistics.median(behind):.2f} s, p95 {p95(behind):.2f} s "
               f"(n={len(behind)})")
         browser.close()
