@@ -123,14 +123,12 @@ def patching_by_hooks(hf, clean: list[int], corrupt: list[int], answer: int, foi
     return (out - d_corrupt) / (d_clean - d_corrupt)
 
 
-def log_prob(hf, ids: list[int], target: int) -> float:
-    with torch.no_grad():
-        return float(torch.log_softmax(hf(torch.tensor([ids])).logits[0, -1], -1)[target])
-
-
 def occlusion_by_runs(hf, ids: list[int], target: int, replacement: int) -> np.ndarray:
-    base = log_prob(hf, ids, target)
-    return np.array([log_prob(hf, ids[:p] + [replacement] + ids[p + 1:], target) - base for p in range(len(ids))])
+    """Every occluded text and the text itself, as one batch of transformers runs."""
+    texts = [ids[:p] + [replacement] + ids[p + 1:] for p in range(len(ids))] + [ids]
+    with torch.no_grad():
+        logprobs = torch.log_softmax(hf(torch.tensor(texts)).logits[:, -1], -1)[:, target].double().numpy()
+    return logprobs[:-1] - logprobs[-1]
 
 
 def gradient_x_input_by_autograd(hf, ids: list[int], target: int) -> np.ndarray:
