@@ -159,7 +159,9 @@ def settle(page: str, url_read: str, say: Callable[[str], None]) -> None:
         _cookie(None)
         ss.pop(REMEMBERED, None)
     if ss.get(TEACHING):
-        _teacher_strip()
+        with st.container(horizontal=True, vertical_alignment="center", gap="small", key="class_line"):
+            _class_popover(ss[TEACHING][0])
+            _teacher_strip()
     elif ss.get(JOINED):
         _student_bar()
 
@@ -265,17 +267,18 @@ def _qr(link: str) -> bytes:
 
 
 def class_button(where) -> None:
-    """In the presenter row: "Start a class", or the class's panel (code, link, QR code, End class)."""
-    teaching = st.session_state.get(TEACHING)
-    if not teaching:
-        where.button("", key="w_class_start", icon=":material/groups:", on_click=_start_class,   # the row is full
+    """In the presenter row: "Start a class" (icon only: the row is full); a class's own panel is on its line."""
+    if not st.session_state.get(TEACHING):
+        where.button("", key="w_class_start", icon=":material/groups:", on_click=_start_class, type="tertiary",
                      help=_("Start a class") + ": " + _("Students who open the join link follow this screen: page, "
-                                                      "tab, text and settings"))
-        return
-    code = teaching[0]
+                                                      "tab, text and settings"))          # the row is full at 1024 px
+
+
+def _class_popover(code: str) -> None:
+    """The class's panel on the teacher's line: join code, link, QR code, End class."""
     link = join_link(st.context.url, code)
-    with where.popover("", icon=":material/groups:", key="class_panel",
-                       help=_("The class: join code, link and QR code")):
+    with st.popover(codes.shown(code), icon=":material/groups:", key="class_panel",
+                    help=_("The class: join code, link and QR code")):
         st.markdown(_("Join code: **{code}**").format(code=codes.shown(code)))
         st.image(_qr(link), width=QR_PX)
         st.code(link, language=None, wrap_lines=True)
@@ -315,9 +318,8 @@ def _teacher_strip() -> None:
         return
     found = _step_question(state.view.question)
     with st.container(horizontal=True, vertical_alignment="center", gap="small", key="class_strip"):
-        st.caption(":material/groups: " + ngettext("{n} student follows class {code}",
-                                                   "{n} students follow class {code}", following)
-                   .format(n=following, code=codes.shown(code)), width="content")
+        st.caption(ngettext("{n} student follows", "{n} students follow", following).format(n=following),
+                   width="content")
         if found is None:
             return
         answered = sum(counts.values())

@@ -70,6 +70,15 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
     teacher.screenshot(path=str(shots / "teacher-before.png"))
     rerun(teacher, lambda: button(teacher, "w_class_start").click())
     code, secret = codes.read_teacher_token(query(teacher.url)["teach"])
+    teacher.locator(".st-key-class_panel button").first.click()              # the join code, link and QR code
+    qr = teacher.locator('[data-testid="stPopoverBody"] img')
+    qr.wait_for()
+    panel = teacher.locator('[data-testid="stPopoverBody"]').inner_text()
+    assert codes.shown(code) in panel and f"/?join={code}" in panel and secret not in panel, panel
+    box = qr.bounding_box()
+    assert box["width"] >= 300 and box["y"] + box["height"] <= PROJECTOR[1] + 200, box   # big, near the top
+    teacher.screenshot(path=str(shots / "teacher-class-panel.png"))
+    teacher.keyboard.press("Escape")
     students = [new_page(*PROJECTOR) for _ in range(2)]
     for student in students:
         open_view(student, f"{student_url}/?join={codes.shown(code)}")
@@ -152,7 +161,7 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
     teacher.locator(".st-key-class_panel button").first.click()
     button(teacher, "w_class_end").click()
     for student in students:
-        student.get_by_text("has ended").wait_for(timeout=10_000)
+        student.get_by_text("has ended").wait_for(timeout=RERUN_MS)          # a rerun of the Inside page
         assert not student.locator(".st-key-class_bar").count()
     late = new_page(*PROJECTOR)
     open_view(late, f"{student_url}/?join={code}")
