@@ -50,12 +50,15 @@ def plotly_config(filename: str) -> dict:
     }
 
 
-def show_figure(fig, key: str, filename: str, **kwargs):
+def show_figure(fig, key: str, filename: str, image: dict | None = None, **kwargs):
     """st.plotly_chart with the shared config (PNG button named after the view), an explicit key, and larger
-    text in presenter mode."""
+    text in presenter mode. image: other toImageButtonOptions for the toolbar's image button (format "svg", width,
+    height, scale)."""
     if st.session_state.get(PRESENT_KEY):
         scale_fonts(fig, PRESENTER_FONT_SCALE)
-    return st.plotly_chart(fig, key=key, config=plotly_config(filename), **kwargs)
+    config = plotly_config(filename)
+    config["toImageButtonOptions"].update(image or {})
+    return st.plotly_chart(fig, key=key, config=config, **kwargs)
 
 
 def selected_points(event) -> list:

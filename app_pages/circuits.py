@@ -39,8 +39,22 @@ ROLE_MEANINGS = {
     "duplicate_token": N_("mean attention from a repeated token to its earlier occurrences"),
     "sink": N_("mean attention on the first token"),
 }
+IMAGE_KEY = "w_circ_image"    # how the charts' camera button saves them (not a setting: what is shown stays the same)
+IMAGES = {"projector": (N_("PNG, projector size (1024 × 768)"), dict(format="png", width=1024, height=768, scale=1)),
+          "print": (N_("PNG, print size (4800 × 3000)"), dict(format="png", width=1600, height=1000, scale=3)),
+          "svg": (N_("SVG (vector, 1024 × 768)"), dict(format="svg", width=1024, height=768, scale=1))}
 KIND_NAMES = {"resid": N_("stream (layer × token)"), "head": N_("heads (layer × head)")}
 ss = st.session_state
+
+
+def labels(names: dict[str, str]):
+    """A widget's format_func: each option's name translated now (AppTest calls it outside the script run)."""
+    return {key: _(name) for key, name in names.items()}.get
+
+
+def chart(fig, key: str, filename: str, **kwargs) -> None:
+    """show_figure with the camera button saving in the chosen format and size."""
+    show_figure(fig, key=key, filename=filename, image=IMAGES[ss.get(IMAGE_KEY) or "projector"][1], **kwargs)
 
 
 def downloads(name: str, table: np.ndarray, header: str, code: str) -> None:
@@ -49,7 +63,9 @@ def downloads(name: str, table: np.ndarray, header: str, code: str) -> None:
     np.savetxt(csv, np.atleast_2d(table), delimiter=",", fmt="%.6g", header=header, comments="")
     npy = io.BytesIO()
     np.save(npy, table)
-    with st.container(horizontal=True):
+    with st.container(horizontal=True, vertical_alignment="bottom"):
+        st.selectbox(_("Charts: the camera button saves"), list(IMAGES), key=IMAGE_KEY, width=280,
+                     format_func=labels({k: label for k, (label, _options) in IMAGES.items()}))
         st.download_button(_("Data (CSV)"), csv.getvalue(), f"{name}.csv", "text/csv", icon=":material/download:",
                            key=f"csv_{name}")
         st.download_button(_("Data (.npy)"), npy.getvalue(), f"{name}.npy", "application/octet-stream",
@@ -61,14 +77,14 @@ def downloads(name: str, table: np.ndarray, header: str, code: str) -> None:
 def roles_view(lm) -> None:
     cfg = lm.config
     scores = caches.cached("head_roles", caches.model_id(lm), lambda: caches.computed(lm.head_role_scores))
-    role = st.segmented_control(_("Role"), options=list(ROLE_NAMES), format_func=lambda r: _(ROLE_NAMES[r]),
+    role = st.segmented_control(_("Role"), options=list(ROLE_NAMES), format_func=labels(ROLE_NAMES),
                                 key=ROLE.key, required=True, **controls.PERSIST)
     layer, head = ss[S.LAYER.key], ss[S.HEAD.key]
     fig = va.stat_overview(scores[role], label=_(ROLE_NAMES[role]), selected=(layer, head), zmin=0.0, zmax=1.0,
                            words=translated(va.WORDS),
                            title=_("{role} score of every head").format(role=_(ROLE_NAMES[role])))
-    show_figure(fig, key="w_roles", filename=f"head_roles_{role}", selection_mode="points",
-                on_select=partial(controls.pick_head_from_chart, "w_roles"))
+    chart(fig, key="w_roles", filename=f"head_roles_{role}", selection_mode="points",
+          on_select=partial(controls.pick_head_from_chart, "w_roles"))
     order = np.argsort(-scores[role].ravel())[:3]
     strongest = ", ".join(f"L{i // cfg.n_heads} H{i % cfg.n_heads} ({scores[role].ravel()[i]:.2f})" for i in order)
     st.caption(_("{role}: {meaning}, measured once for this model on a probe of {n} random tokens written twice "
@@ -98,7 +114,7 @@ def pair_inputs(lm) -> tuple[str, str, str, str, str] | None:
                       help=_("The token text A should lead to; a leading space usually belongs to the word."))
         st.text_input(_("Foil (one token)"), key=FOIL.key, width=112, **controls.PERSIST,
                       help=_("The token text B leads to instead."))
-        kind = st.segmented_control(_("Patch"), options=list(KIND_NAMES), format_func=lambda k: _(KIND_NAMES[k]),
+        kind = st.segmented_control(_("Patch"), options=list(KIND_NAMES), format_func=labels(KIND_NAMES),
                                     key=KIND.key, required=True, **controls.PERSIST)
     clean, corrupt, answer, foil = (ss[p.key] or "" for p in (CLEAN, CORRUPT, ANSWER, FOIL))
     if not clean.strip() or not corrupt.strip():
@@ -147,12 +163,12 @@ def patching_view(lm) -> None:
     if kind == "resid":
         fig = vc.patching_heatmap(effects, tokens, words=translated(vc.WORDS),
                                   title=_("Restored by the stream of text A at (layer, token)"))
-        show_figure(fig, key="w_patch_resid", filename="patching_resid")
+        chart(fig, key="w_patch_resid", filename="patching_resid")
         token_legend(tokens)
     else:
         fig = va.stat_overview(effects, label=_("restored"), signed=True, words=translated(va.WORDS),
                                title=_("Restored by one head's output from text A"))
-        show_figure(fig, key="w_patch_head", filename="patching_head")
+        chart(fig, key="w_patch_head", filename="patching_head")
     st.markdown(_("logit({answer}) − logit({foil}): **{a}** after text A, **{b}** after text B. Each cell: the share "
                   "of that gap restored when one activation of A replaces B's (1 = all of it).").format(
         answer=f"`{answer}`", foil=f"`{foil}`", a=f"{gaps[0]:+.2f}", b=f"{gaps[1]:+.2f}"))
@@ -164,13 +180,13 @@ def patching_view(lm) -> None:
         top_ids, probs = top_predictions(trace.next_token_logits, 5)
         labels = [plotly_escape(t) for t in lm.token_strings([int(i) for i in top_ids])]
         with where:
-            show_figure(va.next_token_bars(labels, probs, title=name, words=translated(va.WORDS)),
-                        key=f"w_next_{side}", filename=f"next_token_{side}")
+            chart(va.next_token_bars(labels, probs, title=name, words=translated(va.WORDS)),
+                  key=f"w_next_{side}", filename=f"next_token_{side}")
     first = next(p for p in range(len(tokens)) if traces[0].token_ids[p] != traces[1].token_ids[p])
     difference = attention_difference(traces[0].attention, traces[1].attention, start=first)      # [L, H]
-    show_figure(va.stat_overview(difference, label=_("difference"), zmin=0.0, words=translated(va.WORDS),
-                                 title=_("How differently each head attends in A and B")),
-                key="w_pair_attention", filename="attention_difference")
+    chart(va.stat_overview(difference, label=_("difference"), zmin=0.0, words=translated(va.WORDS),
+                           title=_("How differently each head attends in A and B")),
+          key="w_pair_attention", filename="attention_difference")
     st.caption(_("For each head: half the summed absolute difference of its attention weights in A and B (0 = the same "
                  "weights, 1 = no key in common), averaged over the positions from the first differing token on. A "
                  "head that attends differently need not matter: compare with the patching map above."))
@@ -198,8 +214,7 @@ def attribution_view(lm) -> None:
     ss[TARGET_PICK] = AUTO if chosen is None else target
     st.selectbox(_("Explain the prediction of"), options, key=TARGET_PICK, width=330,
                  on_change=controls.follow_pick, args=(TARGET_PICK, TARGET.key, AUTO),
-                 format_func=lambda i: _("the top prediction: {token}").format(token=names[top_ids[0]])
-                 if i == AUTO else names[i])
+                 format_func={AUTO: _("the top prediction: {token}").format(token=names[top_ids[0]]), **names}.get)
     layer, head = ss[S.LAYER.key], ss[S.HEAD.key]
     key = (caches.model_id(lm), tuple(trace.token_ids), target)
     with st.spinner(_("Occluding every token…"), show_time=True):
@@ -213,7 +228,7 @@ def attribution_view(lm) -> None:
     token = plotly_escape(shorten(names[target], 16))
     fig = vc.attribution_rows(trace.tokens, rows, words=translated(vc.WORDS),
                               title=_("What the prediction of ‘{token}’ depends on").format(token=token))
-    show_figure(fig, key="w_attribution", filename=f"attribution_{target}")
+    chart(fig, key="w_attribution", filename=f"attribution_{target}")
     token_legend(trace.tokens)
     st.caption(_("Occlusion: each token in turn replaced by a space, the change in the log-probability of the "
                  "prediction (below 0: the token supported it). Gradient x input: the first-order estimate of the "

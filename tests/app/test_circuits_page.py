@@ -3,6 +3,8 @@ link; Chinese. The numbers themselves are checked against transformers in tests/
 test_patching.py and test_input_attribution.py; here the page must show the engine's."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -24,6 +26,11 @@ def test_head_roles_map_picks_a_head_and_opens_it(lm):
     assert at.query_params["role"] == "sink"
     np.testing.assert_allclose(array(figures(at)[0]["data"][0]["z"]), lm.head_role_scores()["sink"].T, atol=1e-6)
     assert any("Open layer 0, head 0" in b.label for b in at.button)
+    image = json.loads(at.get("plotly_chart")[0].proto.config)["toImageButtonOptions"]
+    assert (image["format"], image["width"], image["height"]) == ("png", 1024, 768)
+    at.selectbox(key="w_circ_image").set_value("svg")
+    rerun(at)
+    assert json.loads(at.get("plotly_chart")[0].proto.config)["toImageButtonOptions"]["format"] == "svg"
 
 
 def test_patching_a_pair_from_the_link(lm):
