@@ -190,6 +190,8 @@ def charts(runs: dict[str, TrainRun], names: dict[str, str], words) -> None:
     st.caption(_("Measured on held-out data at every log point. Previous-token score: a head's mean attention from "
                  "each token to the one before it. Induction score: on repeated segments, its mean attention from a "
                  "token to the token that followed that token's earlier occurrence. Dashed lines: the second run."))
+    st.page_link("app_pages/circuits.py", icon=":material/hub:", query_params={"view": "roles", "role": "induction"},
+                 label=_("The same score on every head of the real model: Circuits, head roles"))
 
 
 def phase_note(name: str, run: TrainRun) -> str:
