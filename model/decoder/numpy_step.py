@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -13,14 +12,12 @@ import torch
 from model.decoder.step_products import affine, gelu_tanh, rms_rows, rotate_half_split
 from model.native import attention as native_attention
 
-if TYPE_CHECKING:
-    from model.decoder.generation import IncrementalDecoder
 
-
-def numpy_blocks(decoders: Sequence[IncrementalDecoder], runs: Sequence[tuple[IncrementalDecoder, int, int]],
-                 at: np.ndarray, x: np.ndarray, cos: np.ndarray | None, sin: np.ndarray | None,
-                  rows: Sequence[np.ndarray | None], attend: native_attention.CachedAttention | None) -> np.ndarray:
-    """step_rows' blocks one by one in numpy: x [B, D] at positions at, cos / sin [B, hd/2] (None: no RoPE); the
+def numpy_blocks(decoders: Sequence, runs: Sequence[tuple], at: np.ndarray, x: np.ndarray, cos: np.ndarray | None,
+                 sin: np.ndarray | None, rows: Sequence[np.ndarray | None],
+                 attend: native_attention.CachedAttention | None) -> np.ndarray:
+    """step_rows' blocks one by one in numpy for decoders (model.decoder.generation.IncrementalDecoder: their caches
+    and model; runs: (decoder, first row, rows)): x [B, D] at positions at, cos / sin [B, hd/2] (None: no RoPE); the
     attention by attend (native) or numpy, which then writes the caches and rows itself."""
     first = decoders[0]
     cfg = first.lm.config
