@@ -2,7 +2,7 @@
 
 Prints: forward + trace time per token count (median of runs) and the ratio to transformers; achieved FLOP/s
 against one large float32 matmul in the same process; load-to-first-trace time in a fresh process; peak RSS of a
-fresh process that loads the model and traces T tokens.
+fresh process that loads the model and traces T tokens (with the server's malloc settings, model.files.heap.tune_heap).
 Usage (from the repository root): python -m bench.bench_model [--runs 7] [--no-reference]
 """
 from __future__ import annotations
@@ -28,6 +28,8 @@ t0 = time.perf_counter()
 import torch
 t1 = time.perf_counter()
 from model import load_model
+from model.files.heap import tune_heap
+tune_heap()                                   # as the app's server does (app_pages/_caches.py)
 lm = load_model()
 ids = (lm.encode({sample!r}) * 200)[:{T}]
 t2 = time.perf_counter()

@@ -30,6 +30,7 @@ from model.tokenizers.from_gguf import build_tokenizer
 FUSED_ROWS = {"attn_qkv": ("attn_q", "attn_k", "attn_v"), "ffn_gate_up": ("ffn_gate", "ffn_up")}
 MEMORY_HEADROOM = 0.8            # a model may take at most this share of the memory the machine has available
 QUANTIZED_ABOVE = 1 << 30        # float32 bytes of weights above which a model's matrices stay quantized
+TABLES = ("token_embd.weight", "output.weight")   # the embedding table and an untied LM head
 
 @dataclass(frozen=True)
 class GGUFModel:
@@ -263,13 +264,14 @@ def keeps_quantized(tensors) -> bool:
 
 def memory_needed(tensors, keep_quantized: bool) -> int:
     """Bytes the loaded weights take: float32 for every tensor, except the matrices kept quantized (all 2-D
-    weights but F32 ones and GPT-2's position table) when keep_quantized; a float32 matrix of a format the
-    generation step multiplies as int8 also counts that copy (model.decoder.int8_blocks, made at its first product)."""
+    weights but F32 ones and GPT-2's position table) when keep_quantized, and a Q8_0 table that stays so (TABLES);
+    a float32 matrix of a format the generation step multiplies as int8 also counts that copy
+    (model.decoder.int8_blocks, made at its first product)."""
     total = 0
     for t in tensors:
         kind, shape = t.tensor_type.name, tuple(int(n) for n in reversed(t.shape))
         matrix = len(shape) == 2 and t.name != "position_embd.weight" and kind != "F32"
-        if keep_quantized and matrix:
+        if matrix and (keep_quantized or _table_stays_int8(t)):
             total += quantized_nbytes(kind, shape)
         else:
             total += 4 * int(t.n_elements) + (copy_nbytes(kind, shape) if matrix else 0)
@@ -352,12 +354,21 @@ def _dequantize_all(reader, config: ModelConfig, arch: Architecture, keep_quanti
                 weights[f"blk.{i}.{group}.{kind}"] = buffer
     for name, tensor in tensors.items():
         matrix = len(tensor.shape) == 2 and name != "position_embd.weight"
-        if keep_quantized and matrix and tensor.tensor_type.name != "F32":
+        if matrix and tensor.tensor_type.name != "F32" and (keep_quantized or native and _table_stays_int8(tensor)):
             shape = tuple(int(n) for n in reversed(tensor.shape))                      # [out, in]
             weights[name] = QuantizedMatrix(_raw_rows(tensor, config, arch), tensor.tensor_type.name, shape)
         else:
             weights[name] = _dequantize_tensor(tensor, config, arch, native)
     return weights
+
+
+def _table_stays_int8(tensor) -> bool:
+    """A float32 model's Q8_0 embedding table (and LM head) stays Q8_0: where the native int8 kernel runs it is held
+    in the kernel's layout, and a pass and a generation step multiply it as its codes (elsewhere, as a kept-quantized
+    model's table); tokens are looked up by rows. The numbers of the dequantized table within float32 rounding, in
+    30 MB instead of 113 + 30 for SmolLM2's float32 table and the generation step's int8 copy of it. The same on
+    every machine, so that a model's memory estimate (memory_needed) does not depend on the compiler."""
+    return tensor.name in TABLES and tensor.tensor_type.name == "Q8_0"
 
 
 def _raw_rows(tensor, config: ModelConfig, arch: Architecture) -> np.ndarray:
