@@ -20,6 +20,7 @@ import streamlit as st
 from app_core.classroom import ClassClosed, NotTeacher, StoreUnavailable, View, class_store, codes
 from app_core.classroom.views import (
     JOIN,
+    PERSONAL,
     TEACH,
     join_link,
     keys_to_reset,
@@ -53,7 +54,7 @@ POLL_S = 0.5                      # a follower's poll of the version: a change s
 STRIP_S = 1.0                     # the teacher's strip (followers, answers)
 BEAT_S = 5.0                      # a follower's heartbeat (the store counts those of the last 15 s)
 HERE_S = 60.0                     # the teacher's keep-alive (a class ends 12 h after the last)
-QR_PX = 420
+QR_PX = 330                       # the whole panel fits the popover at 768 px: no scrolling to the code
 BAR_PX = 150                      # one answer's bar on the teacher's strip
 
 
@@ -136,9 +137,10 @@ def _open(view: View, version: int, page: str, url_read: str) -> None:
     if view.revealed and step is not None:
         ss.setdefault(lesson_panel.REVEALED, set()).add(step)
     ss.pop(url_read, None)
+    own = {k: st.query_params[k] for k in PERSONAL if k in st.query_params}     # a join link's own lang=, present=
     if view.page != page:
-        st.switch_page(lesson_panel.page_file(view.page), query_params=view.params)
-    st.query_params.from_dict(view.params)
+        st.switch_page(lesson_panel.page_file(view.page), query_params={**view.params, **own})
+    st.query_params.from_dict({**view.params, **own})
 
 
 def settle(page: str, url_read: str, say: Callable[[str], None]) -> None:
@@ -279,10 +281,11 @@ def _class_popover(code: str) -> None:
     link = join_link(st.context.url, code)
     with st.popover(codes.shown(code), icon=":material/groups:", key="class_panel",
                     help=_("The class: join code, link and QR code")):
-        st.markdown(_("Join code: **{code}**").format(code=codes.shown(code)))
-        st.image(_qr(link), width=QR_PX)
+        with st.container(horizontal=True, vertical_alignment="center", gap="small"):
+            st.markdown("### " + _("Join code: **{code}**").format(code=codes.shown(code)), width="stretch")
+            st.button(_("End class"), key="w_class_end", icon=":material/logout:", on_click=_end_class)
         st.code(link, language=None, wrap_lines=True)
-        st.button(_("End class"), key="w_class_end", icon=":material/logout:", on_click=_end_class)
+        st.image(_qr(link), width=QR_PX)
 
 
 def _labels(question) -> list[tuple[str, str]]:

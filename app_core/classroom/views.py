@@ -15,7 +15,8 @@ from app_core.classroom.store import View
 JOIN = "join"                  # a student's link parameter: the class's code
 TEACH = "teach"                # the teacher's own address only: code.secret
 PERSONAL = (S.PRESENT.name, S.LANG.name)            # each screen's own: never published, never followed
-QR_SCALE = 12                  # px per module: a 33-module code is ~480 px, readable from the back of a room
+QR_SCALE = 12                  # px per module (the page shows it ~330 px wide: ~9 px a module on the screen)
+QR_BORDER = 2                  # modules of quiet zone (the panel around it is white too)
 
 
 def question_key(lesson_id: str, n: int) -> str:
@@ -54,7 +55,7 @@ def join_link(app_url: str | None, code: str) -> str:
 
 
 def qr_png(link: str) -> bytes:
-    """The link as a QR code (PNG, black on white, a quiet zone of 4 modules)."""
+    """The link as a QR code (PNG, black on white)."""
     out = io.BytesIO()
-    segno.make(link, error="m").save(out, kind="png", scale=QR_SCALE, border=4)
+    segno.make(link, error="m").save(out, kind="png", scale=QR_SCALE, border=QR_BORDER)
     return out.getvalue()

@@ -7,6 +7,7 @@ import pytest
 from app_core.classroom import class_store, codes
 from app_core.classroom.views import JOIN, TEACH
 from tests.app.apptest import open_page, rerun, warnings
+from tests.app.models_folder import SHAPES
 
 LESSON = "1-llm-basics"
 
@@ -110,3 +111,15 @@ def test_an_unreachable_redis_says_so_and_the_app_still_works(monkeypatch):
     act(teacher, teacher.button(key="w_class_start").click())
     assert "cannot be reached" in warnings(teacher) and TEACH not in teacher.query_params
     assert teacher.get("plotly_chart")                                              # the view is drawn
+
+
+def test_students_follow_the_teachers_model_but_keep_their_own_language(models_dir):
+    teacher, code, _ = start_class()
+    student = open_page("attention", lang="zh", **{JOIN: code})
+    act(teacher, teacher.selectbox(key="w_model").select_index(1 + sorted(SHAPES).index("tiny-qwen3")))
+    act(teacher, teacher.slider(key="layer").set_value(3))
+    assert {"model": "tiny-qwen3", "layer": "3"}.items() <= class_store().state(code).view.params.items()
+    rerun(student)
+    assert student.session_state["model"] == "tiny-qwen3" and student.slider(key="layer").value == 3
+    assert param(student, "lang") == "zh" and "lang" not in class_store().state(code).view.params
+    assert student.button(key="w_class_detach").label == "自己探索"

@@ -73,10 +73,14 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
     teacher.locator(".st-key-class_panel button").first.click()              # the join code, link and QR code
     qr = teacher.locator('[data-testid="stPopoverBody"] img')
     qr.wait_for()
+    teacher.locator('[data-testid="stPopoverBody"] [data-testid="stCode"]').wait_for()
+    teacher.wait_for_function("""(code) => document.querySelector('[data-testid="stPopoverBody"]').innerText
+      .includes('/?join=' + code)""", arg=code)
     panel = teacher.locator('[data-testid="stPopoverBody"]').inner_text()
     assert codes.shown(code) in panel and f"/?join={code}" in panel and secret not in panel, panel
-    box = qr.bounding_box()
-    assert box["width"] >= 300 and box["y"] + box["height"] <= PROJECTOR[1] + 200, box   # big, near the top
+    box, body = qr.bounding_box(), teacher.locator('[data-testid="stPopoverBody"]').bounding_box()
+    assert box["width"] >= 300 and box["y"] + box["height"] <= min(body["y"] + body["height"], PROJECTOR[1]), \
+        (box, body)                                                          # big, and all of it on the screen
     teacher.screenshot(path=str(shots / "teacher-class-panel.png"))
     teacher.keyboard.press("Escape")
     students = [new_page(*PROJECTOR) for _ in range(2)]
