@@ -21,6 +21,7 @@ from model.decoder.matrices import QuantizedMatrix, quantized_nbytes
 from model.errors import ModelLoadError
 from model.files.architectures import ARCHITECTURES, NEUTRAL_VALUES, Architecture
 from model.files.fetch import fetch_model
+from model.files.heap import release_mapped
 from model.files.package import DEFAULT_PACKAGE, INSTALL_HINT, installed_model_path
 from model.files.quants import dequantize, empty_float32
 from model.tokenizers.base import Tokenizer
@@ -331,9 +332,9 @@ def _dequantize_all(reader, config: ModelConfig, arch: Architecture, keep_quanti
 
     Float32 weights: each block's FUSED_ROWS groups (weights, and biases where the model has them) are dequantized
     straight into consecutive rows of one buffer (the matrix the decoder multiplies by) under blk.N.<group>.weight /
-    .bias. A model kept float32 is float32 throughout, its embedding table too (SmolLM2's Q8_0 table: 113 MB instead
-    of 31, and a one-token generation step reads it 8x faster than int8 converted per step). Quantized weights are
-    not fused (q, k and v may even be of different types); their biases are.
+    .bias. A model kept float32 is float32 throughout but for a Q8_0 embedding table (_table_stays_int8). Quantized
+    weights are not fused (q, k and v may even be of different types); their biases are. Each tensor's pages of the
+    file mapping are dropped once its data is in the model's own arrays (heap.release_mapped).
     """
     native = reader.byte_order != "S"
     keep_quantized = keep_quantized and native
@@ -351,6 +352,7 @@ def _dequantize_all(reader, config: ModelConfig, arch: Architecture, keep_quanti
                 buffer = empty_float32(shape)                                       # [sum out, in] or [sum out]
                 for tensor, start, n in zip(members, np.cumsum([0, *rows]), rows, strict=False):
                     _dequantize_tensor(tensor, config, arch, native, out=buffer[start:start + n])
+                    release_mapped(tensor.data)
                 weights[f"blk.{i}.{group}.{kind}"] = buffer
     for name, tensor in tensors.items():
         matrix = len(tensor.shape) == 2 and name != "position_embd.weight"
@@ -359,6 +361,7 @@ def _dequantize_all(reader, config: ModelConfig, arch: Architecture, keep_quanti
             weights[name] = QuantizedMatrix(_raw_rows(tensor, config, arch), tensor.tensor_type.name, shape)
         else:
             weights[name] = _dequantize_tensor(tensor, config, arch, native)
+        release_mapped(tensor.data)
     return weights
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import mmap
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8     # glibc mallopt parameters
+MADV_DONTNEED = 4
 HEAP_MMAP_BYTES = 1 << 20       # blocks from 1 MB up get their own mapping, returned to the OS when freed
 
 
@@ -22,6 +24,20 @@ def tune_heap() -> None:
             libc.mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_BYTES)
             libc.mallopt(M_TRIM_THRESHOLD, 4 * HEAP_MMAP_BYTES)
             libc.mallopt(M_ARENA_MAX, 2)
+        except (OSError, AttributeError):
+            pass
+
+
+def release_mapped(array) -> None:
+    """Drop this process's resident pages of a read-only file mapping's range (a loaded tensor's raw data, copied
+    into the model's own layout): they are read from the file again if touched. Loading a 0.5B Q8_0 model touched
+    all 530 MB of its file on top of the weights it builds (Linux only)."""
+    if sys.platform.startswith("linux") and array.nbytes:
+        page = mmap.PAGESIZE
+        start = array.ctypes.data - array.ctypes.data % page
+        try:
+            ctypes.CDLL("libc.so.6").madvise(ctypes.c_void_p(start), ctypes.c_size_t(array.ctypes.data + array.nbytes
+                                                                                   - start), MADV_DONTNEED)
         except (OSError, AttributeError):
             pass
 
