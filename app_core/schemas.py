@@ -261,11 +261,6 @@ def _most_tiles(ctx: Context) -> int:
     """Tiles of the smallest block size for this text (the causal triangle of blocks): the tile slider's end."""
     n = -(-(ctx.n_tokens or 512) // min(_flash_blocks(ctx)))
     return max(0, n * (n + 1) // 2 - 1)
-def _flash_blocks(ctx: Context) -> tuple[int, ...]:
-    """The block sizes offered for this text (model.lessons.flash_attention.block_sizes)."""
-    return block_sizes(ctx.n_tokens or 512)
-
-
 
 
 _head_views = _view_is(_E_VIEW, "flash", "linear")
