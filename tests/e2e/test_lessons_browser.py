@@ -30,6 +30,11 @@ MIN_SHARED_CHART_PX = 100
 PANEL = ".st-key-lesson_panel"
 CHART = '[data-testid="stMain"] [data-testid="stPlotlyChart"]'
 STEP_IS_JS = "(step) => new URLSearchParams(location.search).get('step') === step"
+# Idle (charts drawn) for `ms` without a break: a Train step's runs have finished (its page polls until they have).
+QUIET_JS = ("(ms) => { const now = Date.now(); if (!(" + IDLE_WITH_CHARTS_JS + ")(1)) { window.__busyAt = now; "
+            "return false; } if (window.__busyAt === undefined) window.__busyAt = now; "
+            "return now - window.__busyAt > ms; }")
+QUIET_MS = 4_000
 PRESS_MS = 30_000
 SETTLE_MS = 240_000             # the Train steps' runs go on training in the background and slow the next view
 
@@ -84,6 +89,9 @@ def test_every_step_in_presenter_mode_at_1024x768(app_url, new_page, screenshot_
                     problems += first_screen_problems(page, where, width, height)
                     shots += save_screenshots(page, f"lesson_{lang}_{lesson.id}_{n:02d}", screenshot_dir,
                                               scroll=False)
+                    if lesson.step(n).page == "train":      # as a class would: watch the runs end, then move on
+                        page.evaluate("delete window.__busyAt")
+                        page.wait_for_function(QUIET_JS, arg=QUIET_MS, timeout=SETTLE_MS, polling=100)
                 press(page, "PageUp", len(lesson.steps) - 1)          # raises if it does not go back a step
             except sync_api.TimeoutError as err:
                 problems.append(f"{lesson.id} ({lang}): {str(err).splitlines()[0]} at {page.url}")
