@@ -36,7 +36,7 @@ CSS = """<style>
 }
 .st-key-keyboard_shortcuts { display: none; }
 [data-testid="stSidebarHeader"] { height: 2.25rem; padding-top: 0.5rem; padding-bottom: 0; }
-[data-testid="stSidebarNavLink"] { height: 1.3rem; min-height: 1.3rem; margin-top: 0; margin-bottom: 0; }
+[data-testid="stSidebarNavLink"] { height: 1.25rem; min-height: 1.25rem; margin-top: 0; margin-bottom: 0; }
 [data-testid="stSidebarUserContent"] { padding-top: 0.75rem; }
 h1, h2, h3 { scroll-margin-top: 3rem; }
 </style>"""

@@ -246,9 +246,10 @@ def digest(page, key: str | None = None) -> dict | None:
 
 
 def share_box_link(page) -> str:
-    """The link in the "Share link" popover's code box (the popover is closed again afterwards)."""
+    """The link in the "Share link" popover's code box (the popover is closed again afterwards; the TOML box below
+    it is the view as a lesson step)."""
     page.locator('[data-testid="stPopoverButton"]:visible', has_text="Share link").click()
-    code = page.locator('[data-testid="stPopoverBody"] [data-testid="stCode"] code')
+    code = page.locator('[data-testid="stPopoverBody"] [data-testid="stCode"] code.language-plaintext')
     code.wait_for()
     link = code.text_content().strip()
     page.keyboard.press("Escape")
