@@ -105,9 +105,21 @@ def grad_norm_figure(runs: list[Curves], total_steps: int, *, title: str | None 
                   _named(run.name, fill(words.layer_n, layer=layer)), PALETTE[layer % len(PALETTE)],
                   words.step_hover, dash=DASHES[r % 2])
             for r, run in enumerate(runs) for layer in range(np.shape(run.layer_grad_norms)[1])]
-    # log ticks at 1, 2 and 5 per decade (plotly labelled all nine digits of a short decade, on top of each other)
-    fig = go.Figure(data=data, layout=_lines_layout(total_steps, words.grad_norm, words, type="log", dtick="D2"))
+    norms = np.concatenate([np.ravel(run.layer_grad_norms) for run in runs]) if runs else np.zeros(0)
+    ticks = log_ticks(norms[np.isfinite(norms) & (norms > 0)])
+    fig = go.Figure(data=data, layout=_lines_layout(total_steps, words.grad_norm, words, type="log", tickmode="array",
+                                                    tickvals=ticks, ticktext=[f"{t:g}" for t in ticks]))
     return apply_theme(fig, title, height)
+
+
+def log_ticks(values: np.ndarray) -> list[float]:
+    """1, 2 and 5 times each power of ten from the decade below the smallest value to the one above the largest: a
+    short log axis's ticks, all at the axis font (plotly labelled all nine digits of a short decade on top of each
+    other, or with "D2" drew the 2 and 5 smaller than the presenter's 14 px)."""
+    if not values.size:
+        return [1.0]
+    low, high = int(np.floor(np.log10(values.min()))), int(np.ceil(np.log10(values.max())))
+    return [m * 10.0 ** e for e in range(low, high + 1) for m in (1, 2, 5) if m * 10.0 ** e <= 10.0 ** high]
 
 
 def head_lines_figure(runs: list[tuple[str, np.ndarray, np.ndarray]], total_steps: int, y_title: str, *,

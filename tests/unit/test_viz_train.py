@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from viz.train import Curves, loss_figure
+from viz.train import Curves, log_ticks, loss_figure
 
 
 def test_the_uniform_label_sits_where_no_curve_is():
@@ -21,3 +21,9 @@ def test_the_uniform_label_sits_where_no_curve_is():
     assert (run.eval_loss[right_third] < 0.5 * uniform).all()  # there, every curve is far below the line
     start = steps <= 40
     assert (run.eval_loss[start] > 0.6 * uniform).all()         # while the left end is where the curves begin
+
+
+def test_log_ticks_are_one_two_five_per_decade_around_the_values():
+    assert log_ticks(np.array([0.23, 3.1])) == [0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0]
+    assert log_ticks(np.array([40.0])) == [10.0, 20.0, 50.0, 100.0]
+    assert log_ticks(np.array([])) == [1.0]
