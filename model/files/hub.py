@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from model.errors import ModelLoadError
+from model.files.fetch import sha256_of
 
 GGUF_MAGIC = b"GGUF"
 STAGING = ".downloads"
@@ -124,7 +125,7 @@ def download(repo_id: str, filename: str, folder: Path, revision: str = "main",
     remote = remote_file(repo_id, filename, revision)
     target = folder / remote.name
     if remote.sha256 and target.is_file() and target.stat().st_size == remote.size and \
-            _sha256_of(target) == remote.sha256:
+            sha256_of(target) == remote.sha256:
         report(1.0, f"{remote.name} is already in the models folder")
         return target
     staging = folder / STAGING
@@ -213,7 +214,7 @@ def _check(remote: RemoteFile, part: Path) -> None:
     if remote.size is not None and size != remote.size:
         raise DownloadError(f"{remote.name} arrived with {size:,} bytes instead of the Hub's {remote.size:,}. Run "
                             f"the download again.")
-    if remote.sha256 and (got := _sha256_of(part)) != remote.sha256:
+    if remote.sha256 and (got := sha256_of(part)) != remote.sha256:
         raise DownloadError(f"{remote.name} does not match the Hub's checksum (sha256 {got[:12]}…, expected "
                             f"{remote.sha256[:12]}…): the bytes were damaged on the way. Run the download again.")
     if remote.git_sha1 and (got := _git_sha1_of(part)) != remote.git_sha1:
@@ -265,14 +266,6 @@ def _short(exc: Exception) -> str:
 
 def _mb(n: int) -> str:
     return f"{n / 1e9:,.2f} GB" if n >= 1e9 else f"{n / 1e6:,.1f} MB"
-
-
-def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _git_sha1_of(path: Path) -> str:
