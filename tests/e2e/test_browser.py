@@ -594,10 +594,16 @@ def choose(page, key: str, starts_with: str) -> None:
     """Open a selectbox (keyboard: a click that scrolls the page can close the list again) and click the option whose
     text starts with `starts_with`."""
     combo = page.locator(f".st-key-{key} input[role='combobox']")
-    combo.scroll_into_view_if_needed()
-    combo.focus()
-    combo.press("ArrowDown")
     option = page.get_by_role("option").filter(has_text=re.compile("^" + re.escape(starts_with)))
+    for _ in range(3):               # a rerun from the step before can redraw the box and close its list: open again
+        combo.scroll_into_view_if_needed()
+        combo.focus()
+        combo.press("ArrowDown")
+        try:
+            option.first.wait_for(state="visible", timeout=10_000)
+            break
+        except sync_api.TimeoutError:
+            page.keyboard.press("Escape")
     rerun(page, lambda: option.first.click())
 
 
