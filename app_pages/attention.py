@@ -1,6 +1,7 @@
 """Attention: one head, all heads of a layer, the whole model, one query token, and the next-token prediction."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -14,6 +15,7 @@ from app_pages import _shell as shell
 from app_pages._i18n import N_, _, translated
 from app_pages._widgets import (
     escape_markdown,
+    shared_figure,
     show_figure,
     token_label,
     token_legend,
@@ -43,26 +45,24 @@ OVERVIEW_LABELS = {"thumbs": N_("pattern thumbnails"), **{k: v[0] for k, v in ST
 SINK_HINT_AT = 0.5      # suggest the switch when a head puts more than this share on position 0
 HEATMAP_HEIGHT = 560    # the one-head matrix: its top and most of it inside a 768 px high first screen
 SIDE_PANEL_PX = 300     # beside the matrix when the page is wide enough (presenter mode, 1280 px), else under it
-ss = st.session_state
-
-shell.header(_("Attention"), _("Each head decides how much each token (a query, one row) looks at each earlier token "
-                               "(the keys, the columns). Rows sum to 1; grey cells are future tokens, which the "
-                               "causal mask forbids."))
-trace = shell.current_trace()
-if trace is None:
-    st.stop()
-lm = caches.get_model()
-cfg = lm.config
-layer, head, query = ss[S.LAYER.key], ss[S.HEAD.key], ss[S.QUERY.key]
-hide_sink = bool(ss[S.SINK.key])
-tokens, text = trace.tokens, trace.text
-stats = caches.get_head_stats(text, hide_sink)
-words = translated(va.WORDS)
 
 
-def titled(title: str) -> str:
+@dataclass(frozen=True)
+class PageRun:
+    """What every view of one run of the page reads: the trace, the selection, the sink switch, the statistics."""
+    lm: object
+    trace: object
+    layer: int
+    head: int
+    query: int
+    hide_sink: bool
+    stats: dict
+    words: object
+
+
+def titled(r: PageRun, title: str) -> str:
     """A figure title, marked when the sink is hidden."""
-    return _("{title} (sink hidden)").format(title=title) if hide_sink else title
+    return _("{title} (sink hidden)").format(title=title) if r.hide_sink else title
 
 
 def stat_name(kind: str) -> str:
@@ -81,23 +81,24 @@ def stat_value(value: float) -> str:
     return _("n/a") if np.isnan(value) else f"{value:.2f}"
 
 
-def shown(layer_index: int, head_index: int | slice = slice(None)) -> np.ndarray:
+def shown(r: PageRun, layer_index: int, head_index: int | slice = slice(None)) -> np.ndarray:
     """The pattern(s) as shown: raw, or with the sink hidden (key 0 and rows 0-1 left out, rows renormalized)."""
-    pattern = trace.attention[layer_index, head_index]
-    return sink_hidden_view(pattern) if hide_sink else np.asarray(pattern, dtype=np.float32)
+    pattern = r.trace.attention[layer_index, head_index]
+    return sink_hidden_view(pattern) if r.hide_sink else np.asarray(pattern, dtype=np.float32)
 
 
-def sink_hint(share: float) -> None:
-    if not hide_sink and share > SINK_HINT_AT:
+def sink_hint(r: PageRun, share: float) -> None:
+    if not r.hide_sink and share > SINK_HINT_AT:
         st.caption(":material/visibility_off: " + _(
             "This head puts {share} of its attention on the first token (the attention sink), so the rest looks "
             "dark: switch on **Hide attention sink** to see where the remaining attention goes.").format(
             share=f"{share:.0%}"))
 
 
-def download_csv() -> None:
+def download_csv(r: PageRun) -> None:
+    layer, head, hide_sink = r.layer, r.head, r.hide_sink
     st.download_button(
-        _("Download this matrix (CSV)"), data=partial(caches.head_matrix_csv, text, layer, head, hide_sink),
+        _("Download this matrix (CSV)"), data=partial(caches.head_matrix_csv, r.trace.text, layer, head, hide_sink),
         mime="text/csv",
         file_name=f"attention_L{layer}_H{head}{'_nosink' if hide_sink else ''}.csv", key="w_download_csv",
         on_click="ignore", icon=":material/download:",
@@ -105,145 +106,180 @@ def download_csv() -> None:
                "cells are empty."))
 
 
-def scores_line(layer_index: int, head_index: int) -> str:
+def scores_line(r: PageRun, layer_index: int, head_index: int) -> str:
     parts = []
     for k in ("prev_token", "sink", "entropy", "induction"):
-        parts.append(f"{stat_short(k)} **{stat_value(stats[k][layer_index, head_index])}**")
+        parts.append(f"{stat_short(k)} **{stat_value(r.stats[k][layer_index, head_index])}**")
     return " · ".join(parts)
 
 
-view, tab = controls.view_tabs(VIEW, S.ATTENTION_VIEWS)
-with tab:
-    if view == "head":
-        st.toggle(_("Stretch colours"), key="attention_stretch", **controls.PERSIST,
-                  help=_("Long texts spread attention thin: most weights are near 1/T. The colour scale then ends at "
-                         "the 99th percentile of the weights shown, so small ones become visible (the largest few "
-                         "cells saturate)."))
-        row = st.container(horizontal=True, gap="medium")     # the side panel wraps under the chart when narrow
-        fig = va.head_heatmap(shown(layer, head), tokens, query=query, stretch=ss["attention_stretch"],
-                              sink_hidden=hide_sink, height=HEATMAP_HEIGHT, words=words,
-                              title=titled(_("Layer {layer}, head {head}").format(layer=layer, head=head)))
-        with row:
-            show_figure(fig, key="fig_head", filename=f"attention_L{layer}_H{head}", width="content")
-            side = st.container(width=SIDE_PANEL_PX)
-        with side:
-            st.markdown(scores_line(layer, head), help="; ".join(f"{stat_name(k)}: {stat_help(k)}" for k in STATS))
-            sink_hint(float(stats["sink"][layer, head]))
-            controls.query_picker(trace, label=_("Query token (its row is outlined in red)"))
-            st.caption(_("Rows: query tokens (the ones looking); columns: key tokens (looked at). Dark = weight 0, "
-                         "grey = a future token (masked), pale grey = hidden (hover for why). The camera icon saves "
-                         "the figure as a PNG.") if hide_sink else
-                       _("Rows: query tokens (the ones looking); columns: key tokens (looked at). Dark = weight 0, "
-                         "grey = a future token (masked). The camera icon saves the figure as a PNG."))
-            token_legend(tokens)
-            download_csv()
+def render() -> None:
+    """The page: the open view (one head, a layer, the whole model, one query, the next token) of the trace."""
+    ss = st.session_state
+    shell.header(_("Attention"), _("Each head decides how much each token (a query, one row) looks at each earlier "
+                                   "token (the keys, the columns). Rows sum to 1; grey cells are future tokens, which "
+                                   "the causal mask forbids."))
+    trace = shell.current_trace()
+    if trace is None:
+        st.stop()
+    hide_sink = bool(ss[S.SINK.key])
+    r = PageRun(lm=caches.get_model(), trace=trace, layer=ss[S.LAYER.key], head=ss[S.HEAD.key], query=ss[S.QUERY.key],
+                hide_sink=hide_sink, stats=caches.get_head_stats(trace.text, hide_sink), words=translated(va.WORDS))
+    view, tab = controls.view_tabs(VIEW, S.ATTENTION_VIEWS)
+    with tab:
+        {"head": head_view, "layer": layer_view, "model": model_view, "query": query_view, "next": next_view}[view](r)
 
 
-    elif view == "layer":
-        st.toggle(_("Stretch colours"), key="attention_stretch", **controls.PERSIST,
-                  help=_("Each head is drawn on its own scale from 0 to its largest weight; stretched, to its 99th "
-                         "percentile, so faint structure shows on long texts."))
-        fig = va.layer_grid(shown(layer), selected=head, stretch=ss["attention_stretch"], sink_hidden=hide_sink,
-                            words=words, title=titled(_("Layer {layer}: all {n} heads").format(layer=layer,
-                                                                                             n=cfg.n_heads)))
-        show_figure(fig, key="fig_layer", filename=f"attention_L{layer}_all_heads")
-        block = -(-trace.n_tokens // va.GRID_MAX_CELLS)
-        st.caption(" ".join([_("Each head has its own colour scale (0 = dark, its largest weight = yellow).")] + (
-            [_("Long text: each cell is the mean of a block of {block} x {block} tokens.").format(block=block)]
-            if block > 1 else []) + [
-            _("Heads {heads} share {n_kv} key/value heads: head h reads KV head h // {group}.").format(
-                heads=", ".join(str(h) for h in range(cfg.n_heads)), n_kv=cfg.n_kv_heads, group=cfg.group_size)]))
-        with st.container(horizontal=True, vertical_alignment="bottom"):
-            controls.head_picker(cfg, label=_("Open a head"))
-            st.button(_("Show this head large"), key="w_open_head", on_click=controls.show_view,
-                      args=(VIEW.key, "head"), icon=":material/zoom_in:")
+def head_view(r: PageRun) -> None:
+    ss = st.session_state
+    layer, head, tokens = r.layer, r.head, r.trace.tokens
+    st.toggle(_("Stretch colours"), key="attention_stretch", **controls.PERSIST,
+              help=_("Long texts spread attention thin: most weights are near 1/T. The colour scale then ends at "
+                     "the 99th percentile of the weights shown, so small ones become visible (the largest few "
+                     "cells saturate)."))
+    row = st.container(horizontal=True, gap="medium")     # the side panel wraps under the chart when narrow
+    fig = shared_figure(va.head_heatmap, shown(r, layer, head), tokens, query=r.query,
+                        stretch=ss["attention_stretch"], sink_hidden=r.hide_sink, height=HEATMAP_HEIGHT, words=r.words,
+                          title=titled(r, _("Layer {layer}, head {head}").format(layer=layer, head=head)))
+    with row:
+        show_figure(fig, key="fig_head", filename=f"attention_L{layer}_H{head}", width="content")
+        side = st.container(width=SIDE_PANEL_PX)
+    with side:
+        st.markdown(scores_line(r, layer, head), help="; ".join(f"{stat_name(k)}: {stat_help(k)}" for k in STATS))
+        sink_hint(r, float(r.stats["sink"][layer, head]))
+        controls.query_picker(r.trace, label=_("Query token (its row is outlined in red)"))
+        st.caption(_("Rows: query tokens (the ones looking); columns: key tokens (looked at). Dark = weight 0, "
+                     "grey = a future token (masked), pale grey = hidden (hover for why). The camera icon saves "
+                     "the figure as a PNG.") if r.hide_sink else
+                   _("Rows: query tokens (the ones looking); columns: key tokens (looked at). Dark = weight 0, "
+                     "grey = a future token (masked). The camera icon saves the figure as a PNG."))
+        token_legend(tokens)
+        download_csv(r)
 
-    elif view == "model":
-        kind = st.segmented_control(_("Colour each head by"), options=list(OVERVIEW_LABELS),
-                                    format_func={k: _(v) for k, v in OVERVIEW_LABELS.items()}.get, key=OVERVIEW.key,
-                                    required=True, **controls.PERSIST)
-        if kind == "thumbs":
-            tiles = caches.get_thumbnail_tiles(text, hide_sink)
-            fig = va.thumbnail_overview(tiles, selected=(layer, head), words=words,
-                                        title=titled(_("Every head's pattern (each scaled to its own max)")))
-        else:
-            fig = va.stat_overview(stats[kind], label=stat_short(kind), selected=(layer, head),
-                                   zmin=0.0, zmax=None if kind == "entropy" else 1.0, words=words,
-                                   scale_title=_("bits") if kind == "entropy" else None,
-                                   title=titled(_("{statistic} of every head").format(statistic=stat_name(kind))))
-        show_figure(fig, key="w_overview", filename=f"attention_overview_{kind}", selection_mode="points",
-                    on_select=partial(controls.pick_head_from_chart, "w_overview"))
-        if kind == "thumbs":
-            st.caption(_("Each thumbnail is one head (rows = queries, columns = keys), averaged over blocks of "
-                         "tokens and scaled to its own maximum. Hover for the layer and head; click one to select "
-                         "it."))
-        else:
-            st.caption(_("{statistic}: {meaning}. Hover a cell for its value; click it to select that head (red "
-                         "outline).").format(statistic=stat_name(kind), meaning=stat_help(kind)))
-        if kind == "induction" and not has_repeats(trace.token_ids):
-            st.info(_("This text repeats no token, so there is nothing for an induction head to do: the scores are "
-                      "blank. Load the example **{example}**.").format(example=_("Induction heads (repeated random "
-                                                                                  "words)")),
-                    icon=":material/repeat:")
-        left, right = st.columns([3, 2], gap="medium")
-        with left:
-            fig = va.head_heatmap(shown(layer, head), tokens, query=query, max_labels=20, height=440,
-                                  show_scale=False, sink_hidden=hide_sink, words=words,
-                                  title=_("Selected: layer {layer}, head {head}").format(layer=layer, head=head))
-            show_figure(fig, key="fig_model_preview", filename=f"attention_L{layer}_H{head}")
-        with right:
-            st.markdown("**{}**".format(_("Layer {layer}, head {head}").format(layer=layer, head=head)))
-            for k in STATS:
-                st.markdown(f"{stat_short(k)}: **{stat_value(stats[k][layer, head])}**", help=stat_help(k))
-            st.button(_("Show this head large"), key="w_open_head_model", on_click=controls.show_view,
-                      args=(VIEW.key, "head"), icon=":material/zoom_in:")
-        st.markdown("**{}**".format(_("Which heads do what?")))
-        order = np.argsort(-np.nan_to_num(stats["prev_token"], nan=-1).ravel(), kind="stable")
-        layer_idx, head_idx = np.divmod(order, cfg.n_heads)
-        listed = [k for k in STATS if k != "induction" or has_repeats(trace.token_ids)]
-        table = pd.DataFrame({"layer": layer_idx, "head": head_idx,       # columns named in English, shown translated
-                              **{STATS[k][0]: stats[k].ravel()[order] for k in listed}})
-        ss["_stats_table_order"] = list(zip(layer_idx.tolist(), head_idx.tolist(), strict=True))
-        st.caption(" ".join(
-            [_("Sorted by previous-token score: the top rows are the previous-token heads. Click a column header to "
-               "sort by another score; select a row to open that head.")]
-            + ([_("Scores use the renormalized patterns (sink hidden), except the sink score.")] if hide_sink else [])
-            + ([] if "induction" in listed else [_("No induction score: this text repeats no token.")])))
-        columns = {"layer": st.column_config.NumberColumn(_("layer"), format="%d", width=56),
-                   "head": st.column_config.NumberColumn(_("head"), format="%d", width=56),
-                   **{STATS[k][0]: st.column_config.NumberColumn(stat_short(k), format="%.2f", help=stat_help(k))
-                      for k in listed}}
-        st.dataframe(table, key="w_stats_table", hide_index=True, height=360, width="stretch",
-                     on_select=partial(controls.pick_head_from_table, "w_stats_table", "_stats_table_order"),
-                     selection_mode="single-row", column_config=columns)
 
-    elif view == "query":
-        controls.query_slider(trace)
-        rows = shown(layer)[:, query, :]                                    # [H, T]
-        fig = va.query_heads_heatmap(rows, tokens, query, selected=head, sink_hidden=hide_sink, max_labels=32,
-                                     words=words, title=titled(_("Query #{query} '{token}', layer {layer}").format(
-                                         query=query, token=plotly_escape(tokens[query]), layer=layer)))
-        show_figure(fig, key="fig_query", filename=f"attention_L{layer}_query{query}")
-        if hide_sink and query < 2:
-            st.caption(_("With the sink hidden, the first two tokens have nothing left to show: pick a later "
-                         "query."))
-        else:
-            top = np.argsort(-np.nan_to_num(rows[head], nan=-1.0))[:5]
-            st.caption(_("Each row is one head's attention from the query token over the tokens before it (it cannot "
-                         "see later ones). Head {head} looks most at: {tokens}.").format(
-                head=head, tokens=", ".join(f"{escape_markdown(token_label(tokens, int(j)))} ({rows[head, j]:.0%})"
-                                            for j in top if rows[head, j] >= 0.005)))
-        token_legend(tokens[: query + 1])
+def layer_view(r: PageRun) -> None:
+    ss = st.session_state
+    cfg, layer = r.lm.config, r.layer
+    st.toggle(_("Stretch colours"), key="attention_stretch", **controls.PERSIST,
+              help=_("Each head is drawn on its own scale from 0 to its largest weight; stretched, to its 99th "
+                     "percentile, so faint structure shows on long texts."))
+    fig = shared_figure(va.layer_grid, shown(r, layer), selected=r.head, stretch=ss["attention_stretch"],
+                        sink_hidden=r.hide_sink, words=r.words,
+                        title=titled(r, _("Layer {layer}: all {n} heads").format(layer=layer, n=cfg.n_heads)))
+    show_figure(fig, key="fig_layer", filename=f"attention_L{layer}_all_heads")
+    block = -(-r.trace.n_tokens // va.GRID_MAX_CELLS)
+    st.caption(" ".join([_("Each head has its own colour scale (0 = dark, its largest weight = yellow).")] + (
+        [_("Long text: each cell is the mean of a block of {block} x {block} tokens.").format(block=block)]
+        if block > 1 else []) + [
+        _("Heads {heads} share {n_kv} key/value heads: head h reads KV head h // {group}.").format(
+            heads=", ".join(str(h) for h in range(cfg.n_heads)), n_kv=cfg.n_kv_heads, group=cfg.group_size)]))
+    with st.container(horizontal=True, vertical_alignment="bottom"):
+        controls.head_picker(cfg, label=_("Open a head"))
+        st.button(_("Show this head large"), key="w_open_head", on_click=controls.show_view,
+                  args=(VIEW.key, "head"), icon=":material/zoom_in:")
 
+
+def model_view(r: PageRun) -> None:
+    layer, head, stats, words = r.layer, r.head, r.stats, r.words
+    kind = st.segmented_control(_("Colour each head by"), options=list(OVERVIEW_LABELS),
+                                format_func={k: _(v) for k, v in OVERVIEW_LABELS.items()}.get, key=OVERVIEW.key,
+                                required=True, **controls.PERSIST)
+    if kind == "thumbs":
+        tiles = caches.get_thumbnail_tiles(r.trace.text, r.hide_sink)
+        fig = shared_figure(va.thumbnail_overview, tiles, selected=(layer, head), words=words,
+                                    title=titled(r, _("Every head's pattern (each scaled to its own max)")))
     else:
-        ids, probs = top_predictions(trace.next_token_logits, k=10)
-        labels = lm.token_strings([int(i) for i in ids])
-        fig = va.next_token_bars(labels, probs, words=words, title=_("After '{token}': top 10 next tokens").format(
-            token=plotly_escape(tokens[-1])))
-        show_figure(fig, key="fig_next", filename="next_token_top10")
-        cut = [_("The text was cut to its first {n} tokens, so this predicts the token after #{last}, not after the "
-                 "end of your text.").format(n=trace.n_tokens, last=trace.n_tokens - 1)] if trace.truncated else []
-        st.caption(" ".join([_("Softmax of the model's output logits after the last token (temperature 1). The whole "
-                               "vocabulary has {vocab} tokens; these 10 hold {share} of the probability.").format(
-            vocab=f"{cfg.vocab_size:,}", share=f"{probs.sum():.0%}")] + cut))
-        token_legend(labels)
+        fig = shared_figure(va.stat_overview, stats[kind], label=stat_short(kind), selected=(layer, head),
+                               zmin=0.0, zmax=None if kind == "entropy" else 1.0, words=words,
+                               scale_title=_("bits") if kind == "entropy" else None,
+                               title=titled(r, _("{statistic} of every head").format(statistic=stat_name(kind))))
+    show_figure(fig, key="w_overview", filename=f"attention_overview_{kind}", selection_mode="points",
+                on_select=partial(controls.pick_head_from_chart, "w_overview"))
+    if kind == "thumbs":
+        st.caption(_("Each thumbnail is one head (rows = queries, columns = keys), averaged over blocks of "
+                     "tokens and scaled to its own maximum. Hover for the layer and head; click one to select "
+                     "it."))
+    else:
+        st.caption(_("{statistic}: {meaning}. Hover a cell for its value; click it to select that head (red "
+                     "outline).").format(statistic=stat_name(kind), meaning=stat_help(kind)))
+    if kind == "induction" and not has_repeats(r.trace.token_ids):
+        st.info(_("This text repeats no token, so there is nothing for an induction head to do: the scores are "
+                  "blank. Load the example **{example}**.").format(example=_("Induction heads (repeated random "
+                                                                              "words)")),
+                icon=":material/repeat:")
+    left, right = st.columns([3, 2], gap="medium")
+    with left:
+        fig = shared_figure(va.head_heatmap, shown(r, layer, head), r.trace.tokens, query=r.query, max_labels=20,
+                            height=440, show_scale=False, sink_hidden=r.hide_sink, words=words,
+                              title=_("Selected: layer {layer}, head {head}").format(layer=layer, head=head))
+        show_figure(fig, key="fig_model_preview", filename=f"attention_L{layer}_H{head}")
+    with right:
+        st.markdown("**{}**".format(_("Layer {layer}, head {head}").format(layer=layer, head=head)))
+        for k in STATS:
+            st.markdown(f"{stat_short(k)}: **{stat_value(stats[k][layer, head])}**", help=stat_help(k))
+        st.button(_("Show this head large"), key="w_open_head_model", on_click=controls.show_view,
+                  args=(VIEW.key, "head"), icon=":material/zoom_in:")
+    stats_table(r)
+
+
+def stats_table(r: PageRun) -> None:
+    """Every head's statistics in a sortable table; a selected row opens that head."""
+    stats = r.stats
+    st.markdown("**{}**".format(_("Which heads do what?")))
+    order = np.argsort(-np.nan_to_num(stats["prev_token"], nan=-1).ravel(), kind="stable")
+    layer_idx, head_idx = np.divmod(order, r.lm.config.n_heads)
+    listed = [k for k in STATS if k != "induction" or has_repeats(r.trace.token_ids)]
+    table = pd.DataFrame({"layer": layer_idx, "head": head_idx,       # columns named in English, shown translated
+                          **{STATS[k][0]: stats[k].ravel()[order] for k in listed}})
+    st.session_state["_stats_table_order"] = list(zip(layer_idx.tolist(), head_idx.tolist(), strict=True))
+    st.caption(" ".join(
+        [_("Sorted by previous-token score: the top rows are the previous-token heads. Click a column header to "
+           "sort by another score; select a row to open that head.")]
+        + ([_("Scores use the renormalized patterns (sink hidden), except the sink score.")] if r.hide_sink else [])
+        + ([] if "induction" in listed else [_("No induction score: this text repeats no token.")])))
+    columns = {"layer": st.column_config.NumberColumn(_("layer"), format="%d", width=56),
+               "head": st.column_config.NumberColumn(_("head"), format="%d", width=56),
+               **{STATS[k][0]: st.column_config.NumberColumn(stat_short(k), format="%.2f", help=stat_help(k))
+                  for k in listed}}
+    st.dataframe(table, key="w_stats_table", hide_index=True, height=360, width="stretch",
+                 on_select=partial(controls.pick_head_from_table, "w_stats_table", "_stats_table_order"),
+                 selection_mode="single-row", column_config=columns)
+
+
+def query_view(r: PageRun) -> None:
+    layer, head, query, tokens = r.layer, r.head, r.query, r.trace.tokens
+    controls.query_slider(r.trace)
+    rows = shown(r, layer)[:, query, :]                                    # [H, T]
+    fig = shared_figure(va.query_heads_heatmap, rows, tokens, query, selected=head, sink_hidden=r.hide_sink,
+                        max_labels=32, words=r.words, title=titled(r, _("Query #{query} '{token}', layer {layer}").format(
+                            query=query, token=plotly_escape(tokens[query]), layer=layer)))
+    show_figure(fig, key="fig_query", filename=f"attention_L{layer}_query{query}")
+    if r.hide_sink and query < 2:
+        st.caption(_("With the sink hidden, the first two tokens have nothing left to show: pick a later "
+                     "query."))
+    else:
+        top = np.argsort(-np.nan_to_num(rows[head], nan=-1.0))[:5]
+        st.caption(_("Each row is one head's attention from the query token over the tokens before it (it cannot "
+                     "see later ones). Head {head} looks most at: {tokens}.").format(
+            head=head, tokens=", ".join(f"{escape_markdown(token_label(tokens, int(j)))} ({rows[head, j]:.0%})"
+                                        for j in top if rows[head, j] >= 0.005)))
+    token_legend(tokens[: query + 1])
+
+
+def next_view(r: PageRun) -> None:
+    trace = r.trace
+    ids, probs = top_predictions(trace.next_token_logits, k=10)
+    labels = r.lm.token_strings([int(i) for i in ids])
+    fig = shared_figure(va.next_token_bars, labels, probs, words=r.words,
+                        title=_("After '{token}': top 10 next tokens").format(token=plotly_escape(trace.tokens[-1])))
+    show_figure(fig, key="fig_next", filename="next_token_top10")
+    cut = [_("The text was cut to its first {n} tokens, so this predicts the token after #{last}, not after the "
+             "end of your text.").format(n=trace.n_tokens, last=trace.n_tokens - 1)] if trace.truncated else []
+    st.caption(" ".join([_("Softmax of the model's output logits after the last token (temperature 1). The whole "
+                           "vocabulary has {vocab} tokens; these 10 hold {share} of the probability.").format(
+        vocab=f"{r.lm.config.vocab_size:,}", share=f"{probs.sum():.0%}")] + cut))
+    token_legend(labels)
+
+
+if __name__ == "__main__":
+    render()

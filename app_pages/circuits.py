@@ -44,7 +44,6 @@ IMAGES = {"projector": (N_("PNG, projector size (1024 × 768)"), dict(format="pn
           "print": (N_("PNG, print size (4800 × 3000)"), dict(format="png", width=1600, height=1000, scale=3)),
           "svg": (N_("SVG (vector, 1024 × 768)"), dict(format="svg", width=1024, height=768, scale=1))}
 KIND_NAMES = {"resid": N_("stream (layer × token)"), "head": N_("heads (layer × head)")}
-ss = st.session_state
 
 
 def labels(names: dict[str, str]):
@@ -54,7 +53,8 @@ def labels(names: dict[str, str]):
 
 def chart(fig, key: str, filename: str, **kwargs) -> None:
     """show_figure with the camera button saving in the chosen format and size."""
-    show_figure(fig, key=key, filename=filename, image=IMAGES[ss.get(IMAGE_KEY) or "projector"][1], **kwargs)
+    image = IMAGES[st.session_state.get(IMAGE_KEY) or "projector"][1]
+    show_figure(fig, key=key, filename=filename, image=image, **kwargs)
 
 
 def downloads(name: str, table: np.ndarray, header: str, code: str) -> None:
@@ -75,6 +75,7 @@ def downloads(name: str, table: np.ndarray, header: str, code: str) -> None:
 
 
 def roles_view(lm) -> None:
+    ss = st.session_state
     cfg = lm.config
     scores = caches.cached("head_roles", caches.model_id(lm), lambda: caches.computed(lm.head_role_scores))
     role = st.segmented_control(_("Role"), options=list(ROLE_NAMES), format_func=labels(ROLE_NAMES),
@@ -102,6 +103,7 @@ def roles_view(lm) -> None:
 
 def pair_inputs(lm) -> tuple[str, str, str, str, str] | None:
     """The pair's widgets; (clean, corrupt, answer, foil, kind), or None (with the reason shown) when it cannot run."""
+    ss = st.session_state
     left, right = st.columns(2, gap="small")
     left.text_area(_("Text A (clean)"), key=CLEAN.key, height=68, max_chars=S.MAX_PAIR_CHARS, **controls.PERSIST)
     right.text_area(_("Text B (corrupt)"), key=CORRUPT.key, height=68, max_chars=S.MAX_PAIR_CHARS,
@@ -198,6 +200,7 @@ def patching_view(lm) -> None:
 
 
 def attribution_view(lm) -> None:
+    ss = st.session_state
     trace = shell.current_trace()
     if trace is None:
         return
@@ -243,10 +246,16 @@ def attribution_view(lm) -> None:
               f"attention = lm.run_ids(ids).attention[{layer}, {head}, -1]   # [T]")
 
 
-shell.header(_("Circuits"), _("Which heads do what, which activations carry an answer from one text into another, "
-                              "and which tokens a prediction depends on: the tools of interpretability research, on "
-                              "the loaded model."))
-model = caches.get_model()
-view, tab = controls.view_tabs(VIEW, S.CIRCUITS_VIEWS)
-with tab:
-    {"roles": roles_view, "patching": patching_view, "attribution": attribution_view}[view](model)
+def render() -> None:
+    """The page: the open view (head roles, activation patching, input attribution) on the loaded model."""
+    shell.header(_("Circuits"), _("Which heads do what, which activations carry an answer from one text into another, "
+                                  "and which tokens a prediction depends on: the tools of interpretability research, "
+                                  "on the loaded model."))
+    model = caches.get_model()
+    view, tab = controls.view_tabs(VIEW, S.CIRCUITS_VIEWS)
+    with tab:
+        {"roles": roles_view, "patching": patching_view, "attribution": attribution_view}[view](model)
+
+
+if __name__ == "__main__":
+    render()

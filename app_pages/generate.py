@@ -29,11 +29,10 @@ PLAY = "gen_play"                 # playing is a moment, not a setting: not in t
 REFRESH_S, MAX_REFRESH_S = 0.3, 2.0   # progress refresh while generating (slower as more sessions write)
 PLAY_S = 0.9                      # one step per PLAY_S while playing
 PROMPT_CHARS = 400                # the text so far shows at most this much of the prompt (its end)
-ss = st.session_state
 
 
 def temperature_slider(param, label: str, width=260) -> None:
-    st.select_slider(label, options=sorted({*GRID, float(ss[param.key])}), key=param.key, width=width,
+    st.select_slider(label, options=sorted({*GRID, float(st.session_state[param.key])}), key=param.key, width=width,
                      format_func=lambda t: f"{t:g}", **controls.PERSIST,
                      help=_("Logits are divided by T before the softmax: T < 1 sharpens, T > 1 flattens ({low} to "
                             "{high}, log steps).").format(low=f"{T_MIN:g}", high=f"{T_MAX:g}"))
@@ -100,23 +99,24 @@ def finished(jobs: dict[str, object]) -> bool:
     return True
 
 
-def write_view(lm, jobs: dict[str, object]) -> None:
+def write_view(lm, jobs: dict[str, object], words) -> None:
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
         st.slider(_("New tokens"), 1, S.MAX_NEW_TOKENS, key=N.key, width=170, **controls.PERSIST)
         st.toggle(_("Greedy"), key=GREEDY.key, **controls.PERSIST,
                   help=_("Always take the most probable token (no randomness, no temperature)."))
-        if not ss[GREEDY.key]:
+        if not st.session_state[GREEDY.key]:
             temperature_slider(TEMP, _("Temperature T"), width=200)
             sampling_popover(st)
     wait_for(jobs, _("Writing"))
     if not finished(jobs):
         return
     g = jobs[""].result
-    scrubber(lm, g)
+    scrubber(lm, g, words)
     kv_cache_panel(lm, g)
 
 
-def scrubber(lm, g) -> None:
+def scrubber(lm, g, words) -> None:
+    ss = st.session_state
     n_steps = len(g.steps)
     last = n_steps - 1
 
@@ -152,14 +152,15 @@ def scrubber(lm, g) -> None:
                 + ([_("Stopped at the end-of-turn token.")] if g.stop_reason == "eos" and step_index == last
                    else [])))
         with FIGURES_IN_TURN:
-            step_figures(g, step, step_index, chart)
+            step_figures(g, step, step_index, chart, words)
         shell.finish()                                        # the step changed: the link follows it
 
     step_view()
 
 
-def step_figures(g, step, step_index: int, chart) -> None:
+def step_figures(g, step, step_index: int, chart, words) -> None:
     """The figures of one step: its candidates (in `chart`), where it looked, how far back every head looked."""
+    ss = st.session_state
     with chart:
         c = step.candidates
         drawn = int(np.flatnonzero(c.ids == step.token_id)[0]) if step.token_id in c.ids else None
@@ -195,7 +196,7 @@ def step_figures(g, step, step_index: int, chart) -> None:
     token_legend(tokens)
 
 
-def compare_view(lm, jobs: dict[str, object]) -> None:
+def compare_view(lm, jobs: dict[str, object], words) -> None:
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
         st.slider(_("New tokens"), 1, S.MAX_NEW_TOKENS, key=N.key, width=150, **controls.PERSIST)
         temperature_slider(LOW, _("Low T"), width=160)
@@ -218,19 +219,24 @@ def compare_view(lm, jobs: dict[str, object]) -> None:
                         key=f"gen_compare_{name}", filename=f"generate_{name.replace(' = ', '')}_probabilities")
     st.caption(_("The same prompt, seed {seed} and top-k / top-p, at two temperatures. The bars: the probability "
                  "each chosen token was drawn with. Low T keeps picking likely tokens; high T wanders.").format(
-        seed=int(ss[SEED.key])))
+        seed=int(st.session_state[SEED.key])))
 
 
-lm_ = caches.get_model()
-text_ = shell.current_text()
-jobs_ = current_jobs()       # asked for already, before the frame was drawn (router.py): the same jobs
-shell.header(_("Generate"), _("The model writes one token at a time: each new token is drawn from its next-token "
-                              "probabilities (after temperature, top-k and top-p), appended, and fed back in."))
-words = translated(vg.WORDS)
-if not text_.strip():
-    st.info(_("The text is empty. Type a prompt, or load an example, and the model will continue it."),
-            icon=":material/edit_note:")
-    st.stop()
-view, tab = controls.view_tabs(VIEW, S.GENERATE_VIEWS)
-with tab:
-    (write_view if view == "write" else compare_view)(lm_, jobs_)
+def render() -> None:
+    """The page: the prompt's generation (write view) or the same prompt at two temperatures (compare view)."""
+    lm = caches.get_model()
+    text = shell.current_text()
+    jobs = current_jobs()       # asked for already, before the frame was drawn (router.py): the same jobs
+    shell.header(_("Generate"), _("The model writes one token at a time: each new token is drawn from its next-token "
+                                  "probabilities (after temperature, top-k and top-p), appended, and fed back in."))
+    if not text.strip():
+        st.info(_("The text is empty. Type a prompt, or load an example, and the model will continue it."),
+                icon=":material/edit_note:")
+        st.stop()
+    view, tab = controls.view_tabs(VIEW, S.GENERATE_VIEWS)
+    with tab:
+        (write_view if view == "write" else compare_view)(lm, jobs, translated(vg.WORDS))
+
+
+if __name__ == "__main__":
+    render()
