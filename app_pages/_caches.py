@@ -3,7 +3,8 @@ computes per text. Values are read-only and shared by all sessions; a value evic
 again when next asked for.
 
 Budget: ATLAS_CACHE_MB (environment variable or Streamlit secret `cache_mb`), default 600 MB, split between the
-traces (60%), recomputed layer details (15%), small derived arrays (10%) and generations (15%).
+traces (60%), recomputed layer details (15%), small derived arrays (10%), generations (10%) and figures (5%: the
+figures sessions share, app_pages/_widgets.shared_figure).
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ from viz.exports import matrix_csv
 
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_CACHE_MB = 600
-SHARES = {"traces": 0.6, "layer_details": 0.15, "derived": 0.1, "generations": 0.15}
+SHARES = {"traces": 0.6, "layer_details": 0.15, "derived": 0.1, "generations": 0.1, "figures": 0.05}
 
 
 def cache_budget_mb() -> int:
@@ -64,7 +65,14 @@ def cache_budget_mb() -> int:
 @st.cache_resource(show_spinner=False)
 def _caches() -> dict[str, ByteBudgetCache]:
     total = cache_budget_mb() * 2**20
-    return {name: ByteBudgetCache(name, int(total * share), on_evict=gc.collect) for name, share in SHARES.items()}
+    return {name: ByteBudgetCache(name, int(total * share), on_evict=gc.collect,
+                                  **({"size_of": _figure_bytes} if name == "figures" else {}))
+            for name, share in SHARES.items()}
+
+
+def _figure_bytes(entry: tuple) -> int:
+    """A shared figure's (figure, bytes estimated when it was made) entry: its bytes."""
+    return entry[1]
 
 
 def caches() -> dict[str, ByteBudgetCache]:

@@ -6,6 +6,9 @@ import threading
 
 import streamlit as st
 
+from app_core.budget import nbytes
+from app_core.call_key import Unkeyable, call_key
+from app_pages import _caches as caches
 from app_pages._i18n import _
 from viz.labels import symbol_legend
 from viz.theme import scale_fonts
@@ -19,6 +22,8 @@ PRESENT_KEY = "present"         # _schemas.PRESENT.key (not imported: _schemas i
 # thirty-one, so even the text each page wrote before its figures waits for the last figure. In turn, each page's
 # text goes out at once and its figures follow, the first ones first.
 FIGURES_IN_TURN = threading.Lock()
+SCALED = "_atlas_scaled"        # a shared figure: made for its mode (presenter text applied where it applies)
+FIGURE_BYTES = 32 * 1024        # a shared figure's bytes besides its arrays (layout, labels), for the budget
 
 
 def escape_markdown(text: str) -> str:
@@ -54,11 +59,32 @@ def show_figure(fig, key: str, filename: str, image: dict | None = None, **kwarg
     """st.plotly_chart with the shared config (PNG button named after the view), an explicit key, and larger
     text in presenter mode. image: other toImageButtonOptions for the toolbar's image button (format "svg", width,
     height, scale)."""
-    if st.session_state.get(PRESENT_KEY):
+    if st.session_state.get(PRESENT_KEY) and not getattr(fig, SCALED, False):
         scale_fonts(fig, PRESENTER_FONT_SCALE)
     config = plotly_config(filename)
     config["toImageButtonOptions"].update(image or {})
     return st.plotly_chart(fig, key=key, config=config, **kwargs)
+
+
+def shared_figure(build, *args, **kwargs):
+    """build(*args, **kwargs) (a pure viz function), made once for every session that asks for the same figure in
+    the same mode: a class's followers draw the view the teacher drew a moment before without making it again
+    (making a figure is most of a page's run). Presenter mode's larger text is applied here. Show it with
+    show_figure and never change it: it is shared."""
+    present = bool(st.session_state.get(PRESENT_KEY))
+
+    def make() -> tuple:
+        fig = build(*args, **kwargs)
+        if present:
+            scale_fonts(fig, PRESENTER_FONT_SCALE)
+        setattr(fig, SCALED, True)
+        return fig, 2 * nbytes([args, list(kwargs.values())]) + FIGURE_BYTES
+
+    try:
+        key = (call_key(build, args, kwargs), present)
+    except Unkeyable:
+        return make()[0]
+    return caches.caches()["figures"].get(key, make)[0]
 
 
 def selected_points(event) -> list:

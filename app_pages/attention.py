@@ -15,6 +15,7 @@ from app_pages import _shell as shell
 from app_pages._i18n import N_, _, translated
 from app_pages._widgets import (
     escape_markdown,
+    shared_figure,
     show_figure,
     token_label,
     token_legend,
@@ -137,9 +138,9 @@ def head_view(r: PageRun) -> None:
                      "the 99th percentile of the weights shown, so small ones become visible (the largest few "
                      "cells saturate)."))
     row = st.container(horizontal=True, gap="medium")     # the side panel wraps under the chart when narrow
-    fig = va.head_heatmap(shown(r, layer, head), tokens, query=r.query, stretch=ss["attention_stretch"],
-                          sink_hidden=r.hide_sink, height=HEATMAP_HEIGHT, words=r.words,
-                          title=titled(r, _("Layer {layer}, head {head}").format(layer=layer, head=head)))
+    fig = shared_figure(va.head_heatmap, shown(r, layer, head), tokens, query=r.query,
+                        stretch=ss["attention_stretch"], sink_hidden=r.hide_sink, height=HEATMAP_HEIGHT, words=r.words,
+                        title=titled(r, _("Layer {layer}, head {head}").format(layer=layer, head=head)))
     with row:
         show_figure(fig, key="fig_head", filename=f"attention_L{layer}_H{head}", width="content")
         side = st.container(width=SIDE_PANEL_PX)
@@ -162,9 +163,9 @@ def layer_view(r: PageRun) -> None:
     st.toggle(_("Stretch colours"), key="attention_stretch", **controls.PERSIST,
               help=_("Each head is drawn on its own scale from 0 to its largest weight; stretched, to its 99th "
                      "percentile, so faint structure shows on long texts."))
-    fig = va.layer_grid(shown(r, layer), selected=r.head, stretch=ss["attention_stretch"], sink_hidden=r.hide_sink,
-                        words=r.words, title=titled(r, _("Layer {layer}: all {n} heads").format(layer=layer,
-                                                                                               n=cfg.n_heads)))
+    fig = shared_figure(va.layer_grid, shown(r, layer), selected=r.head, stretch=ss["attention_stretch"],
+                        sink_hidden=r.hide_sink, words=r.words,
+                        title=titled(r, _("Layer {layer}: all {n} heads").format(layer=layer, n=cfg.n_heads)))
     show_figure(fig, key="fig_layer", filename=f"attention_L{layer}_all_heads")
     block = -(-r.trace.n_tokens // va.GRID_MAX_CELLS)
     st.caption(" ".join([_("Each head has its own colour scale (0 = dark, its largest weight = yellow).")] + (
@@ -185,13 +186,13 @@ def model_view(r: PageRun) -> None:
                                 required=True, **controls.PERSIST)
     if kind == "thumbs":
         tiles = caches.get_thumbnail_tiles(r.trace.text, r.hide_sink)
-        fig = va.thumbnail_overview(tiles, selected=(layer, head), words=words,
-                                    title=titled(r, _("Every head's pattern (each scaled to its own max)")))
+        fig = shared_figure(va.thumbnail_overview, tiles, selected=(layer, head), words=words,
+                            title=titled(r, _("Every head's pattern (each scaled to its own max)")))
     else:
-        fig = va.stat_overview(stats[kind], label=stat_short(kind), selected=(layer, head),
-                               zmin=0.0, zmax=None if kind == "entropy" else 1.0, words=words,
-                               scale_title=_("bits") if kind == "entropy" else None,
-                               title=titled(r, _("{statistic} of every head").format(statistic=stat_name(kind))))
+        fig = shared_figure(va.stat_overview, stats[kind], label=stat_short(kind), selected=(layer, head),
+                            zmin=0.0, zmax=None if kind == "entropy" else 1.0, words=words,
+                            scale_title=_("bits") if kind == "entropy" else None,
+                            title=titled(r, _("{statistic} of every head").format(statistic=stat_name(kind))))
     show_figure(fig, key="w_overview", filename=f"attention_overview_{kind}", selection_mode="points",
                 on_select=partial(controls.pick_head_from_chart, "w_overview"))
     if kind == "thumbs":
@@ -208,9 +209,9 @@ def model_view(r: PageRun) -> None:
                 icon=":material/repeat:")
     left, right = st.columns([3, 2], gap="medium")
     with left:
-        fig = va.head_heatmap(shown(r, layer, head), r.trace.tokens, query=r.query, max_labels=20, height=440,
-                              show_scale=False, sink_hidden=r.hide_sink, words=words,
-                              title=_("Selected: layer {layer}, head {head}").format(layer=layer, head=head))
+        fig = shared_figure(va.head_heatmap, shown(r, layer, head), r.trace.tokens, query=r.query, max_labels=20,
+                            height=440, show_scale=False, sink_hidden=r.hide_sink, words=words,
+                            title=_("Selected: layer {layer}, head {head}").format(layer=layer, head=head))
         show_figure(fig, key="fig_model_preview", filename=f"attention_L{layer}_H{head}")
     with right:
         st.markdown("**{}**".format(_("Layer {layer}, head {head}").format(layer=layer, head=head)))
@@ -249,9 +250,10 @@ def query_view(r: PageRun) -> None:
     layer, head, query, tokens = r.layer, r.head, r.query, r.trace.tokens
     controls.query_slider(r.trace)
     rows = shown(r, layer)[:, query, :]                                    # [H, T]
-    fig = va.query_heads_heatmap(rows, tokens, query, selected=head, sink_hidden=r.hide_sink, max_labels=32,
-                                 words=r.words, title=titled(r, _("Query #{query} '{token}', layer {layer}").format(
-                                     query=query, token=plotly_escape(tokens[query]), layer=layer)))
+    fig = shared_figure(va.query_heads_heatmap, rows, tokens, query, selected=head, sink_hidden=r.hide_sink,
+                        max_labels=32, words=r.words,
+                        title=titled(r, _("Query #{query} '{token}', layer {layer}").format(
+                            query=query, token=plotly_escape(tokens[query]), layer=layer)))
     show_figure(fig, key="fig_query", filename=f"attention_L{layer}_query{query}")
     if r.hide_sink and query < 2:
         st.caption(_("With the sink hidden, the first two tokens have nothing left to show: pick a later "
@@ -269,8 +271,8 @@ def next_view(r: PageRun) -> None:
     trace = r.trace
     ids, probs = top_predictions(trace.next_token_logits, k=10)
     labels = r.lm.token_strings([int(i) for i in ids])
-    fig = va.next_token_bars(labels, probs, words=r.words, title=_("After '{token}': top 10 next tokens").format(
-        token=plotly_escape(trace.tokens[-1])))
+    fig = shared_figure(va.next_token_bars, labels, probs, words=r.words,
+                        title=_("After '{token}': top 10 next tokens").format(token=plotly_escape(trace.tokens[-1])))
     show_figure(fig, key="fig_next", filename="next_token_top10")
     cut = [_("The text was cut to its first {n} tokens, so this predicts the token after #{last}, not after the "
              "end of your text.").format(n=trace.n_tokens, last=trace.n_tokens - 1)] if trace.truncated else []
