@@ -35,7 +35,6 @@ TOP_N = 10                          # ablation: the next-token candidates shown
 NBSP = "\u00a0"                     # keeps a step's number and name on one line of the map
 NORM_NAMES = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
 MLP_NAMES = {"swiglu": "SwiGLU", "gelu": "GELU"}
-ss = st.session_state
 
 
 # ------------------------------------------------------------------------------------------------------ helpers
@@ -82,6 +81,7 @@ def norm_figure(x: np.ndarray, step, name: str, key: str) -> None:
 
 
 def block_view(lm, trace) -> None:
+    ss = st.session_state
     cfg = lm.config
     layer, head, p = int(ss[S.LAYER.key]), int(ss[S.HEAD.key]), int(ss[S.QUERY.key])
     hide_sink = bool(ss[S.SINK.key])
@@ -348,7 +348,8 @@ def gelu_step(cfg, walk, layer: int) -> None:
 # ------------------------------------------------------------------------------------------------ which heads
 def attribution_clicked() -> None:
     """A click on a head of the attribution grid switches it off (or on again). (Defined in the page: the page keeps
-    no large object in its namespace, see main(), so this callback holds nothing big alive.)"""
+    no large object in its namespace, see render(), so this callback holds nothing big alive.)"""
+    ss = st.session_state
     picked = picked_layer_head(selected_points(ss.get(ATTRIBUTION_CHART)))
     if picked is None:
         return
@@ -360,6 +361,7 @@ def attribution_clicked() -> None:
 
 
 def heads_view(lm, trace) -> None:
+    ss = st.session_state
     cfg = lm.config
     text = trace.text
     follow_text(TARGET, text)
@@ -426,7 +428,7 @@ def heads_view(lm, trace) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------- the page
-def main() -> None:
+def render() -> None:
     """The page. Its model, trace and figures stay local: the page's namespace, which a widget callback defined here
     keeps alive, holds only functions and constants."""
     shell.header(_("Inside a block"), _("A token's way through the real model: tokenization, one decoder block step "
@@ -448,4 +450,5 @@ def main() -> None:
                 {"block": block_view, "stream": stream_view, "lens": lens_view, "heads": heads_view}[view](lm, trace)
 
 
-main()
+if __name__ == "__main__":
+    render()

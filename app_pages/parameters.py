@@ -50,11 +50,6 @@ FIELDS = (*S.SHAPE_NUMBERS, *S.SHAPE_CHOICES, *S.SHAPE_FLAGS)
 KIND_LABELS = {"gelu": "GELU", "swiglu": "SwiGLU", "layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "rope": "RoPE",
                "alibi": "ALiBi", "learned": N_("learned"), "sinusoidal": N_("sinusoidal"), "none": N_("none")}
 
-
-def kind_label(kind: str) -> str:
-    """A shape kind ("learned", "rope", ...) as the form and the comparison table show it."""
-    label = KIND_LABELS.get(kind, kind)
-    return _(label) if kind in ("learned", "sinusoidal", "none") else label
 FORM_LABELS = {                   # short enough for one line in a quarter of a 1024 px page
     "vocab_size": N_("vocabulary size"), "d_model": N_("width (d_model)"), "n_layers": N_("layers"),
     "d_ff": N_("MLP width (d_ff)"), "n_heads": N_("heads"), "n_kv_heads": N_("key/value heads"),
@@ -91,7 +86,12 @@ TENSOR_KINDS = {                  # the treemap's leaves (Breakdown.parts()), sh
     "attention norms": N_("attention norms"), "MLP norms": N_("MLP norms"), "q/k norms": N_("q/k norms"),
     "final norm": N_("final norm"), "lm head": N_("lm head"),
 }
-ss = st.session_state
+
+
+def kind_label(kind: str) -> str:
+    """A shape kind ("learned", "rope", ...) as the form and the comparison table show it."""
+    label = KIND_LABELS.get(kind, kind)
+    return _(label) if kind in ("learned", "sinusoidal", "none") else label
 
 
 def count(n: int, digits: int = 3) -> str:
@@ -107,6 +107,7 @@ def group_label(group: str) -> str:
 
 def follow_preset() -> None:
     """A preset's fields are the preset's (a link or a pick names only the preset); 'custom' keeps the form."""
+    ss = st.session_state
     name = ss[K + "preset"]
     if name in PRESETS or name == S.LOADED:
         values = shape_from_config(caches.get_model().config).as_dict() if name == S.LOADED else S.preset_values(name)
@@ -116,13 +117,14 @@ def follow_preset() -> None:
 
 def mark_custom() -> None:
     """on_change of any shape field: the form no longer shows the preset it started from."""
-    ss[K + "preset"] = S.CUSTOM
+    st.session_state[K + "preset"] = S.CUSTOM
 
 
 # -------------------------------------------------------------------------------------------------------- form
 
 def shape_form() -> dict:
     """The shape inputs, each with a slot right under it for its message; returns the raw field values."""
+    ss = st.session_state
     slots: dict = {}
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
         labels = {S.CUSTOM: _("custom"), S.LOADED: _("the loaded model")}
@@ -279,6 +281,7 @@ def breakdown_section(b: Breakdown) -> None:
 
 
 def memory_section(b: Breakdown) -> None:
+    ss = st.session_state
     s = b.shape
     words = translated(vp.WORDS)
     st.markdown("#### " + _("Memory: weights and KV cache"))
@@ -356,6 +359,7 @@ def compare_table(counts: list[tuple[str, Breakdown]]) -> pd.DataFrame:
 
 
 def comparison_section(current: Shape | None) -> None:
+    ss = st.session_state
     st.markdown("#### " + _("Compare two shapes"))
     cols = st.columns(2)
     above = _("shape above")
@@ -414,14 +418,20 @@ def check_section() -> None:
 
 # --------------------------------------------------------------------------------------------------------- page
 
-follow_preset()
-shell.header(_("Parameters, memory and compute"), _("Exact counts for any decoder shape: pick a real model, then "
-                                                     "change anything."))
-shape = read_shape()
-if shape is not None:
-    breakdown = count_parameters(**shape.as_dict())
-    summary(breakdown)
-    breakdown_section(breakdown)
-    memory_section(breakdown)
-comparison_section(shape)
-check_section()
+def render() -> None:
+    """The page: the shape form and what it gives, the comparison of two shapes, the check against the model."""
+    follow_preset()
+    shell.header(_("Parameters, memory and compute"), _("Exact counts for any decoder shape: pick a real model, then "
+                                                         "change anything."))
+    shape = read_shape()
+    if shape is not None:
+        breakdown = count_parameters(**shape.as_dict())
+        summary(breakdown)
+        breakdown_section(breakdown)
+        memory_section(breakdown)
+    comparison_section(shape)
+    check_section()
+
+
+if __name__ == "__main__":
+    render()

@@ -50,7 +50,6 @@ CLAIMS = {"layers": N_("The notes: an induction head needs two layers (a head in
           "positions": N_("The notes: without positions a head cannot tell which token came just before, so no "
                           "induction head forms."),
           "norm": N_("The notes: RMSNorm (no centring, no bias) trains as well as LayerNorm.")}
-ss = st.session_state
 
 
 def draw(name: str, runs: dict[str, TrainRun], build, *detail) -> None:
@@ -75,11 +74,13 @@ def _select(where, param, label: str, labels: dict | None = None, options=None, 
 
 def _grid(where, param, label: str, options, fmt=lambda v: f"{v:g}", help: str | None = None) -> None:
     """A select slider over a grid of values, the current value included (a link may carry any value)."""
+    ss = st.session_state
     where.select_slider(label, options=sorted({*options, ss[param.key]}), key=param.key, format_func=fmt,
                         help=help, **controls.PERSIST)
 
 
 def main_controls(row) -> None:
+    ss = st.session_state
     _select(row, P["task"], _("Task"), TASKS, width=220,
             help=_("What the model learns to predict. Induction: a random segment appears twice; after its first "
                    "token, the rest of the second copy can be read off the first."))
@@ -94,6 +95,7 @@ def main_controls(row) -> None:
 
 def detail_controls(where) -> None:
     """Architecture, data and optimiser: the sidebar (or, in presenter mode, a popover on the page)."""
+    ss = st.session_state
     where.markdown(_("**Architecture**"))
     _select(where, P["d"], _("Width (d_model)"))
     width = int(ss[P["d"].key])
@@ -134,6 +136,7 @@ def detail_controls(where) -> None:
 # ------------------------------------------------------------------------------------------------------ runs
 def run_names() -> dict[str, str]:
     """'' alone; with a comparison, each side's name from its value of the compared field."""
+    ss = st.session_state
     preset = PRESETS.get(ss.get(P["cmp"].key))
     if preset is None:
         return {"": ""}
@@ -210,6 +213,7 @@ def phase_note(name: str, run: TrainRun) -> str:
 
 def patterns(runs: dict[str, TrainRun], names: dict[str, str], words, finished: bool) -> None:
     """Every head's attention on one held-out example; after training, a slider over training time."""
+    ss = st.session_state
     side = ss.get(P["side"].key) if len(runs) > 1 else next(iter(runs))
     side = side if side in runs else next(iter(runs))
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
@@ -261,6 +265,7 @@ def completion(name: str, run: TrainRun) -> None:
 
 def claim_check(runs: dict[str, TrainRun], names: dict[str, str]) -> None:
     """With a preset: the notes' claim, and whether these two runs show it (measured)."""
+    ss = st.session_state
     preset = PRESETS[ss[P["cmp"].key]]
     v = verdict(preset, runs["a"], runs["b"])
     numbers = dict(a=names["a"], b=names["b"], a_loss=f"{v.a_final:.2f}", b_loss=f"{v.b_final:.2f}")
@@ -314,6 +319,7 @@ def show(jobs: dict, names: dict[str, str]) -> None:
 
 def text_problem() -> str | None:
     """Why the text task cannot train on the sidebar text, or None."""
+    ss = st.session_state
     n = len(shell.current_text())
     if ss.get(P["task"].key) == "text" and n < TS.MIN_TEXT_CHARS:
         return _("The text task learns the sidebar text character by character: it needs at least {need} characters "
@@ -323,31 +329,38 @@ def text_problem() -> str | None:
 
 def fit_heads() -> None:
     """Heads that do not divide the width (from a link) become the most that do."""
+    ss = st.session_state
     width, heads = int(ss[P["d"].key]), int(ss[P["heads"].key])
     if width % heads:
         ss[P["heads"].key] = max(h for h in S.TRAIN_HEADS if width % h == 0 and h <= heads)
 
 
-shell.header(_("Train"), _("A tiny transformer trained live on this server's CPU: watch the loss fall and the heads "
-                           "change."))
-row = st.container(horizontal=True, vertical_alignment="bottom", gap="small", key="train_controls")
-main_controls(row)
-fit_heads()
-if shell.presenter_mode():
-    with row.popover(_("Settings"), icon=":material/tune:"):
-        detail_controls(st)
-else:
-    detail_controls(st.sidebar)
-problem = text_problem()
-if problem:
-    st.info(problem, icon=":material/edit_note:")
-    st.stop()
-try:
-    wanted_runs = training.runs_of(ss)
-except ValueError as err:
-    st.error(_("These settings cannot be trained: {reason}").format(reason=str(err)), icon=":material/error:")
-    st.stop()
-jobs_ = {k: training.training_job(s) for k, s in wanted_runs.items()}
-if any(job.done.is_set() and job.result is None and not job.error for job in jobs_.values()):
-    st.rerun()                  # a run stopped while nobody watched it: asking again starts it anew
-show(jobs_, run_names())
+def render() -> None:
+    """The page: the controls, then the runs these settings name (started if no session has them yet)."""
+    shell.header(_("Train"), _("A tiny transformer trained live on this server's CPU: watch the loss fall and the "
+                               "heads change."))
+    row = st.container(horizontal=True, vertical_alignment="bottom", gap="small", key="train_controls")
+    main_controls(row)
+    fit_heads()
+    if shell.presenter_mode():
+        with row.popover(_("Settings"), icon=":material/tune:"):
+            detail_controls(st)
+    else:
+        detail_controls(st.sidebar)
+    problem = text_problem()
+    if problem:
+        st.info(problem, icon=":material/edit_note:")
+        st.stop()
+    try:
+        wanted_runs = training.runs_of(st.session_state)
+    except ValueError as err:
+        st.error(_("These settings cannot be trained: {reason}").format(reason=str(err)), icon=":material/error:")
+        st.stop()
+    jobs = {k: training.training_job(s) for k, s in wanted_runs.items()}
+    if any(job.done.is_set() and job.result is None and not job.error for job in jobs.values()):
+        st.rerun()                  # a run stopped while nobody watched it: asking again starts it anew
+    show(jobs, run_names())
+
+
+if __name__ == "__main__":
+    render()
