@@ -7,6 +7,7 @@ import pandas  # noqa: F401
 import streamlit as st
 
 from app_core.link import shown
+from app_pages import _class_panel as class_panel
 from app_pages import _generation_jobs as generation_jobs
 from app_pages import _shell as shell
 from app_pages._i18n import N_, _
@@ -57,8 +58,9 @@ if wanted is not None and not st.session_state.get(shell.URL_READ):
         shell.link_note(_("page={page} is not a page of this app: showing {title}.").format(page=shown(wanted),
                                                                                            title=page.title))
     st.query_params.from_dict(rest)
-shell.start(names[page.url_path], before_controls=ASKED_FIRST.get(names[page.url_path]))
-try:
-    page.run()
-finally:
-    shell.finish()          # also after a page's st.stop(): the link still describes the view
+with class_panel.turn():    # a live class: the teacher's run first, the followers' one at a time
+    shell.start(names[page.url_path], before_controls=ASKED_FIRST.get(names[page.url_path]))
+    try:
+        page.run()
+    finally:
+        shell.finish()      # also after a page's st.stop(): the link still describes the view

@@ -2,13 +2,16 @@
 panel (join code, join link, QR code, followers, End class), the teacher's live strip (followers, the class's
 answers, Reveal), and a student's bar (following or exploring, the class question).
 
-The shell calls settle(page, ...) first in every run (a join or teacher link on the first run; a follower opens
-the teacher's newer view as a fresh link, switching page when it is another), class_button(row) in the presenter
-row, and link_params(page, wanted) where it writes the link (the teacher publishes the view there).
+router.py runs each page inside turn() (a follower's run waits while the teacher's runs, then runs alone among
+followers: app_core/classroom/turns.py). The shell calls settle(page, ...) first in every run (a join or teacher
+link on the first run; a follower opens the teacher's newer view as a fresh link, switching page when it is
+another), class_button(row) in the presenter row, and link_params(page, wanted) where it writes the link (the
+teacher publishes the view there).
 A follower polls the class's version in a fragment every POLL_S; the teacher's strip refreshes every STRIP_S.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import secrets
@@ -17,7 +20,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from app_core.classroom import ClassClosed, NotTeacher, StoreUnavailable, View, class_store, codes
+from app_core.classroom import ClassClosed, NotTeacher, StoreUnavailable, View, class_store, class_turns, codes
 from app_core.classroom.views import (
     JOIN,
     PERSONAL,
@@ -66,6 +69,16 @@ def closed_message(code: str, ended: bool) -> str:
 
 def unreachable_message() -> str:
     return _("The class server cannot be reached just now: the class goes on when it answers again.")
+
+
+def turn():
+    """A context around this session's page run: a teacher's goes first, a follower's waits its turn."""
+    ss = st.session_state
+    if ss.get(TEACHING):
+        return class_turns().teacher(ss[TEACHING][0])
+    if ss.get(JOINED) and ss.get(FOLLOWING):
+        return class_turns().follower(ss[JOINED])
+    return contextlib.nullcontext()
 
 
 def _closed(code: str) -> str:

@@ -10,11 +10,12 @@ import functools
 import os
 
 from app_core.classroom.store import ClassClosed, ClassState, ClassStore, NotTeacher, StoreUnavailable, View
+from app_core.classroom.turns import Turns
 
 REDIS_ENV = "ATLAS_REDIS_URL"
 
 __all__ = ["REDIS_ENV", "ClassClosed", "ClassState", "ClassStore", "NotTeacher", "StoreUnavailable", "View",
-           "class_store"]
+           "class_store", "class_turns"]
 
 
 @functools.cache
@@ -31,3 +32,9 @@ def _store_for(url: str) -> ClassStore:
 def class_store() -> ClassStore:
     """The store of this process: in Redis when ATLAS_REDIS_URL is set, else in memory."""
     return _store_for(os.environ.get(REDIS_ENV, "").strip())
+
+
+@functools.cache
+def class_turns() -> Turns:
+    """The order of class page runs in this process (turns.py)."""
+    return Turns()
