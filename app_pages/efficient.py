@@ -37,7 +37,6 @@ TOP_NEXT = 8                      # next-token candidates compared
 LONG_TEXT = 128                   # below this many tokens the masks view suggests the long story
 COST_POSITIONS = 4096             # the cost-per-token figure runs to this many tokens
 SMOOTH = 16                       # per-token losses are also drawn as the mean of the last SMOOTH
-ss = st.session_state
 
 
 def mask_names() -> dict[str, str]:
@@ -58,6 +57,7 @@ def next_token_figure(lm, results: dict[str, data.PassResult], title: str):
 
 # ---------------------------------------------------------------------------------------------- FlashAttention
 def flash_view(lm, trace) -> None:
+    ss = st.session_state
     cfg = lm.config
     layer, head = ss[S.LAYER.key], ss[S.HEAD.key]
     offered = block_sizes(trace.n_tokens)
@@ -142,6 +142,7 @@ def memory_panel(T: int, cfg, block: int) -> None:
 
 # ------------------------------------------------------------------------------------------------------- masks
 def mask_controls(T: int) -> None:
+    ss = st.session_state
     names = mask_names()
     kind = ss[MASK.key]
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
@@ -159,6 +160,7 @@ def mask_controls(T: int) -> None:
 
 
 def masks_view(lm, trace) -> None:
+    ss = st.session_state
     T = trace.n_tokens
     if T < LONG_TEXT:
         with st.container(horizontal=True, vertical_alignment="center", gap="small"):
@@ -218,6 +220,7 @@ def perplexities(full: data.PassResult, masked: data.PassResult, start: int, T: 
 def sink_finding(text: str, key: tuple, masked: data.PassResult, full: data.PassResult) -> None:
     """The StreamingLLM comparison: the same window with and without the first tokens, once both have run (each
     mask switch runs the model once)."""
+    ss = st.session_state
     kind, window = key[0], key[1]
     sinks = int(ss[SINKS.key])
     other_key = data.counterpart(key, sinks)
@@ -287,6 +290,7 @@ def kv_view(lm, trace) -> None:
 
 # ------------------------------------------------------------------------------------------- linear attention
 def linear_view(lm, trace) -> None:
+    ss = st.session_state
     cfg = lm.config
     layer, head = ss[S.LAYER.key], ss[S.HEAD.key]
     detail = caches.get_layer_detail(trace.text, layer)
@@ -327,6 +331,7 @@ def linear_view(lm, trace) -> None:
 
 
 def render() -> None:
+    """The page: the open view (FlashAttention, sparse masks, MHA / GQA / MQA, linear attention) on the text."""
     shell.header(_("Efficient attention"), _("Attention costs time and memory that grow with the square of the text. "
                                              "Here are the main ways around that, each run on the real model and "
                                              "your text: what it keeps, and what it costs."))

@@ -36,7 +36,6 @@ SIMILARITY_CAPTION_PX = 280  # beside it from 1280 px, under it below
 DIMS_PICK = "pos_dims_pick"  # the multiselect's own key; it copies into the dims setting (None = automatic)
 KEY_PICK = "pos_key_pick"    # the key token box's own key; it copies into the key setting (None = the strongest)
 ROPE_PAPER_BASE = 10_000.0   # the base the RoPE tab draws for a model without RoPE
-ss = st.session_state
 
 
 # ------------------------------------------------------------------------------------------------ figure builders
@@ -116,11 +115,13 @@ def chart(fig, key: str, **kwargs) -> None:
 
 
 def _dims_picked() -> None:
+    ss = st.session_state
     picked = sorted(ss.get(DIMS_PICK) or [])
     ss[PE_DIMS.key] = None if picked == P.default_wave_dims(int(ss[PE_D.key])) else picked
 
 
 def sinusoidal_view() -> None:
+    ss = st.session_state
     st.caption(_("The original Transformer (2017) **adds** a fixed vector to each token embedding: pair {i} of "
                  "dimensions is a sine and a cosine of the position {p} at angular speed {omega}, from one radian "
                  "per token (dimension 0) to almost standing still.").format(
@@ -178,6 +179,7 @@ def sinusoidal_view() -> None:
 
 
 def rope_view(cfg, name: str) -> None:
+    ss = st.session_state
     if not cfg.uses_rope:
         st.info(_("{model} does not use RoPE (it learned its positions: see the tab The model's positions). The "
                   "rotation below is drawn at RoPE's usual base, 10,000, for heads of {d} numbers like this "
@@ -270,6 +272,7 @@ def learned_view(lm) -> None:
 
 
 def model_view(cfg) -> None:
+    ss = st.session_state
     trace = shell.current_trace()
     if trace is None:
         st.stop()
@@ -337,6 +340,7 @@ def model_view(cfg) -> None:
 
 def _open_prev_token_head(text: str) -> None:
     """Button callback: select the head with the highest previous-token score on the current text."""
+    ss = st.session_state
     stats = caches.get_head_stats(text, False)["prev_token"]                             # [L, H]
     layer, head = np.unravel_index(int(np.nanargmax(stats)), stats.shape)
     ss[S.LAYER.key], ss[S.HEAD.key], ss[KEY.key] = int(layer), int(head), None
@@ -368,6 +372,7 @@ def alibi_figures(n_heads: int, head: int, n_positions: int, max_distance: int, 
 
 
 def alibi_view(cfg) -> None:
+    ss = st.session_state
     st.caption(_("ALiBi (Press et al., 2022) has no position embedding and no rotation: each head adds a fixed "
                  "penalty −m·(i − j) to the score of a key i − j tokens back. The slopes m form a geometric "
                  "sequence, so some heads look far back and others only at their neighbours."))
@@ -403,6 +408,7 @@ def alibi_view(cfg) -> None:
 
 
 def render() -> None:
+    """The page: the open view (sine waves, RoPE, ALiBi, the model's own positions)."""
     shell.header(_("Positional encodings"), _("Attention alone is order-blind. Two fixes: **add** position vectors "
                                               "to the input (sine waves, 2017; learned, GPT-2) or **rotate** queries "
                                               "and keys inside attention (RoPE, 2021; Llama, Qwen)."))
