@@ -8,7 +8,10 @@ headless Chromium (at normal priority: at the lowest, a machine busy with other 
             updated), median over --steps, alone and with N followers (who all rerun the view after each step);
   cpu       the server's CPU-seconds per follower per teacher change (its rerun of the new view), and the
             teacher's own per change;
-  follow    for each step with followers, the time from the teacher's screen updated to each student's (p50, p95).
+  follow    for each step with followers, the time from the teacher's screen updated to each student's (p50, p95);
+  served    the server's part of it, whatever the browsers' CPU: from the end of the teacher's page run to the end of
+            each follower's rerun of the new view, as a websocket tap between each page and the server saw them
+            (bench/ws_tap.py).
 The browsers share the server's cores here: a classroom's students run their own.
 
 Run (from the repository root): python -m bench.bench_class_follow [--followers 10] [--idle-s 20] [--steps 6]
@@ -18,13 +21,17 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from playwright.sync_api import sync_playwright
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from app_core.classroom import codes
 from bench.bench_classroom import ServerProbe
+from bench.ws_tap import TO_BROWSER, WebSocketTap
 from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS, RUN_COUNTER_INIT_JS, running_app
 from tests.e2e.class_harness import SHOWS_JS, query
 from tests.e2e.test_browser import open_view
@@ -40,21 +47,46 @@ def new_page(browser):
     return context.new_page()
 
 
+class RunEnds:
+    """When the server sent one page the end of each whole page run (not a fragment's run), as its tap saw it."""
+
+    def __init__(self):
+        self.ends: list[float] = []
+        self._lock = threading.Lock()
+
+    def on_message(self, direction: str, at: float, opcode: int, data: bytes) -> None:
+        if direction != TO_BROWSER or opcode != 2 or len(data) > 256:     # a run's end is a short message
+            return
+        message = ForwardMsg()
+        message.ParseFromString(data)
+        if message.WhichOneof("type") == "script_finished" and \
+                message.script_finished == ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY:
+            with self._lock:
+                self.ends.append(at)
+
+    def first_after(self, t: float) -> float | None:
+        with self._lock:
+            return next((e for e in self.ends if e > t), None)
+
+
 def idle_cpu(probe_pid: int, seconds: float) -> float:
     with ServerProbe(probe_pid) as probe:
         time.sleep(seconds)
     return probe.cpu_used
 
 
-def teacher_steps(teacher, students, steps: int) -> tuple[list[float], list[float]]:
-    """(the teacher's view times, each student's time after the teacher's screen) over `steps` layer steps."""
-    own, behind = [], []
+def teacher_steps(teacher, students, steps: int, teacher_runs: RunEnds | None = None,
+                  student_runs: list[RunEnds] = ()) -> tuple[list[float], list[float], list[float]]:
+    """(the teacher's view times, each student's time after the teacher's screen, each follower's rerun's end after
+    the end of the teacher's run as the server sent them) over `steps` layer steps."""
+    own, behind, served = [], [], []
     layer = int(query(teacher.url).get("layer", "0"))
     for i in range(steps):
         key, layer = ("ArrowUp", layer + 1) if i % 2 == 0 else ("ArrowDown", layer - 1)
         want = {"layer": str(layer) if layer else None}
         teacher.evaluate("document.activeElement && document.activeElement.blur()")
         t0 = time.monotonic()
+        pressed = time.time()
         teacher.keyboard.press(key)
         teacher.wait_for_function(SHOWS_JS, arg=[want, 1], polling=20)
         shown = time.monotonic()
@@ -62,8 +94,11 @@ def teacher_steps(teacher, students, steps: int) -> tuple[list[float], list[floa
         for student in students:
             student.wait_for_function(SHOWS_JS, arg=[want, 1], polling=20)
             behind.append(time.monotonic() - shown)
+        teacher_end = teacher_runs.first_after(pressed) if teacher_runs else None
+        if teacher_end is not None:
+            served += [end - teacher_end for runs in student_runs if (end := runs.first_after(teacher_end))]
         time.sleep(1.0)
-    return own, behind
+    return own, behind, served
 
 
 def p95(values: list[float]) -> float:
@@ -79,8 +114,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, running_app(ROOT, Path(tmp) / "server.log", 120) as (proc, url), \
             sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        port = urlsplit(url).port
+        teacher_runs = RunEnds()
+        teacher_tap = WebSocketTap(port, teacher_runs.on_message)
         teacher = new_page(browser)
-        open_view(teacher, url + "/?present=1")
+        open_view(teacher, teacher_tap.url + "/?present=1")
         teacher.locator(".st-key-w_class_start button").first.click()
         teacher.wait_for_url(lambda u: "teach" in query(u))
         code, _ = codes.read_teacher_token(query(teacher.url)["teach"])
@@ -88,17 +126,19 @@ def main() -> None:
         time.sleep(2)
         alone_idle = idle_cpu(proc.pid, args.idle_s)
         with ServerProbe(proc.pid) as probe:
-            alone, _ = teacher_steps(teacher, [], args.steps)
+            alone, _, _ = teacher_steps(teacher, [], args.steps)
         alone_cpu = probe.cpu_used
-        students = []
+        students, student_runs, taps = [], [], [teacher_tap]
         for _ in range(args.followers):
+            student_runs.append(RunEnds())
+            taps.append(WebSocketTap(port, student_runs[-1].on_message))
             student = new_page(browser)
-            open_view(student, f"{url}/?join={code}")
+            open_view(student, f"{taps[-1].url}/?join={code}")
             students.append(student)
         time.sleep(6)                                     # every follower's first heartbeat
         class_idle = idle_cpu(proc.pid, args.idle_s)
         with ServerProbe(proc.pid) as probe:
-            with_class, behind = teacher_steps(teacher, students, args.steps)
+            with_class, behind, served = teacher_steps(teacher, students, args.steps, teacher_runs, student_runs)
         follower_run = (probe.cpu_used - alone_cpu) / args.steps / args.followers
         per_follower = (class_idle - alone_idle) / args.followers / args.idle_s
         print(f"idle: server CPU {alone_idle / args.idle_s:.1%} of a core alone, "
@@ -110,7 +150,12 @@ def main() -> None:
               f"{alone_cpu / args.steps:.3f} s)")
         print(f"follow: after the teacher's screen, p50 {statistics.median(behind):.2f} s, p95 {p95(behind):.2f} s "
               f"(n={len(behind)})")
+        print(f"served: the followers' reruns ended p50 {statistics.median(served):.2f} s, p95 {p95(served):.2f} s "
+              f"after the teacher's run (n={len(served)}; as the server sent them)" if served else
+              "served: no follower's rerun was seen through the taps")
         browser.close()
+        for tap in taps:
+            tap.close()
 
 
 if __name__ == "__main__":
