@@ -20,6 +20,8 @@ def value_key(value: Any) -> Hashable:
     if value is None or isinstance(value, bool | int | float | str | bytes | np.generic):
         return (type(value).__name__, value)
     if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:                          # its bytes are addresses, not values
+            raise Unkeyable("no key by value for an array of Python objects")
         data = np.ascontiguousarray(value)
         return ("ndarray", data.shape, data.dtype.str, hashlib.blake2b(data.data, digest_size=16).digest())
     if isinstance(value, list | tuple):

@@ -6,14 +6,16 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+import viz.inside
 from app_core import schemas as S
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages._i18n import _, translated
 from app_pages._inside_common import tok_md
-from app_pages._widgets import show_figure, token_legend
-from viz import inside as vi
+from app_pages._widgets import SharedBuilders, show_figure, token_legend
 from viz.labels import plotly_escape, shorten
+
+vi = SharedBuilders(viz.inside)
 
 LENS_WINDOW = 16                    # logit-lens grid: positions around the chosen one (one cached window each)
 LENS_K = 5

@@ -10,18 +10,27 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+import viz.tokenization
 from app_core import schemas as S
 from app_core.tokenization import piece_rounds, piece_window
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages._i18n import _, ngettext, translated
 from app_pages._inside_common import follow_text
-from app_pages._widgets import PRESENT_KEY, PRESENTER_FONT_SCALE, escape_markdown, show_figure, token_legend
+from app_pages._widgets import (
+    PRESENT_KEY,
+    PRESENTER_FONT_SCALE,
+    SharedBuilders,
+    escape_markdown,
+    show_figure,
+    token_legend,
+)
 from model.tokenizers.bpe_walk import BpeWalk, bpe_walk, piece_token_count
 from model.tokenizers.labels import readable_token
 from model.tokenizers.sentencepiece import SentencePieceTokenizer
-from viz import tokenization as vt
 from viz.labels import plotly_escape, shorten
+
+vt = SharedBuilders(viz.tokenization)
 
 PIECE = S.INSIDE.by_name("piece")
 PIECE_PICK = "inside_piece_pick"    # the piece picker's own key: it copies into the piece setting (None = automatic)

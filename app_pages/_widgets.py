@@ -1,9 +1,11 @@
 """Small helpers shared by every page: safe text for Markdown-rendering widgets, figures, selections, labels."""
 from __future__ import annotations
 
+import functools
 import re
 import threading
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from app_core.budget import nbytes
@@ -85,6 +87,21 @@ def shared_figure(build, *args, **kwargs):
     except Unkeyable:
         return make()[0]
     return caches.caches()["figures"].get(key, make)[0]
+
+
+class SharedBuilders:
+    """A viz module whose figure builders (its functions annotated `-> go.Figure`) make shared figures
+    (shared_figure); its other names as they are. A page writes `vi = SharedBuilders(viz.inside)` and calls
+    `vi.norm_lines(...)` as before: show the figures, never change them."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name: str):
+        value = getattr(self._module, name)
+        if callable(value) and getattr(value, "__annotations__", {}).get("return") in ("go.Figure", go.Figure):
+            return functools.partial(shared_figure, value)
+        return value
 
 
 def selected_points(event) -> list:

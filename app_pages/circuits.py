@@ -10,6 +10,8 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
+import viz.attention
+import viz.circuits
 from app_core import schemas as S
 from app_core.circuit_pairs import PAIRS
 from app_pages import _caches as caches
@@ -17,15 +19,16 @@ from app_pages import _circuits_controls as circuit_controls
 from app_pages import _controls as controls
 from app_pages import _shell as shell
 from app_pages._i18n import N_, _, translated
-from app_pages._widgets import show_figure, token_legend
+from app_pages._widgets import SharedBuilders, show_figure, token_legend
 from model.analysis.head_roles import PROBE_TOKENS
 from model.analysis.head_stats import top_predictions
 from model.analysis.input_attribution import MAX_ATTRIBUTION_TOKENS
 from model.analysis.pair_attention import attention_difference
 from model.analysis.patching import MAX_PATCHING_TOKENS
-from viz import attention as va
-from viz import circuits as vc
 from viz.labels import plotly_escape, shorten
+
+va = SharedBuilders(viz.attention)
+vc = SharedBuilders(viz.circuits)
 
 VIEW, ROLE, CLEAN, CORRUPT, ANSWER, FOIL, KIND, TARGET = (
     S.CIRCUITS.by_name(n) for n in ("view", "role", "a", "b", "answer", "foil", "kind", "target"))

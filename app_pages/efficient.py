@@ -10,13 +10,14 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+import viz.efficient
 from app_core import schemas as S
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _efficient_data as data
 from app_pages import _shell as shell
 from app_pages._i18n import _
-from app_pages._widgets import show_figure, token_label, token_legend
+from app_pages._widgets import SharedBuilders, show_figure, token_label, token_legend
 from model.lessons import kv_heads, linear_attention, sparse_masks
 from model.lessons.flash_attention import (
     block_history,
@@ -27,8 +28,9 @@ from model.lessons.flash_attention import (
     visit_order,
 )
 from model.lessons.perplexity import moving_average, perplexity, token_losses
-from viz import efficient as V
 from viz.format import format_bytes, format_si
+
+V = SharedBuilders(viz.efficient)
 
 VIEW, BLOCK, TILE = (S.EFFICIENT.by_name(n) for n in ("view", "block", "tile"))
 MASK, WINDOW, SINKS, STRIDE = (S.EFFICIENT.by_name(n) for n in ("mask", "window", "sinks", "stride"))

@@ -7,6 +7,8 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
+import viz.attention
+import viz.generation
 from app_core import schemas as S
 from app_pages import _caches as caches
 from app_pages import _controls as controls
@@ -14,13 +16,13 @@ from app_pages import _shell as shell
 from app_pages._generation_jobs import GREEDY, HIGH, LOW, SEED, TEMP, TOP_K, TOP_P, VIEW, N, current_jobs
 from app_pages._i18n import _, ngettext, translated
 from app_pages._kv_cache_panel import kv_cache_panel
-from app_pages._widgets import FIGURES_IN_TURN, escape_markdown, show_figure, token_legend
+from app_pages._widgets import FIGURES_IN_TURN, SharedBuilders, escape_markdown, show_figure, token_legend
 from model.analysis.head_stats import mean_distance_back
 from model.lessons.sampling import T_MAX, T_MIN, temperature_grid
-from viz import attention as va
-from viz import generation as vg
-from viz.attention import stat_overview
 from viz.format import percent_labels
+
+va = SharedBuilders(viz.attention)
+vg = SharedBuilders(viz.generation)
 
 STEP = S.GENERATE.by_name("step")
 GRID = temperature_grid(T_MIN, T_MAX)
@@ -183,7 +185,7 @@ def step_figures(g, step, step_index: int, chart, words) -> None:
                _("The attention of the position that predicted this token, over the text so far: prompt tokens "
                  "blue, generated ones orange."))
     distance = mean_distance_back(rows)                                                 # [L, H]
-    show_figure(stat_overview(distance, label=_("mean distance back"), selected=(layer, head), zmin=0.0,
+    show_figure(va.stat_overview(distance, label=_("mean distance back"), selected=(layer, head), zmin=0.0,
                               scale_title=_("tokens"), words=translated(va.WORDS),
                               title=_("How far back every head looked for this token")),
                 key="gen_grid", filename=f"generate_step{step_index}_heads", selection_mode="points",

@@ -6,6 +6,9 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+import viz.attention
+import viz.head_effects
+import viz.inside
 from app_core import schemas as S
 from app_pages import _caches as caches
 from app_pages import _controls as controls
@@ -14,16 +17,17 @@ from app_pages._i18n import N_, _, ngettext, translated
 from app_pages._inside_common import follow_text, tok_md
 from app_pages._stream_view import lens_view, stream_view
 from app_pages._tokenization_view import tokens_view
-from app_pages._widgets import picked_layer_head, selected_points, show_figure, token_legend
+from app_pages._widgets import SharedBuilders, picked_layer_head, selected_points, show_figure, token_legend
 from model.analysis.block_walk import NEAR_ZERO
 from model.analysis.head_stats import sink_hidden_row
 from model.calculator.params import kv_cache_bytes_per_token, shape_from_config
 from model.decoder.rope import rope_frequencies
-from viz import head_effects as he
-from viz import inside as vi
-from viz.attention import query_heads_heatmap
 from viz.format import format_bytes
 from viz.labels import plotly_escape, shorten
+
+va = SharedBuilders(viz.attention)
+he = SharedBuilders(viz.head_effects)
+vi = SharedBuilders(viz.inside)
 
 VIEW = S.INSIDE.by_name("view")
 TARGET, OFF = (S.INSIDE.by_name(n) for n in ("target", "off"))
@@ -232,7 +236,7 @@ def attention_steps(cfg, walk, layer: int, head: int, p: int, T: int, kv: int, n
         rows = sink_hidden_row(walk.pattern) if hide_sink else np.asarray(walk.pattern, dtype=np.float32)  # [H, T]
         where = (_("Layer {layer}: where {token} looks (sink hidden)") if hide_sink else
                  _("Layer {layer}: where {token} looks")).format(layer=layer, token=plotly_escape(shorten(name, 20)))
-        show_figure(query_heads_heatmap(rows, tokens, p, selected=head, sink_hidden=hide_sink, max_labels=24,
+        show_figure(va.query_heads_heatmap(rows, tokens, p, selected=head, sink_hidden=hide_sink, max_labels=24,
                                         title=where, words=words().attention),
                     key="inside_softmax", filename=f"block_L{layer}_pattern_q{p}")
         share = float(walk.pattern[:, 0].mean())

@@ -8,12 +8,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+import viz.params
 from app_core import schemas as S
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _shell as shell
 from app_pages._i18n import N_, _, language, ngettext, translated
-from app_pages._widgets import show_figure
+from app_pages._widgets import SharedBuilders, show_figure
 from model.calculator.params import (
     LABELS,
     MAX_BATCH,
@@ -34,15 +35,9 @@ from model.calculator.params import (
     tensor_group_sums,
     weight_memory,
 )
-from viz import params as vp
 from viz.format import SI, format_bytes, format_count_zh, format_si
-from viz.params import (
-    breakdown_treemap,
-    comparison_figure,
-    flops_figure,
-    layer_split_figure,
-    memory_figure,
-)
+
+vp = SharedBuilders(viz.params)
 
 K = S.PARAMS_KEY                  # prefix of every state key on this page: params_<field>
 FIELDS = (*S.SHAPE_NUMBERS, *S.SHAPE_CHOICES, *S.SHAPE_FLAGS)
@@ -260,9 +255,9 @@ def breakdown_section(b: Breakdown) -> None:
     words = translated(vp.WORDS)
     parts = {group: {_(TENSOR_KINDS.get(leaf, leaf)): n for leaf, n in leaves.items()}
              for group, leaves in b.parts().items()}
-    show_figure(breakdown_treemap(parts, title=_("Where the parameters are"), height=400, words=words),
+    show_figure(vp.breakdown_treemap(parts, title=_("Where the parameters are"), height=400, words=words),
                 key=K + "treemap", filename="parameters_treemap")
-    show_figure(layer_split_figure([(_("one of {n} layers").format(n=b.n_layers), b.layer.groups())],
+    show_figure(vp.layer_split_figure([(_("one of {n} layers").format(n=b.n_layers), b.layer.groups())],
                                    title=_("Inside one transformer layer"), words=words),
                 key=K + "layer_split", filename="parameters_one_layer")
     pct = b.layer.percentages()
@@ -307,7 +302,7 @@ def memory_section(b: Breakdown) -> None:
                      "KV bytes / token": kv_cache_bytes_per_token(v_shape, kv_dtype),
                      _("KV cache ({context} × {batch})").format(context=f"{context:,}", batch=batch):
                          format_bytes(kv[tag])})
-    show_figure(memory_figure(weight_memory(b.total), kv, context, batch, words=words), key=K + "memory",
+    show_figure(vp.memory_figure(weight_memory(b.total), kv, context, batch, words=words), key=K + "memory",
                 filename="memory_weights_kv_cache")
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=K + "kv_table",
                  column_config={"KV bytes / token": st.column_config.NumberColumn(_("KV bytes / token"),
@@ -329,7 +324,7 @@ def memory_section(b: Breakdown) -> None:
                    help=_("Scores and weighted sum over {context} positions: {n} FLOPs per token").format(
                        context=f"{context:,}", n=f"{flops.attention:,}"))
     steps = sorted({max(1, round(2 * max(context, crossover) * i / 60)) for i in range(61)})
-    show_figure(flops_figure(flops.matmul, flops.attention // context, steps, marker=context, words=words),
+    show_figure(vp.flops_figure(flops.matmul, flops.attention // context, steps, marker=context, words=words),
                 key=K + "flops", filename="flops_per_token")
     st.caption(_("Convention: a multiply-add is 2 FLOPs (M = 10⁶, G = 10⁹, T = 10¹²; the ? gives the exact count). "
                  "Matmuls = 2 × (q, k, v, o, MLP and output-head weights; the head counts even when tied, embedding "
@@ -380,9 +375,9 @@ def comparison_section(current: Shape | None) -> None:
     if picked[0][0] == picked[1][0]:
         counts[1] = (_("{name} (again)").format(name=picked[1][0]), counts[1][1])
     words = translated(vp.WORDS)
-    show_figure(comparison_figure([(name, b.groups()) for name, b in counts], title=_("Share of all parameters"),
+    show_figure(vp.comparison_figure([(name, b.groups()) for name, b in counts], title=_("Share of all parameters"),
                                   words=words), key=K + "cmp_parts", filename="compare_parts")
-    show_figure(layer_split_figure([(name, b.layer.groups()) for name, b in counts], title=_("Inside one layer"),
+    show_figure(vp.layer_split_figure([(name, b.layer.groups()) for name, b in counts], title=_("Inside one layer"),
                                    words=words), key=K + "cmp_layer", filename="compare_one_layer")
     st.table(compare_table(counts).set_index(""))
 

@@ -9,18 +9,21 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+import viz.efficient
+import viz.positional
 from app_core import schemas as S
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _shell as shell
 from app_pages._i18n import N_, _, translated
-from app_pages._widgets import show_figure, token_label, token_legend
+from app_pages._widgets import SharedBuilders, show_figure, token_label, token_legend
 from model.analysis.head_stats import sink_hidden_view
 from model.lessons import alibi as A
 from model.lessons import positional as P
-from viz import efficient as VE
-from viz import positional as V
 from viz.attention import causal_nan
+
+VE = SharedBuilders(viz.efficient)
+V = SharedBuilders(viz.positional)
 
 VIEW = S.POSITIONAL.by_name("view")
 PE_D, PE_N, PE_BASE, PE_DIMS = (S.POSITIONAL.by_name(n) for n in ("d", "positions", "base", "dims"))

@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+import viz.softmax
 from app_core import schemas as S
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _shell as shell
 from app_pages._i18n import _, ngettext, translated
-from app_pages._widgets import escape_markdown, show_figure, token_label, token_legend
+from app_pages._widgets import SharedBuilders, escape_markdown, show_figure, token_label, token_legend
 from model.lessons.sampling import (
     T_MAX,
     T_MIN,
@@ -26,8 +27,8 @@ from model.lessons.sampling import (
     top_buckets,
     total_variation,
 )
-from viz import softmax as vs
-from viz.softmax import probability_bars, sample_histogram, temperature_curves
+
+vs = SharedBuilders(viz.softmax)
 
 SOURCE = S.SOFTMAX.by_name("source")
 TEMP = S.SOFTMAX.by_name("temp")
@@ -122,7 +123,7 @@ def probabilities(lm, logits: np.ndarray, labels_all: list[str] | None, temperat
     shown_labels = labels_for(rows, labels_all, lm)
     title = (_("Top {shown} of {n} at T = {t}") if n_candidates > len(rows) else _("All {n} keys at T = {t}")).format(
         shown=len(rows), n=f"{n_candidates:,}", t=f"{temperature:g}")
-    show_figure(probability_bars(shown_labels, probs[rows], keep=keep[rows], renormalized=kept[rows], title=title,
+    show_figure(vs.probability_bars(shown_labels, probs[rows], keep=keep[rows], renormalized=kept[rows], title=title,
                                  height=BARS_HEIGHT, words=words), key="softmax_bars", filename="softmax_probabilities")
     rest = float(probs[order[len(rows):]].sum()) if n_candidates > len(rows) else 0.0
     st.caption(" ".join([what, _("Blue: kept by top-k / top-p; grey: dropped; red ticks: the kept candidates' "
@@ -154,7 +155,7 @@ def temperature_section(logits: np.ndarray, probs: np.ndarray, temperature: floa
     """Entropy, top-1 and effective choices over the whole temperature range, the current T marked."""
     st.markdown("#### " + _("What temperature does to the whole distribution"))
     sweep = temperature_sweep(logits, SWEEP)
-    show_figure(temperature_curves(sweep["temperature"], sweep["entropy_bits"], sweep["top1"], sweep["effective"],
+    show_figure(vs.temperature_curves(sweep["temperature"], sweep["entropy_bits"], sweep["top1"], sweep["effective"],
                                    current=temperature,
                                    current_values=(entropy_bits(probs), float(probs.max()),
                                                    float(effective_choices(probs))),
@@ -183,7 +184,7 @@ def sampling_section(lm, kept: np.ndarray, labels_all: list[str] | None, words) 
         hist_labels.append(_("({n} other kept)").format(n=f"{others:,}"))
     else:
         expected, observed = expected[:-1], observed[:-1]
-    show_figure(sample_histogram(hist_labels, expected, observed, n_draws,
+    show_figure(vs.sample_histogram(hist_labels, expected, observed, n_draws,
                                  words=words, title=_("{n} draws from the kept distribution (seed {seed})").format(
                                      n=f"{n_draws:,}", seed=seed)),
                 key="softmax_histogram", filename="softmax_samples")

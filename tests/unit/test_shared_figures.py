@@ -31,6 +31,8 @@ def test_a_call_is_keyed_by_function_and_arguments():
         call_key(head_heatmap, (p, ["a", "b", "c"]), {"query": 2})
     with pytest.raises(Unkeyable):
         call_key(head_heatmap, (object(),), {})
+    with pytest.raises(Unkeyable):
+        value_key(np.array(["a", None], dtype=object))
 
 
 @pytest.fixture
