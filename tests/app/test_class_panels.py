@@ -123,3 +123,17 @@ def test_students_follow_the_teachers_model_but_keep_their_own_language(models_d
     assert student.session_state["model"] == "tiny-qwen3" and student.slider(key="layer").value == 3
     assert param(student, "lang") == "zh" and "lang" not in class_store().state(code).view.params
     assert student.button(key="w_class_detach").label == "自己探索"
+
+
+def test_students_follow_the_teacher_through_a_lesson_onto_another_page():
+    teacher, code, _ = start_class(lesson=LESSON, step="6")                 # on the Inside page
+    student = open_page("attention", **{JOIN: code})
+    assert student.session_state["_lesson"] == (LESSON, 6) and student.session_state["_run"][0] == "inside"
+    act(teacher, teacher.button(key="w_lesson_next").click())                # step 7 is on the Positional page
+    assert teacher.session_state["_run"][0] == "positional"
+    assert class_store().state(code).view.page == "positional"
+    assert class_store().state(code).view.question == f"{LESSON}/7"
+    rerun(student)
+    assert student.session_state["_lesson"] == (LESSON, 7)
+    assert student.session_state["_run"][0] == "positional"
+    assert student.get("plotly_chart")
