@@ -30,7 +30,7 @@ from playwright.sync_api import sync_playwright
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from app_core.classroom import codes
-from bench.bench_classroom import ServerProbe
+from bench.bench_classroom import ServerProbe, niced_chromium
 from bench.ws_tap import TO_BROWSER, WebSocketTap
 from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS, RUN_COUNTER_INIT_JS, running_app
 from tests.e2e.class_harness import SHOWS_JS, query
@@ -110,10 +110,14 @@ def main() -> None:
     parser.add_argument("--followers", type=int, default=10)
     parser.add_argument("--idle-s", type=float, default=20.0)
     parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--niced-browsers", action="store_true",
+                        help="run Chromium at the lowest CPU priority (the server first, as when the students' "
+                             "browsers run on their own machines); on a machine busy with other work it starves")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, running_app(ROOT, Path(tmp) / "server.log", 120) as (proc, url), \
             sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        chromium = niced_chromium(Path(tmp)) if args.niced_browsers else CHROMIUM
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         port = urlsplit(url).port
         teacher_runs = RunEnds()
         teacher_tap = WebSocketTap(port, teacher_runs.on_message)
