@@ -1,7 +1,14 @@
 """End-to-end, lessons in presenter mode at 1024x768 (a projector), in English and Chinese: a lesson link opens its
-step, PageDown / PageUp (what presentation clickers send) move through every step, and at each one the step's frame
+step, PageDown / PageUp (what presentation clickers send) move between steps, and at each step walked the step's frame
 (text, step n of N, Previous / Next) is whole on the first screen with the top of the view's main chart and a good
-part of it. Screenshots of every step (pytest's temp dir, and $E2E_SCREENSHOT_DIR)."""
+part of it. Screenshots of every step walked (pytest's temp dir, and $E2E_SCREENSHOT_DIR).
+
+The browser walks a sample of the steps (tests/app/test_lessons_pages.py opens every step of every lesson in both
+languages in AppTest): for each kind of view the lessons use (a page and its view, the Softmax page's source, the
+Train page with or without a comparison), the step whose text takes the most room in that language (most lines, then
+most characters): the frame's height is its text's, so that step leaves the least room for the chart. Chosen from the
+lesson files, so a new lesson or step joins the sample when it is the new worst case of its kind.
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,6 +16,7 @@ from pathlib import Path
 import pytest
 from playwright import sync_api
 
+from app_core import schemas as S
 from app_core.lessons import load_catalog
 from tests.e2e.browser_harness import IDLE_WITH_CHARTS_JS
 from tests.e2e.test_browser import (
@@ -23,6 +31,10 @@ from tests.e2e.test_browser import (
 )
 
 LESSONS = load_catalog().lessons
+# The settings that choose what a page shows below the frame (with the page, a step's kind of view): their values, and
+# for the Train page's comparison whether there is one.
+VIEW_SETTINGS = ("view", "source")
+COMPARISON = "cmp"
 # Of the main chart (all of a shorter one) on the first screen below the step's text. The Inside page's block walk
 # starts its first chart ~480 px below the presenter row (tabs, token slider, the steps' list, the step's header):
 # there the frame leaves ~100-130 px of it at 1024x768.
@@ -37,6 +49,41 @@ QUIET_JS = ("(ms) => { const now = Date.now(); if (!(" + IDLE_WITH_CHARTS_JS + "
 QUIET_MS = 4_000
 PRESS_MS = 30_000
 SETTLE_MS = 240_000             # the Train steps' runs go on training in the background and slow the next view
+
+
+def view_kind(step) -> tuple:
+    """The step's page and what its settings in VIEW_SETTINGS and COMPARISON choose (a default one as its default)."""
+    schema = S.schema(step.page)
+
+    def value(name: str):
+        param = schema.by_name(name)
+        return None if param is None else step.settings.get(name, param.default)
+
+    comparison = value(COMPARISON)
+    return (step.page, *(value(name) for name in VIEW_SETTINGS),
+            None if comparison is None else comparison != schema.by_name(COMPARISON).default)
+
+
+def room_taken(text: str) -> tuple[int, int]:
+    """How much of the screen a step's text takes: its lines (the lesson files break them), then its characters."""
+    return text.count("\n") + 1, len(text)
+
+
+def sample(lang: str) -> list[tuple]:
+    """The steps the browser walks in `lang`, in the lessons' order: (lesson, n) for each kind of view, the one whose
+    text takes the most room; and the step after the first of them when no two are neighbours (PageDown is pressed
+    between neighbours, any other step is opened by its link)."""
+    worst: dict[tuple, tuple] = {}
+    for i, lesson in enumerate(LESSONS):
+        for n, step in enumerate(lesson.steps, start=1):
+            kind, room = view_kind(step), room_taken(step.text[lang])
+            if kind not in worst or room > worst[kind][0]:
+                worst[kind] = (room, i, n)
+    picked = sorted({(i, n) for _, i, n in worst.values()})
+    if not any((i, n + 1) in picked for i, n in picked):
+        i, n = next((i, n) for i, n in picked if n < len(LESSONS[i].steps))
+        picked = sorted({*picked, (i, n + 1)})
+    return [(LESSONS[i], n) for i, n in picked]
 
 
 def press(page, key: str, step: int) -> None:
@@ -70,31 +117,41 @@ def first_screen_problems(page, where: str, width: int, height: int) -> list[str
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_every_step_in_presenter_mode_at_1024x768(app_url, new_page, screenshot_dir, lang):
+def test_sampled_steps_in_presenter_mode_at_1024x768(app_url, new_page, screenshot_dir, lang):
     width, height = PROJECTOR
     page = new_page(width, height)
     problems: list[str] = []
     shots: list[Path] = []
+    walked = sample(lang)
+    pressed = False
     try:
-        for lesson in LESSONS:
+        before = None
+        for lesson, n in walked:
+            where = f"{lesson.id} step {n} ({lang})"
             try:
-                open_view(page, url_of(app_url, "/lessons", lesson=lesson.id, step="1", present="1", lang=lang))
-                for n in range(1, len(lesson.steps) + 1):
-                    if n > 1:
-                        press(page, "PageDown", n)
-                    link = query(page.url)
-                    where = f"{lesson.id} step {n} ({lang})"
-                    if (link.get("lesson"), link.get("step"), link.get("present")) != (lesson.id, str(n), "1"):
-                        problems.append(f"{where}: the link is {page.url}")
-                    problems += first_screen_problems(page, where, width, height)
-                    shots += save_screenshots(page, f"lesson_{lang}_{lesson.id}_{n:02d}", screenshot_dir,
-                                              scroll=False)
-                    if lesson.step(n).page == "train":      # as a class would: watch the runs end, then move on
-                        page.evaluate("delete window.__busyAt")
-                        page.wait_for_function(QUIET_JS, arg=QUIET_MS, timeout=SETTLE_MS, polling=100)
-                press(page, "PageUp", len(lesson.steps) - 1)          # raises if it does not go back a step
+                if before == (lesson.id, n - 1):
+                    press(page, "PageDown", n)
+                    pressed = True
+                else:
+                    open_view(page, url_of(app_url, "/lessons", lesson=lesson.id, step=str(n), present="1", lang=lang))
+                before = (lesson.id, n)
+                link = query(page.url)
+                if (link.get("lesson"), link.get("step"), link.get("present")) != (lesson.id, str(n), "1"):
+                    problems.append(f"{where}: the link is {page.url}")
+                problems += first_screen_problems(page, where, width, height)
+                shots += save_screenshots(page, f"lesson_{lang}_{lesson.id}_{n:02d}", screenshot_dir, scroll=False)
+                if lesson.step(n).page == "train":      # as a class would: watch the runs end, then move on
+                    page.evaluate("delete window.__busyAt")
+                    page.wait_for_function(QUIET_JS, arg=QUIET_MS, timeout=SETTLE_MS, polling=100)
             except sync_api.TimeoutError as err:
-                problems.append(f"{lesson.id} ({lang}): {str(err).splitlines()[0]} at {page.url}")
+                before = None
+                problems.append(f"{where}: {str(err).splitlines()[0]} at {page.url}")
+        lesson, n = walked[-1]
+        try:
+            press(page, "PageUp", n - 1)                          # raises if it does not go back a step
+        except sync_api.TimeoutError as err:
+            problems.append(f"PageUp from {lesson.id} step {n} ({lang}): {str(err).splitlines()[0]} at {page.url}")
     finally:
         copy_out(shots)
+    assert pressed, f"no two neighbouring steps in the sample {[(lesson.id, n) for lesson, n in walked]}"
     assert not problems, "\n".join(problems)
