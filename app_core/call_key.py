@@ -1,9 +1,11 @@
 """A hashable key for one call of a pure function (its name and arguments), so that sessions asking for the same
 figure share one: a class's followers draw the view the teacher drew a moment earlier. Arrays are keyed by their
-shape, dtype and a digest of their bytes; plain values, tuples, lists, dicts and frozen dataclasses by value."""
+shape, dtype and a digest of their bytes; plain values, tuples, lists, dicts, frozensets and frozen dataclasses by
+value; a module's functions by their names."""
 from __future__ import annotations
 
 import hashlib
+import types
 from collections.abc import Callable, Hashable
 from dataclasses import fields, is_dataclass
 from typing import Any
@@ -24,6 +26,10 @@ def value_key(value: Any) -> Hashable:
             raise Unkeyable("no key by value for an array of Python objects")
         data = np.ascontiguousarray(value)
         return ("ndarray", data.shape, data.dtype.str, hashlib.blake2b(data.data, digest_size=16).digest())
+    if isinstance(value, types.FunctionType) and "<" not in value.__qualname__:     # a module's function, by name
+        return ("function", value.__module__, value.__qualname__)
+    if isinstance(value, frozenset):
+        return ("frozenset", frozenset(value_key(v) for v in value))
     if isinstance(value, list | tuple):
         return (type(value).__name__, *(value_key(v) for v in value))
     if isinstance(value, dict):

@@ -5,16 +5,17 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+import viz.mask
 from app_core import schemas as S
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _shell as shell
 from app_pages._i18n import _, ngettext, translated
-from app_pages._widgets import escape_markdown, show_figure, token_label, token_legend
+from app_pages._widgets import SharedBuilders, escape_markdown, show_figure, token_label, token_legend
 from model.analysis.head_stats import sink_hidden_view
 from model.lessons.masking import masked_views, most_leaking_row, softmax_steps
-from viz import mask as vm
-from viz.mask import leak_bars, mask_heatmap, matrix_heatmap
+
+vm = SharedBuilders(viz.mask)
 
 N = S.CAUSAL_MASK.by_name("n")
 SIDE = S.CAUSAL_MASK.by_name("side")
@@ -32,10 +33,6 @@ def pair(side_by_side: bool):
     return st.columns(2, gap="small") if side_by_side else (st.container(), st.container())
 
 
-def chart(fig, key: str, filename: str, side_by_side: bool) -> None:
-    if side_by_side:
-        fig.update_traces(showscale=False, selector=dict(type="heatmap"))
-    show_figure(fig, key=key, filename=filename)
 
 
 def render() -> None:
@@ -80,28 +77,29 @@ def masked_steps(tokens: list[str], scores: np.ndarray, mask_rows: np.ndarray, h
     unmasked_shown = sink_hidden_view(views.unmasked) if hide_sink else views.unmasked
     finite = np.concatenate([probs_shown[np.isfinite(probs_shown)], unmasked_shown[np.isfinite(unmasked_shown)]])
     zmax = float(finite.max()) if finite.size else 1.0
-    scale = dict(show_values=False) if side_by_side and n > 8 else {}
+    scale = dict(show_scale=not side_by_side, **(dict(show_values=False) if side_by_side and n > 8 else {}))
 
     c1, c2 = pair(side_by_side)
     with c1:
-        chart(matrix_heatmap(views.scores, tokens, kind="scores", title=_("1. Scores q·k / √d"), height=height,
-                             words=words, **scale), "mask_scores", f"scores_{name}", side_by_side)
+        show_figure(vm.matrix_heatmap(views.scores, tokens, kind="scores", title=_("1. Scores q·k / √d"),
+                                      height=height, words=words, **scale),
+                    key="mask_scores", filename=f"scores_{name}")
         st.caption(_("Every query i has a score for every key j, the future included: q_i · k_j / √{d}. Red = high, "
                      "blue = low.").format(d=head_dim))
     with c2:
-        chart(mask_heatmap(mask, tokens, title=_("2. The mask"), height=height, words=words), "mask_mask",
-              "causal_mask", side_by_side)
+        show_figure(vm.mask_heatmap(mask, tokens, title=_("2. The mask"), height=height, words=words),
+                    key="mask_mask", filename="causal_mask")
         st.caption(_("Added to the scores: 0 where j ≤ i (the token itself and the past), −∞ where j > i (grey)."))
     c3, c4 = pair(side_by_side)
     with c3:
-        chart(matrix_heatmap(views.masked, tokens, kind="scores", allowed=mask, title=_("3. Scores + mask"),
-                             height=height, words=words, **scale), "mask_masked", f"masked_scores_{name}",
-              side_by_side)
+        show_figure(vm.matrix_heatmap(views.masked, tokens, kind="scores", allowed=mask, title=_("3. Scores + mask"),
+                                      height=height, words=words, **scale),
+                    key="mask_masked", filename=f"masked_scores_{name}")
         st.caption(_("Grey cells are −∞: not a very low score, but no score at all."))
     with c4:
-        chart(matrix_heatmap(probs_shown, tokens, kind="probs", allowed=mask, sink_hidden=hide_sink, zmax=zmax,
-                             title=_("4. softmax → attention"), height=height, words=words, **scale), "mask_probs",
-              f"attention_{name}", side_by_side)
+        show_figure(vm.matrix_heatmap(probs_shown, tokens, kind="probs", allowed=mask, sink_hidden=hide_sink,
+                                      zmax=zmax, title=_("4. softmax → attention"), height=height, words=words,
+                                      **scale), key="mask_probs", filename=f"attention_{name}")
         st.caption(_("Each row sums to 1 over the past only: exp(−∞) = 0 puts exactly 0 on the future. Key 0 (the "
                      "attention sink) is hidden and the rows renormalized; rows 0 and 1 have nothing left to show.")
                    if hide_sink else
@@ -112,15 +110,16 @@ def masked_steps(tokens: list[str], scores: np.ndarray, mask_rows: np.ndarray, h
     st.markdown("#### " + _("Without the mask, the future leaks in"))
     c5, c6 = pair(side_by_side)
     with c5:
-        chart(matrix_heatmap(unmasked_shown, tokens, kind="probs", future_outline=True, sink_hidden=hide_sink,
-                             zmax=zmax, title=_("softmax with no mask"), height=height, words=words, **scale),
-              "mask_unmasked", f"attention_no_mask_{name}", side_by_side)
+        show_figure(vm.matrix_heatmap(unmasked_shown, tokens, kind="probs", future_outline=True,
+                                      sink_hidden=hide_sink, zmax=zmax, title=_("softmax with no mask"),
+                                      height=height, words=words, **scale),
+                    key="mask_unmasked", filename=f"attention_no_mask_{name}")
         st.caption(_("The same scores, softmax over all {n} keys shown (same colour scale as step 4). Right of the red "
                      "staircase: attention to tokens that come later, which the model would not have when "
                      "generating.").format(n=n))
     with c6:
-        show_figure(leak_bars(views.leak, tokens, title=_("Share that goes to the future"), max_labels=20,
-                              words=words),
+        show_figure(vm.leak_bars(views.leak, tokens, title=_("Share that goes to the future"), max_labels=20,
+                                 words=words),
                     key="mask_leak", filename=f"future_leak_{name}")
         worst = int(np.argmax(views.leak))
         st.caption(_("Without the mask, query **{token}** would put {share} of its attention on later tokens. The "
@@ -136,18 +135,19 @@ def worked_example(tokens: list[str], scores: np.ndarray, mask_rows: np.ndarray,
     ex_allowed = np.asarray(mask_rows[:m, :m], dtype=bool)
     e1, e2 = st.columns(2, gap="small")          # 4 x 4 with numbers: readable at half the width, whatever the toggle
     with e1:
-        show_figure(matrix_heatmap(ex.scores, ex_tokens, kind="scores", show_values=True, title=_("Scores"),
-                                   height=340, words=words),
+        show_figure(vm.matrix_heatmap(ex.scores, ex_tokens, kind="scores", show_values=True, title=_("Scores"),
+                                      height=340, words=words),
                     key="mask_ex_scores", filename=f"example_scores_{name}")
-        show_figure(matrix_heatmap(ex.probs, ex_tokens, kind="probs", allowed=ex_allowed, show_values=True, zmax=1.0,
-                                   title=_("softmax with the mask"), height=340, words=words),
+        show_figure(vm.matrix_heatmap(ex.probs, ex_tokens, kind="probs", allowed=ex_allowed, show_values=True, zmax=1.0,
+                                      title=_("softmax with the mask"), height=340, words=words),
                     key="mask_ex_probs", filename=f"example_attention_{name}")
     with e2:
-        show_figure(matrix_heatmap(ex.masked, ex_tokens, kind="scores", allowed=ex_allowed, show_values=True,
-                                   title=_("Masked scores"), height=340, words=words), key="mask_ex_masked",
+        show_figure(vm.matrix_heatmap(ex.masked, ex_tokens, kind="scores", allowed=ex_allowed, show_values=True,
+                                      title=_("Masked scores"), height=340, words=words), key="mask_ex_masked",
                     filename=f"example_masked_{name}")
-        show_figure(matrix_heatmap(ex.unmasked, ex_tokens, kind="probs", show_values=True, zmax=1.0,
-                                   future_outline=True, title=_("softmax without the mask"), height=340, words=words),
+        show_figure(vm.matrix_heatmap(ex.unmasked, ex_tokens, kind="probs", show_values=True, zmax=1.0,
+                                      future_outline=True, title=_("softmax without the mask"), height=340,
+                                      words=words),
                     key="mask_ex_unmasked", filename=f"example_no_mask_{name}")
     if m < 2:
         st.caption(_("Type a longer text to see a row with both a past and a future."))

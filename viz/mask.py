@@ -90,7 +90,7 @@ def matrix_heatmap(values, tokens: list[str], *, allowed=None, kind: str = "scor
                    show_values: bool | None = None, decimals: int = 2, zmax: float | None = None,
                    masked_text: str | None = None, future_outline: bool = False, height: int = 460,
                    colorbar_title: str | None = None, max_labels: int | None = None,
-                   sink_hidden: bool = False, words: Words = WORDS) -> go.Figure:
+                   sink_hidden: bool = False, show_scale: bool = True, words: Words = WORDS) -> go.Figure:
     """A [T, T] query x key matrix as a square heatmap.
 
     kind "scores": signed values on the diverging scale, white = 0, symmetric range.
@@ -98,7 +98,8 @@ def matrix_heatmap(values, tokens: list[str], *, allowed=None, kind: str = "scor
     allowed: [T, T] bool; False cells are drawn grey with masked_text ("−∞" for scores, "0" for probs) instead of
     a colour of the scale. sink_hidden: the values are a head_stats.sink_hidden_view (key 0 and rows 0-1 NaN),
     drawn pale with a hover saying why. future_outline draws the boundary between past (j <= i) and future keys.
-    show_values writes each number in its cell (default: only for tiny matrices) and drops the colour bar.
+    show_values writes each number in its cell (default: only for tiny matrices) and drops the colour bar;
+    show_scale=False drops it too (two matrices side by side: equal squares, the hover gives the values).
     """
     v = np.asarray(values, dtype=np.float64)
     T = len(tokens)
@@ -132,7 +133,7 @@ def matrix_heatmap(values, tokens: list[str], *, allowed=None, kind: str = "scor
         z=shown, x=cats, y=cats, colorscale=scale, zmin=zmin, zmax=top, hoverongaps=False,
         text=_format(shown, decimals) if show_values else None, texttemplate="%{text}" if show_values else None,
         textfont=dict(size=_text_size(T)), xgap=gap, ygap=gap, name=what,
-        showscale=not show_values,   # numbers in the cells say it all; the bar would only take width
+        showscale=show_scale and not show_values,   # numbers in the cells say it all; the bar would only take width
         colorbar=dict(title=dict(text=colorbar_title, side="right") if colorbar_title else None, thickness=12),
         hovertemplate=fill(words.value_hover, what=what, value=f"%{{z:{value_fmt}}}") + "<extra></extra>"))
     if sink_hidden:

@@ -35,6 +35,13 @@ def test_a_call_is_keyed_by_function_and_arguments():
         value_key(np.array(["a", None], dtype=object))
 
 
+def test_functions_are_keyed_by_name_and_frozensets_by_members():
+    assert value_key(head_heatmap) == value_key(head_heatmap) != value_key(call_key)
+    with pytest.raises(Unkeyable):
+        value_key(lambda x: x)                                   # no name to find it by
+    assert value_key(frozenset({1, 2})) == value_key(frozenset({2, 1})) != value_key(frozenset({1}))
+
+
 @pytest.fixture
 def session(monkeypatch):
     """A session's state and a fresh figure cache."""

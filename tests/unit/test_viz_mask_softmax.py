@@ -47,7 +47,9 @@ def test_probs_heatmap_scale_and_outline():
     assert fig.data[0].zmin == 0 and fig.data[0].zmax == 1.0
     assert np.array(fig.data[0].text)[0, 0] == "0.25"                     # tiny matrix: numbers shown by default
     fig = VM.matrix_heatmap(p, TOKENS, kind="probs", show_values=False)
-    assert fig.data[0].texttemplate is None
+    assert fig.data[0].texttemplate is None and fig.data[0].showscale
+    fig = VM.matrix_heatmap(p, TOKENS, kind="probs", show_values=False, show_scale=False)   # side by side
+    assert not any(t.showscale for t in fig.data)
 
 
 def test_matrix_heatmap_auto_values_and_thinned_ticks():
