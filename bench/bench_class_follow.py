@@ -5,7 +5,8 @@ headless Chromium (at normal priority: at the lowest, a machine busy with other 
   idle      the server's CPU-seconds over --idle-s seconds with nobody changing anything, with 0 and N followers:
             (difference) / N / seconds = one idle follower's share of a core (its 0.5 s polls and 5 s heartbeats);
   teacher   the teacher's view time (ArrowUp/ArrowDown on the page: a layer step, key to the teacher's URL and chart
-            updated), median over --steps, alone and with N followers (who all rerun the view after each step);
+            updated), median over --steps, alone and with N followers (who all rerun the view after each step); and
+            the server's part of it (the key's rerun request reaching the server to the run's end sent);
   cpu       the server's CPU-seconds per follower per teacher change (its rerun of the new view), and the
             teacher's own per change;
   follow    for each step with followers, the time from the teacher's screen updated to each student's (p50, p95);
@@ -27,11 +28,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from playwright.sync_api import sync_playwright
+from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from app_core.classroom import codes
 from bench.bench_classroom import ServerProbe, niced_chromium
-from bench.ws_tap import TO_BROWSER, WebSocketTap
+from bench.ws_tap import TO_SERVER, WebSocketTap
 from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS, RUN_COUNTER_INIT_JS, running_app
 from tests.e2e.class_harness import SHOWS_JS, query
 from tests.e2e.test_browser import open_view
@@ -48,14 +50,25 @@ def new_page(browser):
 
 
 class RunEnds:
-    """When the server sent one page the end of each whole page run (not a fragment's run), as its tap saw it."""
+    """When the server sent one page the end of each whole page run (not a fragment's run), and when it received
+    the page's rerun requests, as its tap saw them."""
 
     def __init__(self):
         self.ends: list[float] = []
+        self.asked: list[float] = []
         self._lock = threading.Lock()
 
     def on_message(self, direction: str, at: float, opcode: int, data: bytes) -> None:
-        if direction != TO_BROWSER or opcode != 2 or len(data) > 256:     # a run's end is a short message
+        if opcode != 2:
+            return
+        if direction == TO_SERVER:
+            request = BackMsg()
+            request.ParseFromString(data)
+            if request.WhichOneof("type") == "rerun_script":
+                with self._lock:
+                    self.asked.append(at)
+            return
+        if len(data) > 256:                                               # a run's end is a short message
             return
         message = ForwardMsg()
         message.ParseFromString(data)
@@ -68,6 +81,13 @@ class RunEnds:
         with self._lock:
             return next((e for e in self.ends if e > t), None)
 
+    def run_after(self, t: float) -> float | None:
+        """The server's time for the first run asked for after t: its request received to its end sent."""
+        with self._lock:
+            asked = next((a for a in self.asked if a > t), None)
+        end = self.first_after(asked) if asked is not None else None
+        return end - asked if end is not None else None
+
 
 def idle_cpu(probe_pid: int, seconds: float) -> float:
     with ServerProbe(probe_pid) as probe:
@@ -75,11 +95,12 @@ def idle_cpu(probe_pid: int, seconds: float) -> float:
     return probe.cpu_used
 
 
-def teacher_steps(teacher, students, steps: int, teacher_runs: RunEnds | None = None,
-                  student_runs: list[RunEnds] = ()) -> tuple[list[float], list[float], list[float]]:
+def teacher_steps(teacher, students, steps: int, teacher_runs: RunEnds,
+                  student_runs: list[RunEnds] = ()) -> tuple[list[float], list[float], list[float], list[float]]:
     """(the teacher's view times, each student's time after the teacher's screen, each follower's rerun's end after
-    the end of the teacher's run as the server sent them) over `steps` layer steps."""
-    own, behind, served = [], [], []
+    the end of the teacher's run as the server sent them, the server's time for the teacher's runs) over `steps`
+    layer steps."""
+    own, behind, served, server_own = [], [], [], []
     layer = int(query(teacher.url).get("layer", "0"))
     for i in range(steps):
         key, layer = ("ArrowUp", layer + 1) if i % 2 == 0 else ("ArrowDown", layer - 1)
@@ -94,11 +115,13 @@ def teacher_steps(teacher, students, steps: int, teacher_runs: RunEnds | None = 
         for student in students:
             student.wait_for_function(SHOWS_JS, arg=[want, 1], polling=20)
             behind.append(time.monotonic() - shown)
-        teacher_end = teacher_runs.first_after(pressed) if teacher_runs else None
+        if (run := teacher_runs.run_after(pressed)) is not None:
+            server_own.append(run)
+        teacher_end = teacher_runs.first_after(pressed)
         if teacher_end is not None:
             served += [end - teacher_end for runs in student_runs if (end := runs.first_after(teacher_end))]
         time.sleep(1.0)
-    return own, behind, served
+    return own, behind, served, server_own
 
 
 def p95(values: list[float]) -> float:
@@ -130,7 +153,7 @@ def main() -> None:
         time.sleep(2)
         alone_idle = idle_cpu(proc.pid, args.idle_s)
         with ServerProbe(proc.pid) as probe:
-            alone, _, _ = teacher_steps(teacher, [], args.steps)
+            alone, _, _, server_alone = teacher_steps(teacher, [], args.steps, teacher_runs)
         alone_cpu = probe.cpu_used
         students, student_runs, taps = [], [], [teacher_tap]
         for _ in range(args.followers):
@@ -142,7 +165,8 @@ def main() -> None:
         time.sleep(6)                                     # every follower's first heartbeat
         class_idle = idle_cpu(proc.pid, args.idle_s)
         with ServerProbe(proc.pid) as probe:
-            with_class, behind, served = teacher_steps(teacher, students, args.steps, teacher_runs, student_runs)
+            with_class, behind, served, server_class = teacher_steps(teacher, students, args.steps, teacher_runs,
+                                                                     student_runs)
         follower_run = (probe.cpu_used - alone_cpu) / args.steps / args.followers
         per_follower = (class_idle - alone_idle) / args.followers / args.idle_s
         print(f"idle: server CPU {alone_idle / args.idle_s:.1%} of a core alone, "
@@ -150,6 +174,9 @@ def main() -> None:
         print(f"teacher: view time median {statistics.median(alone):.2f} s alone, "
               f"{statistics.median(with_class):.2f} s with {args.followers} followers "
               f"({statistics.median(with_class) / statistics.median(alone):.2f}x)")
+        print(f"teacher (server): run median {statistics.median(server_alone):.3f} s alone, "
+              f"{statistics.median(server_class):.3f} s with {args.followers} followers "
+              f"({statistics.median(server_class) / statistics.median(server_alone):.2f}x)")
         print(f"server CPU per follower per teacher change: {follower_run:.3f} s (the teacher's own: "
               f"{alone_cpu / args.steps:.3f} s)")
         print(f"follow: after the teacher's screen, p50 {statistics.median(behind):.2f} s, p95 {p95(behind):.2f} s "
