@@ -30,12 +30,13 @@ TIMINGS: dict[str, list[float]] = {}
 
 @pytest.fixture(scope="module", params=["one-server", "two-servers-redis"])
 def classroom(request, tmp_path_factory):
-    """(the teacher's server URL, the students' server URL)."""
-    logs = tmp_path_factory.mktemp("class-servers")
+    """(the teacher's server URL, the students' server URL). One server: the e2e modules' shared server (app_url,
+    already warm; its classes in memory, as without ATLAS_REDIS_URL)."""
     if request.param == "one-server":
-        with servers(ROOT, logs, 1, HEALTH_TIMEOUT_S) as urls:
-            yield urls[0], urls[0]
+        url = request.getfixturevalue("app_url")
+        yield url, url
     else:
+        logs = tmp_path_factory.mktemp("class-servers")
         with running_redis() as redis_url, servers(ROOT, logs, 2, HEALTH_TIMEOUT_S, redis_url) as urls:
             yield urls[0], urls[1]
     shown = {k: f"median {statistics.median(v):.2f} s, max {max(v):.2f} s (n={len(v)})" for k, v in TIMINGS.items()}
