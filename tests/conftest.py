@@ -1,6 +1,8 @@
 """Shared test fixtures. Keep this file small and stable: other test files rely on these names.
 
 - lm: the default model (SmolLM2-135M-Instruct), loaded once per test session.
+- hf_model: transformers' model of the same GGUF file (float32, eager attention), the reference of tests/model and of
+  the lessons' computed answers, loaded once per test session (~18 s).
 
 A run with any skipped test fails: CI must never pass by silently not testing something.
 """
@@ -13,6 +15,17 @@ def lm():
     from model import load_model
 
     return load_model()
+
+
+@pytest.fixture(scope="session")
+def hf_model():
+    """transformers' model of the default GGUF file (tests/model/conftest.py's reference_model, float32). Read-only; a
+    test that changes it restores it (as tests/model's hf_kv_heads does)."""
+    import torch
+
+    from tests.model.conftest import reference_model
+
+    return reference_model(torch.float32)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -1,7 +1,8 @@
 """Fixtures of the model tests: the reference implementation.
 
-- hf_model: transformers' Llama loaded from the same GGUF file (eager attention, float32), once per test session
-  (~18 s; a test that changes it restores it, as hf_kv_heads does);
+- hf_model (tests/conftest.py, shared with the lessons' answers in tests/unit): transformers' Llama loaded from the
+  same GGUF file (eager attention, float32), once per test session (~18 s; a test that changes it restores it, as
+  hf_kv_heads does);
 - hf_model_float64: the same in float64, once per test module that asks for it.
 """
 import pytest
@@ -18,11 +19,6 @@ def reference_model(dtype: torch.dtype):
     model = transformers.AutoModelForCausalLM.from_pretrained(
         str(path.parent), gguf_file=path.name, dtype=dtype, attn_implementation="eager")
     return model.eval()
-
-
-@pytest.fixture(scope="session")
-def hf_model():
-    return reference_model(torch.float32)
 
 
 @pytest.fixture(scope="module")

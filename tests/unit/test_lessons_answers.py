@@ -18,16 +18,16 @@ def question(**fields) -> Question:
 
 
 @pytest.fixture(scope="module")
-def reference():
-    """transformers' model and tokenizer of the default GGUF file (float32, eager attention)."""
+def reference(hf_model):
+    """transformers' model (the session's, tests/conftest.py) and tokenizer of the default GGUF file (float32, eager
+    attention)."""
     import transformers
 
     from model.files.gguf import default_model_path
-    from tests.model.conftest import reference_model
 
     path = default_model_path()
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    return reference_model(torch.float32), tokenizer
+    return hf_model, tokenizer
 
 
 @pytest.fixture(scope="module")
