@@ -58,7 +58,7 @@ if wanted is not None and not st.session_state.get(shell.URL_READ):
         shell.link_note(_("page={page} is not a page of this app: showing {title}.").format(page=shown(wanted),
                                                                                            title=page.title))
     st.query_params.from_dict(rest)
-with class_panel.turn():    # a live class: the teacher's run first, the followers' one at a time
+with class_panel.turn(names[page.url_path]):    # a live class: the teacher's run first, the followers' in turns
     shell.start(names[page.url_path], before_controls=ASKED_FIRST.get(names[page.url_path]))
     try:
         page.run()

@@ -59,6 +59,7 @@ BEAT_S = 5.0                      # a follower's heartbeat (the store counts tho
 HERE_S = 60.0                     # the teacher's keep-alive (a class ends 12 h after the last)
 QR_PX = 330                       # the whole panel fits the popover at 768 px: no scrolling to the code
 BAR_PX = 150                      # one answer's bar on the teacher's strip
+WAITING_PAGES = {"generate"}      # pages whose run waits for a job (a generation): followers run there out of turn
 
 
 def closed_message(code: str, ended: bool) -> str:
@@ -71,12 +72,13 @@ def unreachable_message() -> str:
     return _("The class server cannot be reached just now: the class goes on when it answers again.")
 
 
-def turn():
-    """A context around this session's page run: a teacher's goes first, a follower's waits its turn."""
+def turn(page: str):
+    """A context around this session's page run: a teacher's goes first, a follower's waits its turn (except on a
+    page whose run waits for a background job, WAITING_PAGES: holding a turn there would hold every follower)."""
     ss = st.session_state
     if ss.get(TEACHING):
         return class_turns().teacher(ss[TEACHING][0])
-    if ss.get(JOINED) and ss.get(FOLLOWING):
+    if ss.get(JOINED) and ss.get(FOLLOWING) and page not in WAITING_PAGES:
         return class_turns().follower(ss[JOINED])
     return contextlib.nullcontext()
 
