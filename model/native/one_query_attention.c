@@ -19,6 +19,7 @@ cached_attention (the same numbers). Built at first use by model/native/build.py
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "vector_math.h"
 #include "worker_pool.h"
@@ -53,54 +54,114 @@ static void mix_portable(const float *p, const float *vh, int64_t T, int64_t hd,
 
 /* scores_portable and mix_portable with AVX-512 for head sizes that are multiples of 16: each dot product and each
 output lane's sum over positions in registers (the portable loops kept them in memory: 36 ns a head and position,
-half of it saved). Four positions' dot products, and four 16-lane slices of the output, at a time: independent
-dependency chains, each one's operations in the same order as one at a time (the same numbers). */
+half of it saved). A dot product is 16 lanes of multiply-adds in order of i, then its lanes added in one fixed tree
+(sum_lanes). Sixteen positions are taken at a time and their sixteen trees run together, transposed (sum_lanes_16:
+the same pairs added, so the same numbers as one at a time, in 15 vector additions instead of 16 x 4 scalar-ish
+ones: the trees were most of a head-size-64 score's time). */
+__attribute__((target("avx512f")))
+ALWAYS_INLINE float sum_lanes(__m512 v) {
+    /* lane i + lane i + 8, then + 4, + 2, + 1: GCC's _mm512_reduce_add_ps, written out so that sum_lanes_16 can
+    follow it whatever the compiler */
+    const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
+}
+
+/* sum_lanes of d[0..15] at once: lane r of the result is sum_lanes(d[r]), each through the same pairs of lanes. */
+__attribute__((target("avx512f")))
+ALWAYS_INLINE __m512 sum_lanes_16(const __m512 *d) {
+    __m512 a[8], b[4], c[2];
+    for (int r = 0; r < 8; r++)        /* [lanes 0-7 of d 2r | of d 2r+1], each lane i + lane i + 8 */
+        a[r] = _mm512_add_ps(_mm512_shuffle_f32x4(d[2 * r], d[2 * r + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(d[2 * r], d[2 * r + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int r = 0; r < 4; r++)        /* quarter q: lanes 0-3 of d 4r+q, each lane i + lane i + 4 */
+        b[r] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * r], a[2 * r + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(a[2 * r], a[2 * r + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int r = 0; r < 2; r++)        /* quarter q: lanes 0-1 of d 8r+q, then of d 8r+q+4; each lane i + lane i + 2 */
+        c[r] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * r], b[2 * r + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(b[2 * r], b[2 * r + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* quarter q: the sums of d q, q+4, q+8, q+12 (lane 0 + lane 1 of each); then lane 4q + m -> lane q + 4m */
+    const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                      _mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_permutexvar_ps(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), sums);
+}
+
 __attribute__((target("avx512f")))
 ALWAYS_INLINE float dot_avx512(const float *qh, const float *kj, int64_t hd) {
     __m512 dot = _mm512_setzero_ps();
     for (int64_t i = 0; i < hd; i += 16) dot = _mm512_fmadd_ps(_mm512_loadu_ps(qh + i), _mm512_loadu_ps(kj + i), dot);
-    return _mm512_reduce_add_ps(dot);
+    return sum_lanes(dot);
 }
 
 __attribute__((target("avx512f")))
 static void scores_avx512(const float *qh, const float *kh, int64_t T, int64_t hd, float scale, float *p) {
     int64_t j = 0;
-    for (; j + 4 <= T; j += 4) {
-        __m512 dot[4];
-        for (int r = 0; r < 4; r++) dot[r] = _mm512_setzero_ps();
+    const __m512 scaled = _mm512_set1_ps(scale);
+    for (; j + 16 <= T; j += 16) {
+        __m512 dot[16];
+        for (int r = 0; r < 16; r++) dot[r] = _mm512_setzero_ps();
         for (int64_t i = 0; i < hd; i += 16) {
             const __m512 qi = _mm512_loadu_ps(qh + i);
-            for (int r = 0; r < 4; r++) dot[r] = _mm512_fmadd_ps(qi, _mm512_loadu_ps(kh + (j + r) * hd + i), dot[r]);
+            for (int r = 0; r < 16; r++) dot[r] = _mm512_fmadd_ps(qi, _mm512_loadu_ps(kh + (j + r) * hd + i), dot[r]);
         }
-        for (int r = 0; r < 4; r++) p[j + r] = _mm512_reduce_add_ps(dot[r]) * scale;
+        _mm512_storeu_ps(p + j, _mm512_mul_ps(sum_lanes_16(dot), scaled));
     }
     for (; j < T; j++) p[j] = dot_avx512(qh, kh + j * hd, hd) * scale;
 }
 
+/* The mix of up to MIX_HEADS heads that share a KV head's values, each head's output lanes summed over positions in
+order (the numbers of one head at a time), every value vector loaded once for them all: 64 lanes of NH heads in
+4 NH accumulators (more chains for the multiply-adds' latency, a quarter to a third of the loads). */
+#define MIX_HEADS 3
 __attribute__((target("avx512f")))
-static void mix_avx512(const float *p, const float *vh, int64_t T, int64_t hd, float *oh) {
+ALWAYS_INLINE void mix_heads_avx512(const float *const *p, const int NH, const float *vh, int64_t T, int64_t hd,
+                                    float *const *oh) {
     int64_t i = 0;
     for (; i + 64 <= hd; i += 64) {
-        __m512 acc[4];
-        for (int r = 0; r < 4; r++) acc[r] = _mm512_setzero_ps();
+        __m512 acc[MIX_HEADS][4];
+        for (int h = 0; h < NH; h++)
+            for (int r = 0; r < 4; r++) acc[h][r] = _mm512_setzero_ps();
         for (int64_t j = 0; j < T; j++) {
-            const __m512 pj = _mm512_set1_ps(p[j]);
-            for (int r = 0; r < 4; r++) acc[r] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vh + j * hd + i + 16 * r), acc[r]);
+            __m512 vj[4];
+            for (int r = 0; r < 4; r++) vj[r] = _mm512_loadu_ps(vh + j * hd + i + 16 * r);
+            for (int h = 0; h < NH; h++) {
+                const __m512 pj = _mm512_set1_ps(p[h][j]);
+                for (int r = 0; r < 4; r++) acc[h][r] = _mm512_fmadd_ps(pj, vj[r], acc[h][r]);
+            }
         }
-        for (int r = 0; r < 4; r++) _mm512_storeu_ps(oh + i + 16 * r, acc[r]);
+        for (int h = 0; h < NH; h++)
+            for (int r = 0; r < 4; r++) _mm512_storeu_ps(oh[h] + i + 16 * r, acc[h][r]);
     }
     for (; i < hd; i += 16) {
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t j = 0; j < T; j++)
-            acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(vh + j * hd + i), acc);
-        _mm512_storeu_ps(oh + i, acc);
+        __m512 acc[MIX_HEADS];
+        for (int h = 0; h < NH; h++) acc[h] = _mm512_setzero_ps();
+        for (int64_t j = 0; j < T; j++) {
+            const __m512 vj = _mm512_loadu_ps(vh + j * hd + i);
+            for (int h = 0; h < NH; h++) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(p[h][j]), vj, acc[h]);
+        }
+        for (int h = 0; h < NH; h++) _mm512_storeu_ps(oh[h] + i, acc[h]);
     }
+}
+
+/* n_heads (1 to MIX_HEADS) heads' mixes. */
+__attribute__((target("avx512f")))
+static void mix_avx512(const float *const *p, int64_t n_heads, const float *vh, int64_t T, int64_t hd,
+                       float *const *oh) {
+    if (n_heads >= 3) mix_heads_avx512(p, 3, vh, T, hd, oh);
+    else if (n_heads == 2) mix_heads_avx512(p, 2, vh, T, hd, oh);
+    else mix_heads_avx512(p, 1, vh, T, hd, oh);
 }
 #define HAS_AVX512(hd) ((hd) % 16 == 0 && vector_level() == 2)
 #else
 #define HAS_AVX512(hd) 0
+#define MIX_HEADS 1
 #define scores_avx512 scores_portable
-#define mix_avx512 mix_portable
+static void mix_avx512(const float *const *p, int64_t n_heads, const float *vh, int64_t T, int64_t hd,
+                       float *const *oh) {
+    (void)n_heads;
+    mix_portable(p[0], vh, T, hd, oh[0]);
+}
 #endif
 
 /* p[j] = exp(p[j] - top) for j < T; returns their sum. */
@@ -159,6 +220,44 @@ static float exp_sum_avx2(float *p, int64_t T, float top) {
 #define exp_sum_avx2 exp_sum_portable
 #endif
 
+#if defined(__x86_64__)
+/* A row's largest score over its n keys, masked keys (mask[j] == 0) first set to -inf, 16 at a time (the scalar
+loop's answer: max is exact, and a NaN score is skipped as `p[j] > top` skips it). */
+__attribute__((target("avx512f")))
+static float masked_top_avx512(float *p, int64_t n, const uint8_t *mask) {
+    __m512 top = _mm512_set1_ps(-INFINITY);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 x = _mm512_loadu_ps(p + j);
+        if (mask) {
+            const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(mask + j)));
+            x = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), _mm512_test_epi32_mask(bytes, bytes), x);
+            _mm512_storeu_ps(p + j, x);
+        }
+        top = _mm512_max_ps(x, top);                      /* NaN in x: top kept */
+    }
+    float best = _mm512_reduce_max_ps(top);
+    for (; j < n; j++) {
+        if (mask && !mask[j]) p[j] = -INFINITY;
+        if (p[j] > best) best = p[j];
+    }
+    return best;
+}
+
+/* p[j] /= total for j < n, 16 at a time (each the same IEEE division). */
+__attribute__((target("avx512f")))
+static void divide_avx512(float *p, int64_t n, float total) {
+    const __m512 by = _mm512_set1_ps(total);
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 m = first_lanes(n - j);
+        _mm512_mask_storeu_ps(p + j, m, _mm512_div_ps(_mm512_maskz_loadu_ps(m, p + j), by));
+    }
+}
+#else
+static float masked_top_avx512(float *p, int64_t n, const uint8_t *mask) { (void)p; (void)n; (void)mask; return 0; }
+static void divide_avx512(float *p, int64_t n, float total) { (void)p; (void)n; (void)total; }
+#endif
+
 /* One query row's heads over its first n_keys keys (mask[j] == 0 leaves key j out; mask NULL: none): head h's query
 at q + h * q_stride, its KV head's keys and values kv_stride apart; its scores for j < n_scored (n_scored >= n_keys)
 copied to scores + h * head_stride when scores is not NULL; softmax in place in pattern + h * head_stride, whose
@@ -173,20 +272,34 @@ static void attend(const float *q, int64_t q_stride, const float *k, const float
         float *p = pattern + h * head_stride;
         if (wide) scores_avx512(q + h * q_stride, kh, n_scored, hd, scale, p);
         else scores_portable(q + h * q_stride, kh, n_scored, hd, scale, p);
-        if (scores)
-            for (int64_t j = 0; j < n_scored; j++) scores[h * head_stride + j] = p[j];
-        float top = -INFINITY;
-        for (int64_t j = 0; j < n_keys; j++) {
-            if (mask && !mask[j]) p[j] = -INFINITY;       /* exp gives exactly 0 */
-            if (p[j] > top) top = p[j];
-        }
+        if (scores) memcpy(scores + h * head_stride, p, (size_t)n_scored * sizeof(float));
+        float top = -INFINITY;                            /* masked keys' scores set to -inf: exp gives exactly 0 */
+        if (wide) top = masked_top_avx512(p, n_keys, mask);
+        else
+            for (int64_t j = 0; j < n_keys; j++) {
+                if (mask && !mask[j]) p[j] = -INFINITY;
+                if (p[j] > top) top = p[j];
+            }
         const float total = exp_level == 2 ? exp_sum_avx512(p, n_keys, top)
                           : exp_level == 1 ? exp_sum_avx2(p, n_keys, top) : exp_sum_portable(p, n_keys, top);
-        for (int64_t j = 0; j < n_keys; j++) p[j] /= total;
-        if (wide) mix_avx512(p, vh, n_keys, hd, out + h * hd);
-        else mix_portable(p, vh, n_keys, hd, out + h * hd);
-        for (int64_t j = n_keys; j < row_len; j++) p[j] = 0.0f;
+        if (wide) divide_avx512(p, n_keys, total);
+        else
+            for (int64_t j = 0; j < n_keys; j++) p[j] /= total;
+        if (!wide) mix_portable(p, vh, n_keys, hd, out + h * hd);
+        if (!wide || (h + 1) % group) continue;
+        for (int64_t g = h + 1 - group; g <= h; g += MIX_HEADS) {       /* the KV head's query heads, together */
+            const float *heads[MIX_HEADS];
+            float *outs[MIX_HEADS];
+            const int64_t n = h + 1 - g < MIX_HEADS ? h + 1 - g : MIX_HEADS;
+            for (int64_t m = 0; m < n; m++) {
+                heads[m] = pattern + (g + m) * head_stride;
+                outs[m] = out + (g + m) * hd;
+            }
+            mix_avx512(heads, n, vh, n_keys, hd, outs);
+        }
     }
+    for (int64_t h = 0; h < H && row_len > n_keys; h++)
+        memset(pattern + h * head_stride + n_keys, 0, (size_t)(row_len - n_keys) * sizeof(float));
 }
 
 /* While rows attend, results below float32's smallest normal (2^-126) are flushed to 0 and such inputs read as 0

@@ -71,7 +71,8 @@ def test_cached_attention_writes_the_caches_and_matches_float64_for_each_row(hea
 
 @pytest.mark.skipif(not attention.available(), reason="no C compiler: torch path")
 @pytest.mark.parametrize("heads, kv_heads, hd, T, masked", [
-    (4, 2, 16, 1, False), (9, 3, 64, 37, False), (6, 2, 32, 50, True), (4, 1, 24, 19, True)])  # 24: portable loops
+    (4, 2, 16, 1, False), (9, 3, 64, 37, False), (6, 2, 32, 50, True), (4, 1, 24, 19, True),   # 24: portable loops
+    (14, 2, 64, 40, False), (8, 2, 128, 33, True), (10, 5, 80, 17, False)])   # a KV head's 7, 4 or 2 heads mixed
 def test_prompt_attention_matches_float64_under_its_mask_and_holds_the_steps_numbers(heads, kv_heads, hd, T, masked):
     """Every query row of a pass over its allowed keys (a random lower-triangular mask keeping the diagonal, or the
     causal mask): the pattern (0 at every masked or later key), every scaled dot product (later keys too) and the mix
