@@ -2,8 +2,9 @@
 generation step: 0.75 (4-bit codes) to 1.25 bytes a weight read per step instead of float32's 4, and a row's numbers
 the same in any batch.
 
-Made from a QuantizedMatrix of type Q8_0 (which holds its codes in the kernel's layout: shared) or from a float32 matrix
-that a Q8_0, Q4_0, Q5_0, Q4_1 or Q5_1 tensor was dequantized into (the built-in model: Q4_1 blocks, a Q8_0 table).
+Made from a QuantizedMatrix that holds its codes in the kernel's layout (matrices.KERNEL_TYPES: shared) or from a
+float32 matrix that a Q8_0, Q4_0, Q5_0, Q4_1 or Q5_1 tensor was dequantized into (the built-in model: Q4_1 blocks, a
+Q8_0 table).
 In those formats every 32 values of a row are scale * code (+ offset), the codes integers: Q8_0 from -127 to 127
 with the largest magnitude at +-127 (scale = amax / 127), Q4_0 / Q5_0 with the extreme value at code -8 / -16,
 Q4_1 / Q5_1 from 0 to 15 / 31 with the minimum as offset and the maximum at the top code; scales and offsets are
@@ -96,14 +97,14 @@ def copy_nbytes(type_name: str, shape: tuple[int, int]) -> int:
 
 
 def int8_blocks_of(w) -> Int8Blocks | None:
-    """w as Int8Blocks when the native kernel runs here and w is a Q8_0 QuantizedMatrix or float32 holding one of
-    LAYOUTS' values exactly; else None (the caller multiplies w as it is). A float32 matrix's answer is found once
-    and kept as long as the matrix: the generation step and the full forward (model.decoder.blocks.linear) share
-    one copy."""
+    """w as Int8Blocks when the native kernel runs here and w is a QuantizedMatrix in its layout or float32 holding
+    one of LAYOUTS' values exactly; else None (the caller multiplies w as it is). A float32 matrix's answer is found
+    once and kept as long as the matrix: the generation step and the full forward (model.decoder.blocks.linear)
+    share one copy."""
     if not kernel.available():
         return None
     if isinstance(w, QuantizedMatrix):
-        return None if w.int8 is None else Int8Blocks(w.int8)                    # Q8_0: shared, not copied
+        return None if w.int8 is None else Int8Blocks(w.int8)                    # shared, not copied
     if not (isinstance(w, torch.Tensor) and w.dtype == torch.float32 and w.dim() == 2 and
             w.shape[1] % kernel.BLOCK == 0):
         return None
@@ -142,7 +143,7 @@ def _recovered(w: torch.Tensor, layout: _Layout) -> Int8Blocks | None:
                 not torch.equal(block_codes * scale[:, None] + offset[:, None], blocks):
             return None
         if layout.nibbles:
-            codes[rows] = _nibbles(block_codes - layout.low).view(-1, n_cols // 2)
+            codes[rows] = kernel.nibble_bytes(block_codes - layout.low).view(-1, n_cols // 2)
             offset = offset + layout.low * scale                                       # Q4_0: -8 scale (exact)
         else:
             codes[rows] = block_codes.to(torch.int8).view(-1, n_cols)
@@ -150,12 +151,6 @@ def _recovered(w: torch.Tensor, layout: _Layout) -> Int8Blocks | None:
         if offsets is not None:
             offsets[rows] = offset.view(-1, per_row)
     return Int8Blocks(kernel.Int8Matrix(codes, scales, offsets, layout.nibbles))
-
-
-def _nibbles(codes: torch.Tensor) -> torch.Tensor:
-    """codes [b, 32] from 0 to 15 -> [b, 16] uint8: byte j holds code j (low nibble) and code j + 16 (high)."""
-    as_bytes = codes.to(torch.uint8)
-    return as_bytes[:, :16] | (as_bytes[:, 16:] << 4)
 
 
 def _float16(x: torch.Tensor) -> torch.Tensor:

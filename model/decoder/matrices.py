@@ -5,11 +5,15 @@ W (an embedding lookup) and the whole float32 W.
 A QuantizedMatrix holds each block's codes repacked row by row into bit planes (model.decoder.bitplanes) and its
 scales unpacked (float32 d and dmin per block, group scales and minimums one byte each): the file's bits, laid out
 so that a chunk dequantizes in a few contiguous torch ops, exactly as gguf does (model.files.quants.scale_codes).
-Where the native int8 kernel runs, a Q8_0 matrix holds its codes and scales once, in that kernel's groups of 16 rows
+Where the native int8 kernel runs, a matrix whose every 32 values are code * scale (+ offset) (KERNEL_TYPES: Q8_0,
+Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K) holds its codes, scales and offsets once, in that kernel's groups of 16 rows
 (model.native.int8_linear.Int8Matrix), which multiplies it as codes (the generation step, and x @ W^T here: a
-64-token trace of a 0.5B model 1.4x faster than dequantizing), and dequantizes rows from there. Another type's
-product dequantizes into this thread's reused buffers (a fresh multi-MB buffer per call or chunk costs a page fault
-per 4 kB); nothing on the object changes after construction, so any number of threads may share one matrix.
+64-token trace of a 0.5B model 1.4x faster than dequantizing) and whose made weights fma(code, scale, offset) are
+gguf's values exactly (code * scale is exact for float16 scales; one rounding either way). 4-bit codes with offsets
+stay two to a byte; 5-bit ones take a byte (Q5_0's 5.5 bits a weight in the file become 9: the price of the kernel).
+Another type's product dequantizes into this thread's reused buffers (a fresh multi-MB buffer per call or chunk
+costs a page fault per 4 kB); nothing on the object changes after construction, so any number of threads may share
+one matrix.
 """
 from __future__ import annotations
 
@@ -20,10 +24,11 @@ import torch
 import torch.nn.functional as F
 
 from model.decoder import bitplanes
-from model.files.quants import dequantize, integers_to_float, quant_format, row_bytes, scale_codes
+from model.files.quants import QuantFormat, dequantize, integers_to_float, quant_format, row_bytes, scale_codes
 from model.native import int8_linear
 
 CHUNK_VALUES = 1 << 18      # weights dequantized per step of a product (1 MB of float32)
+KERNEL_TYPES = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K")   # held as Int8Matrix where the kernel runs
 _buffers = threading.local()
 
 
@@ -69,22 +74,18 @@ class QuantizedMatrix:
             self.planes = [torch.from_numpy(values.copy()).view(fmt.dtype)]        # [out, in]
             self.d = self.sc = self.dmin = self.mn = self.int8 = None
             return
-        self.planes = [torch.empty(n_rows, n_cols * w // 8, dtype=torch.uint8) for w in bitplanes.WIDTHS[fmt.bits]]
-        self.d = self.sc = self.dmin = self.mn = None                              # [out * blocks per row, 1 or groups]
+        self.d = self.sc = self.dmin = self.mn = self.int8 = None                  # [out * blocks per row, 1 or groups]
         blocks = data.reshape(n_rows, -1)                                          # [out, bytes per row]
-        step = max(1, CHUNK_VALUES // n_cols)
-        for start in range(0, n_rows, step):
-            rows = slice(start, min(start + step, n_rows))
-            fields = fmt.split(torch.from_numpy(blocks[rows].copy()).view(-1, fmt.block_bytes))
+        if fmt.name in KERNEL_TYPES and int8_linear.available():
+            self.planes, self.int8 = [], _kernel_matrix(fmt, blocks, n_rows, n_cols)
+            return
+        self.planes = [torch.empty(n_rows, n_cols * w // 8, dtype=torch.uint8) for w in bitplanes.WIDTHS[fmt.bits]]
+        for rows, fields in _split_rows(fmt, blocks, n_rows, n_cols):
             packed = bitplanes.pack(fields.codes.view(-1, n_cols), fmt.bits)
             for plane, part in zip(self.planes, packed, strict=True):
                 plane[rows] = part
             for name in ("d", "sc", "dmin", "mn"):
                 self._store(name, rows, getattr(fields, name))
-        self.int8 = None
-        if fmt.name == "Q8_0" and int8_linear.available():        # held once, in the native kernel's layout
-            self.int8 = int8_linear.Int8Matrix(self.planes[0].view(torch.int8), self.d.view(n_rows, -1), None, False)
-            self.planes, self.d = [], None
 
     def _store(self, name: str, rows: slice, part: torch.Tensor | None) -> None:
         """The blocks of rows `rows` of scale field `name` (allocated on the first chunk): [blocks, per block]."""
@@ -118,17 +119,38 @@ class QuantizedMatrix:
             return self._grouped_rows(slice(0, self._shape[0]))[1].view(self._shape[0], -1, 1)
         return self.d.view(self._shape[0], -1, 1)
 
-    def _grouped_rows(self, rows: slice | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Q8_0 held as the kernel's groups of 16 rows (int8_linear.grouped_layout): the int8 codes [r, in] and
-        float32 scales [r, in / 32] of rows `rows` (a slice or ids)."""
-        codes, scales, _ = self.int8.tensors                                       # [G, in, 16], [G, in / 32, 16]
+    def _grouped_rows(self, rows: slice | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """A matrix held as the kernel's groups of 16 rows (int8_linear.grouped_layout): the codes [r, in] (int8, or
+        uint8 0..15 for 4-bit codes), float32 scales [r, in / 32] and offsets (or None) of rows `rows` (a slice or
+        ids)."""
+        codes, scales, offsets = self.int8.tensors              # [G, in, 16] or [G, in, 8]; [G, in / 32, 16] each
         group = int8_linear.GROUP
         if not isinstance(rows, slice):
-            return _picked(codes, rows // group, rows % group), _picked(scales, rows // group, rows % group)
+            g, lane = rows // group, rows % group
+            if self.int8.nibbles:                               # byte j: lane j's code low, lane j + 8's high
+                shift = torch.where(lane >= group // 2, 4, 0).to(torch.uint8)[:, None]          # [r, 1]
+                picked_codes = (_picked(codes, g, lane % (group // 2)) >> shift) & 0x0F          # [r, in]
+            else:
+                picked_codes = _picked(codes, g, lane)                                           # [r, in]
+            return picked_codes, _picked(scales, g, lane), None if offsets is None else _picked(offsets, g, lane)
         g0, g1 = rows.start // group, -(-rows.stop // group)
         pick = slice(rows.start - g0 * group, rows.stop - g0 * group)
-        return (codes[g0:g1].transpose(1, 2).reshape(-1, codes.shape[1])[pick],
-                scales[g0:g1].transpose(1, 2).reshape(-1, scales.shape[1])[pick])
+        part = codes[g0:g1]
+        if self.int8.nibbles:
+            part = torch.cat([part & 0x0F, part >> 4], dim=2)                                   # [g, in, 16]
+
+        def by_row(t: torch.Tensor) -> torch.Tensor:
+            return t.transpose(1, 2).reshape(-1, t.shape[1])[pick]                               # [r, width]
+        return by_row(part), by_row(scales[g0:g1]), None if offsets is None else by_row(offsets[g0:g1])
+
+    def _grouped_values(self, rows: slice | torch.Tensor) -> torch.Tensor:
+        """Rows `rows` of a matrix held in the kernel's layout, float32 [r, in]: code * scale (+ offset), two
+        roundings at most where the kernel's made weights take one, the same values (code * scale is exact)."""
+        codes, scales, offsets = self._grouped_rows(rows)
+        values = codes.float().view(len(codes), -1, int8_linear.BLOCK).mul_(scales[..., None])   # [r, in / 32, 32]
+        if offsets is not None:
+            values.add_(offsets[..., None])
+        return values.view(len(codes), -1)
 
     def _scales(self, rows: slice | torch.Tensor) -> list[torch.Tensor | None]:
         """d, sc, dmin, mn of rows `rows` (a slice or ids): [blocks, 1 or groups per block] each, or None."""
@@ -140,12 +162,12 @@ class QuantizedMatrix:
                 for t in (self.d, self.sc, self.dmin, self.mn)]
 
     def linear(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        """x [..., in] @ W^T (+ bias) -> [..., out]: a Q8_0 matrix in the int8 kernel's layout multiplied as codes;
-        else dequantizing CHUNK_VALUES weights at a time into this thread's buffer. Several rows of x are multiplied as
+        """x [..., in] @ W^T (+ bias) -> [..., out]: a matrix in the int8 kernel's layout multiplied as codes; else
+        dequantizing CHUNK_VALUES weights at a time into this thread's buffer. Several rows of x are multiplied as
         W_chunk @ x^T into [out, T], transposed once at the end: MKL is up to 20% slower on x @ W_chunk^T when a chunk
         has few rows (ffn_down's 4864-wide rows: 215 a chunk)."""
         n_rows, n_cols = self._shape
-        if self.int8 is not None:                     # Q8_0 in the kernel's layout: multiplied as codes, no copy made
+        if self.int8 is not None:                     # in the kernel's layout: multiplied as codes, no copy made
             out = torch.from_numpy(self.int8(x.reshape(-1, n_cols).numpy(), made=True))   # [T, out]
             return (out if bias is None else out.add_(bias)).view(*x.shape[:-1], n_rows)
         step = max(1, min(n_rows, CHUNK_VALUES // n_cols))
@@ -168,8 +190,7 @@ class QuantizedMatrix:
     def rows(self, ids: torch.Tensor) -> torch.Tensor:
         """W[ids] as float32 [len(ids), in]."""
         if self.int8 is not None:
-            codes, scales = self._grouped_rows(ids)                                 # [r, in], [r, in / 32]
-            return (codes.float().view(len(ids), -1, 32) * scales[..., None]).view(len(ids), -1)
+            return self._grouped_values(ids)                                        # [r, in]
         picked = QuantizedMatrix.__new__(QuantizedMatrix)
         picked.format, picked._shape = self.format, (len(ids), self._shape[1])
         picked.planes = [_picked(plane, ids) for plane in self.planes]
@@ -190,8 +211,11 @@ class QuantizedMatrix:
     def dequantize_rows(self, rows: slice, out: torch.Tensor) -> None:
         """Rows start:stop of the matrix into out, float32 [stop - start, in] (contiguous)."""
         fmt = self.format
-        if self.int8 is not None:
+        if self.int8 is not None and not (self.int8.nibbles or self.int8.has_offsets):
             int8_linear.dequantize_grouped_rows(self.int8, rows, out)              # one native pass, same values
+            return
+        if self.int8 is not None:
+            out.copy_(self._grouped_values(rows))
             return
         planes = [plane[rows] for plane in self.planes]
         if fmt.dtype is not None:
@@ -217,11 +241,56 @@ def quantized_nbytes(type_name: str, shape: tuple[int, int]) -> int:
     n_values = int(shape[0]) * int(shape[1])
     if fmt.dtype is not None:
         return n_values * fmt.block_bytes
-    if fmt.name == "Q8_0" and int8_linear.available():
-        return int8_linear.grouped_nbytes(int(shape[0]), int(shape[1]), nibbles=False, offsets=False)
+    if fmt.name in KERNEL_TYPES and int8_linear.available():
+        nibbles, offsets = _kernel_layout(fmt)
+        return int8_linear.grouped_nbytes(int(shape[0]), int(shape[1]), nibbles, offsets)
     fields = fmt.split(torch.zeros(1, fmt.block_bytes, dtype=torch.uint8))
     per_block = sum(t.nbytes for t in (fields.d, fields.sc, fields.dmin, fields.mn) if t is not None)
     return n_values * fmt.bits // 8 + n_values // fmt.block_values * per_block
+
+
+def _kernel_layout(fmt: QuantFormat) -> tuple[bool, bool]:
+    """How a KERNEL_TYPES format is held: (4-bit codes two to a byte, with offsets). Q4_1 / Q5_1 add m, Q4_K / Q5_K
+    subtract dmin * mn, Q4_0's codes 0..15 take the offset -8 d (exact: d (q - 8) is a float32 value; where gguf's
+    zero is -0, a negative d's, it is +0); Q5_0's codes are held as int8 q - 16, Q8_0's as they are."""
+    nibbles = fmt.bits == 4
+    return nibbles, nibbles or fmt.offset == 0 and fmt.bits != 8
+
+
+def _split_rows(fmt: QuantFormat, blocks: np.ndarray, n_rows: int, n_cols: int):
+    """(rows, Fields) of the matrix's blocks, CHUNK_VALUES values at a time."""
+    step = max(1, CHUNK_VALUES // n_cols)
+    for start in range(0, n_rows, step):
+        rows = slice(start, min(start + step, n_rows))
+        yield rows, fmt.split(torch.from_numpy(blocks[rows].copy()).view(-1, fmt.block_bytes))
+
+
+def _kernel_matrix(fmt: QuantFormat, blocks: np.ndarray, n_rows: int, n_cols: int) -> int8_linear.Int8Matrix:
+    """A KERNEL_TYPES matrix's blocks as the native kernel's Int8Matrix: the file's codes, and per 32 values the
+    scale d (or d * sc) and offset m (or -dmin * mn), each the float32 product gguf computes."""
+    nibbles, with_offsets = _kernel_layout(fmt)
+    per_row = n_cols // int8_linear.BLOCK
+    codes = torch.empty(n_rows, n_cols // 2, dtype=torch.uint8) if nibbles else \
+        torch.empty(n_rows, n_cols, dtype=torch.int8)                              # [out, in / 2] or [out, in]
+    scales = torch.empty(n_rows, per_row)                                          # [out, in / 32]
+    offsets = torch.empty(n_rows, per_row) if with_offsets else None               # [out, in / 32]
+    for rows, fields in _split_rows(fmt, blocks, n_rows, n_cols):
+        n_blocks = (rows.stop - rows.start) * per_row
+        row_codes = fields.codes.view(n_blocks, int8_linear.BLOCK)                 # [b, 32] uint8
+        if nibbles:
+            codes[rows] = int8_linear.nibble_bytes(row_codes).view(-1, n_cols // 2)
+        else:
+            signed = row_codes.view(torch.int8) if fmt.bits == 8 else (row_codes.to(torch.int8) + fmt.offset)
+            codes[rows] = signed.view(-1, n_cols)                                  # Q5_0: code - 16
+        d = fields.d if fields.sc is None else fields.sc.float().mul_(fields.d)      # [chunk blocks, groups]
+        scales[rows] = d.expand(-1, fmt.block_values // int8_linear.BLOCK).reshape(-1, per_row)
+        if offsets is not None:
+            if fields.mn is not None:
+                m = fields.mn.float().mul_(fields.dmin).neg_()                     # K-quants: - dmin * mn
+            else:
+                m = fields.d * fmt.offset if fields.dmin is None else fields.dmin  # Q4_0: -8 d; Q4_1 / Q5_1: m
+            offsets[rows] = m.expand(-1, fmt.block_values // int8_linear.BLOCK).reshape(-1, per_row)
+    return int8_linear.Int8Matrix(codes, scales, offsets, nibbles)
 
 
 def matrix_from_gguf(raw: np.ndarray, type_name: str, shape: tuple[int, int], keep_quantized: bool):
@@ -233,13 +302,19 @@ def matrix_from_gguf(raw: np.ndarray, type_name: str, shape: tuple[int, int], ke
 
 
 def _thread_buffer(name: str, n: int, dtype: torch.dtype) -> torch.Tensor:
-    """This thread's buffer `name`, its first n elements (grown as needed, kept for the thread's next product)."""
+    """This thread's buffer `name`, its first n elements (grown as needed, kept for the thread's next product). Kept
+    as a numpy array: a torch tensor freed with the thread's locals releases the GIL, and a daemon thread (the
+    generation batch) ending while the interpreter exits is then stopped in torch's C++ and aborts the process
+    ("terminate called without an active exception")."""
     buffers = _buffers.__dict__.setdefault("by_name", {})
     buffer = buffers.get(name)
-    if buffer is None or buffer.numel() < n:
-        with torch.inference_mode(False):   # a normal tensor: written in place later, in inference mode or not
-            buffer = buffers[name] = torch.empty(n, dtype=dtype)
-    return buffer[:n]
+    if buffer is None or buffer.size < n:
+        buffer = buffers[name] = np.empty(n, _NUMPY_TYPES[dtype])
+    with torch.inference_mode(False):       # a normal tensor: written in place later, in inference mode or not
+        return torch.from_numpy(buffer[:n])
+
+
+_NUMPY_TYPES = {torch.float32: np.float32, torch.uint8: np.uint8}
 
 
 def _picked(table: torch.Tensor, rows: torch.Tensor, lanes: torch.Tensor | None = None) -> torch.Tensor:

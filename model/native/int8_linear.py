@@ -79,6 +79,13 @@ class Int8Matrix:
         return out
 
 
+def nibble_bytes(codes: torch.Tensor) -> torch.Tensor:
+    """4-bit codes [b, 32] (uint8 0..15, each block's in order) -> [b, 16] uint8 as Int8Matrix takes them: byte j holds
+    code j (low nibble) and code j + 16 (high)."""
+    as_bytes = codes.to(torch.uint8)
+    return as_bytes[:, :BLOCK // 2] | (as_bytes[:, BLOCK // 2:] << 4)
+
+
 def grouped_nbytes(n: int, k: int, nibbles: bool, offsets: bool) -> int:
     """Bytes of an Int8Matrix [n, k] in the grouped layout (n padded to whole groups)."""
     padded = -(-n // GROUP) * GROUP

@@ -9,6 +9,7 @@ import torch
 from model.decoder.int8_blocks import Int8Blocks, copy_nbytes, int8_blocks_of
 from model.decoder.matrices import QuantizedMatrix
 from model.native import int8_linear
+from tests.quant_blocks import random_tensor
 
 pytestmark = pytest.mark.skipif(not int8_linear.available(), reason="no C compiler / CPU without AVX2: torch path")
 
@@ -97,9 +98,13 @@ def test_a_q8_0_matrix_kept_quantized_is_shared_not_copied():
     assert np.abs(blocks.linear(x) - reference).max() <= 2e-6 * np.abs(reference).max()
 
 
-def test_other_formats_kept_quantized_are_left_to_the_torch_path():
-    raw = gguf.quantize(np.ones((4, 64), np.float32), gguf.GGMLQuantizationType.Q4_0)
-    assert int8_blocks_of(QuantizedMatrix(raw, "Q4_0", (4, 64))) is None
+def test_a_matrix_kept_in_the_kernels_layout_is_shared_and_others_left_to_the_torch_path():
+    rng = np.random.default_rng(5)
+    for type_name in ("Q4_0", "Q5_0", "Q4_K"):
+        matrix = QuantizedMatrix(random_tensor(type_name, 16, 256, rng), type_name, (16, 256))
+        assert int8_blocks_of(matrix).matrix is matrix.int8, type_name                   # the same codes, not a copy
+    for type_name in ("Q6_K", "Q3_K", "F16"):                                             # per-16 scales, floats
+        assert int8_blocks_of(QuantizedMatrix(random_tensor(type_name, 16, 256, rng), type_name, (16, 256))) is None
 
 
 def test_wrong_shapes_are_refused():
