@@ -1,6 +1,7 @@
 """Speed and memory of the model engine, measured against transformers (eager, output_attentions=True).
 
-Prints: forward + trace time per token count (median of runs) and the ratio to transformers; achieved FLOP/s
+Prints: forward + trace time per token count (median of runs) and the ratio to transformers (the median of ratios
+of runs timed in pairs, one right after the other); achieved FLOP/s
 against one large float32 matmul in the same process; load-to-first-trace time in a fresh process; peak RSS of a
 fresh process that loads the model and traces T tokens (with the server's malloc settings, model.files.heap.tune_heap).
 Usage (from the repository root): python -m bench.bench_model [--runs 7] [--no-reference]
@@ -48,6 +49,21 @@ def median_time(fn, runs: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def interleaved(ours, reference, runs: int) -> tuple[float, float]:
+    """The reference's median time and the median of ours / reference over `runs` pairs timed one right after the
+    other: a shared VM's speed drifts by 10-20 % over a minute, which skews two medians taken minutes apart."""
+    ours()
+    reference()
+    pairs = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        ours()
+        middle = time.perf_counter()
+        reference()
+        pairs.append((middle - start, time.perf_counter() - middle))
+    return statistics.median(r for _, r in pairs), statistics.median(o / r for o, r in pairs)
 
 
 def forward_flops(cfg, T: int) -> int:
@@ -108,8 +124,9 @@ def main() -> None:
         ref_col, ratio_col = "", ""
         if hf is not None and T in COMPARED:
             with torch.inference_mode():
-                ref = median_time(lambda ids=ids: hf(torch.tensor([ids]), output_attentions=True), args.runs)
-            ref_col, ratio_col = f"{ref * 1e3:16.1f}", f"{ours / ref:6.2f}"
+                ref, ratio = interleaved(lambda ids=ids: lm.run_ids(ids),
+                                         lambda ids=ids: hf(torch.tensor([ids]), output_attentions=True), args.runs)
+            ref_col, ratio_col = f"{ref * 1e3:16.1f}", f"{ratio:6.2f}"
         growth = f"  x{ours / previous[1]:.1f} time for x{T / previous[0]:.0f} tokens" if previous else ""
         print(f"{T:>5} {ours * 1e3:9.1f} {ours * 1e3 / T:9.2f} {rate / 1e9:8.1f} {100 * rate / peak:8.0f}% "
               f"{ref_col:>16} {ratio_col:>6}{growth}")

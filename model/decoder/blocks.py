@@ -201,7 +201,7 @@ class Attention:
         scores = torch.empty(cfg.n_heads, T, T) if keep_scores else None             # [H, T, T]
         mixed = attention_kernel.prompt_attention(
             q_rot.numpy(), k_rot.numpy(), v.numpy(), mask.numpy(), 1.0 / math.sqrt(cfg.head_dim), pattern.numpy(),
-            None if scores is None else scores.numpy())                                # [T, H, hd]
+            None if scores is None else scores.numpy(), torch.get_num_threads())      # [T, H, hd]
         return scores, pattern, torch.from_numpy(mixed).transpose(0, 1)               # mixed [H, T, hd] (a view)
 
     def attend_with_torch(self, q_rot: torch.Tensor, k_rot: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
@@ -269,7 +269,7 @@ class SwiGLU:
         """silu(gate) * up of gate_up [T, 2F] -> [T, F]: in one native call across the cores where the kernels are
         built (model/native/swiglu.py), else torch."""
         if swiglu_kernel.available() and gate_up.dim() == 2 and not gate_up.requires_grad:
-            return torch.from_numpy(swiglu_kernel.swiglu_rows(gate_up.numpy()))     # [T, F]
+            return torch.from_numpy(swiglu_kernel.swiglu_rows(gate_up.numpy(), torch.get_num_threads()))  # [T, F]
         gate, up = gate_up.split(self.d_ff, dim=-1)                      # [T, F] each, views of one buffer
         return F.silu(gate).mul_(up)                                     # [T, F]
 

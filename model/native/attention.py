@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from model.native.build import library
-from model.native.threads import kernel_threads
+from model.native.threads import kernel_threads, team_threads
 
 
 @functools.cache
@@ -45,18 +45,19 @@ def _prompt_kernel():
         return None
     fn = lib.prompt_attention
     fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 4 + [ctypes.c_float] + [ctypes.c_void_p] * 4 + \
-        [ctypes.c_int]
+        [ctypes.c_int] * 2
     fn.restype = ctypes.c_int
     return fn
 
 
 def prompt_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float,
-                     pattern: np.ndarray, scores: np.ndarray | None = None) -> np.ndarray:
+                     pattern: np.ndarray, scores: np.ndarray | None = None, torch_threads: int = 1) -> np.ndarray:
     """A full pass's attention, one layer: q [H, T, hd], k and v [KV, T, hd] (float32), mask [T, T] bool (True where
     query i may attend key j; never a later key) -> the mix of values [T, H, hd]; the softmax into pattern [H, T, T]
     (float32, or float16 rounded as torch rounds; C order; 0 where masked), every scaled dot product into scores
-    [H, T, T] (float32 pattern only) when given. Causal rows hold CachedAttention's numbers. Call only where
-    available()."""
+    [H, T, T] (float32 pattern only) when given. Causal rows hold CachedAttention's numbers. torch_threads: torch's
+    thread count in the calling thread (from 2 up the rows go to torch's own team: threads.team_threads). Call only
+    where available()."""
     H, T, hd = q.shape
     KV = k.shape[0]
     if k.shape != (KV, T, hd) or v.shape != k.shape or H % KV or mask.shape != (T, T) or mask.dtype != np.bool_ or \
@@ -77,7 +78,8 @@ def prompt_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarr
     out = np.empty((T, H, hd), np.float32)                                           # [T, H, hd]
     status = _prompt_kernel()(q.ctypes.data, k.ctypes.data, v.ctypes.data, mask.ctypes.data, T, H, KV, hd, scale,
                               None if half else pattern.ctypes.data, pattern.ctypes.data if half else None,
-                              None if scores is None else scores.ctypes.data, out.ctypes.data, kernel_threads())
+                              None if scores is None else scores.ctypes.data, out.ctypes.data,
+                              *team_threads(torch_threads))
     if status != 0:
         raise MemoryError(f"prompt_attention could not allocate a row of {H} x {T} floats")
     return out

@@ -134,10 +134,12 @@ static void swiglu_range(const void *p, int64_t start, int64_t stop) {
     }
 }
 
-/* act [B, F] = silu(gate) * up of gate_up [B, 2 F] (gate then up in each row), split across threads. */
-void swiglu_rows(const float *gate_up, float *act, int64_t B, int64_t F, int threads) {
+/* act [B, F] = silu(gate) * up of gate_up [B, 2 F] (gate then up in each row), split across threads (on torch's
+OpenMP team when on_torch_team: see worker_pool.h's team_items). */
+void swiglu_rows(const float *gate_up, float *act, int64_t B, int64_t F, int threads, int on_torch_team) {
     const swiglu_t swiglu = {gate_up, act, F};
-    parallel_range(swiglu_range, &swiglu, B * F, B > 1 ? threads : 1);
+    if (on_torch_team) team_range(swiglu_range, &swiglu, B * F, B > 1 ? threads : 1);
+    else parallel_range(swiglu_range, &swiglu, B * F, B > 1 ? threads : 1);
 }
 
 /* y [M, N] = x @ W^T, each part filling its columns (a kept-quantized model's q, k, v and gate, up are separate
@@ -187,7 +189,7 @@ int decoder_step(const block_t *blocks, const shape_t *s, float *x, int64_t B, c
         for (int64_t i = 0; i < B * D; i++) x[i] += w->o_bias ? down[i] + w->o_bias[i % D] : down[i];
         rms_norm_rows(x, w->mlp_norm, w->mlp_eps, B, D, h);
         if ((status = product(&w->up, h, gate_up, B, 2 * F, D, threads))) return status;
-        swiglu_rows(gate_up, act, B, F, threads);
+        swiglu_rows(gate_up, act, B, F, threads, 0);
         if ((status = product(&w->down, act, down, B, D, F, threads))) return status;
         for (int64_t i = 0; i < B * D; i++) x[i] += down[i];
     }

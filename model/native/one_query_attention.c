@@ -110,6 +110,35 @@ static void scores_avx512(const float *qh, const float *kh, int64_t T, int64_t h
     for (; j < T; j++) p[j] = dot_avx512(qh, kh + j * hd, hd) * scale;
 }
 
+/* scores_avx512 of two query heads that read the same keys (grouped-query attention), eight positions at a time: each
+key vector loaded once for both (the loads, from L2, bound the one-head loop), the sixteen dot products (8 keys x 2
+heads) reduced together by sum_lanes_16 (the same numbers as one head at a time). */
+__attribute__((target("avx512f")))
+static void scores_pair_avx512(const float *qa, const float *qb, const float *kh, int64_t T, int64_t hd, float scale,
+                               float *pa, float *pb) {
+    int64_t j = 0;
+    const __m512 scaled = _mm512_set1_ps(scale);
+    for (; j + 8 <= T; j += 8) {
+        __m512 dot[16];
+        for (int r = 0; r < 16; r++) dot[r] = _mm512_setzero_ps();
+        for (int64_t i = 0; i < hd; i += 16) {
+            const __m512 qai = _mm512_loadu_ps(qa + i), qbi = _mm512_loadu_ps(qb + i);
+            for (int r = 0; r < 8; r++) {
+                const __m512 kr = _mm512_loadu_ps(kh + (j + r) * hd + i);
+                dot[r] = _mm512_fmadd_ps(qai, kr, dot[r]);
+                dot[8 + r] = _mm512_fmadd_ps(qbi, kr, dot[8 + r]);
+            }
+        }
+        const __m512 sums = _mm512_mul_ps(sum_lanes_16(dot), scaled);     /* lanes 0-7: head a's, 8-15: b's */
+        _mm256_storeu_ps(pa + j, _mm512_castps512_ps256(sums));
+        _mm256_storeu_ps(pb + j, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sums), 1)));
+    }
+    for (; j < T; j++) {
+        pa[j] = dot_avx512(qa, kh + j * hd, hd) * scale;
+        pb[j] = dot_avx512(qb, kh + j * hd, hd) * scale;
+    }
+}
+
 /* The mix of up to MIX_HEADS heads that share a KV head's values, each head's output lanes summed over positions in
 order (the numbers of one head at a time), every value vector loaded once for them all: 64 lanes of NH heads in
 4 NH accumulators (more chains for the multiply-adds' latency, a quarter to a third of the loads). */
@@ -157,6 +186,11 @@ static void mix_avx512(const float *const *p, int64_t n_heads, const float *vh, 
 #define HAS_AVX512(hd) 0
 #define MIX_HEADS 1
 #define scores_avx512 scores_portable
+static void scores_pair_avx512(const float *qa, const float *qb, const float *kh, int64_t T, int64_t hd, float scale,
+                               float *pa, float *pb) {
+    scores_portable(qa, kh, T, hd, scale, pa);
+    scores_portable(qb, kh, T, hd, scale, pb);
+}
 static void mix_avx512(const float *const *p, int64_t n_heads, const float *vh, int64_t T, int64_t hd,
                        float *const *oh) {
     (void)n_heads;
@@ -270,8 +304,11 @@ static void attend(const float *q, int64_t q_stride, const float *k, const float
     for (int64_t h = 0; h < H; h++) {
         const float *kh = k + (h / group) * kv_stride, *vh = v + (h / group) * kv_stride;
         float *p = pattern + h * head_stride;
-        if (wide) scores_avx512(q + h * q_stride, kh, n_scored, hd, scale, p);
-        else scores_portable(q + h * q_stride, kh, n_scored, hd, scale, p);
+        const int64_t in_group = h % group;                 /* AVX-512: a KV head's query heads scored in pairs */
+        if (!wide) scores_portable(q + h * q_stride, kh, n_scored, hd, scale, p);
+        else if (in_group % 2 == 0 && in_group + 1 < group)
+            scores_pair_avx512(q + h * q_stride, q + (h + 1) * q_stride, kh, n_scored, hd, scale, p, p + head_stride);
+        else if (in_group % 2 == 0) scores_avx512(q + h * q_stride, kh, n_scored, hd, scale, p);
         if (scores) memcpy(scores + h * head_stride, p, (size_t)n_scored * sizeof(float));
         float top = -INFINITY;                            /* masked keys' scores set to -inf: exp gives exactly 0 */
         if (wide) top = masked_top_avx512(p, n_keys, mask);
@@ -398,13 +435,15 @@ static void attend_prompt_rows(const void *p, int64_t start, int64_t stop) {
 }
 
 /* Returns 0, or -2 when a float16 pattern's row buffer could not be allocated. pattern: float32, or NULL with
-half_pattern (float16 bits [H, T, T]; then scores must be NULL). */
+half_pattern (float16 bits [H, T, T]; then scores must be NULL). on_torch_team: the rows shared out on torch's OpenMP
+team (team_items), else on the pool. */
 int prompt_attention(const float *q, const float *k, const float *v, const uint8_t *mask, int64_t T, int64_t H,
                      int64_t KV, int64_t hd, float scale, float *pattern, uint16_t *half_pattern, float *scores,
-                     float *out, int threads) {
+                     float *out, int threads, int on_torch_team) {
     int failed = 0;
     const prompt_job_t job = {q, k, v, mask, T, H, KV, hd, scale, pattern, half_pattern ? NULL : scores, out,
                               half_pattern, &failed};
-    parallel_items(attend_prompt_rows, &job, T, threads);
+    if (on_torch_team) team_items(attend_prompt_rows, &job, T, threads);
+    else parallel_items(attend_prompt_rows, &job, T, threads);
     return failed ? -2 : 0;
 }

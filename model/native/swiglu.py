@@ -9,7 +9,7 @@ import functools
 import numpy as np
 
 from model.native.build import library
-from model.native.threads import kernel_threads
+from model.native.threads import team_threads
 
 
 @functools.cache
@@ -18,7 +18,7 @@ def _kernel():
     if lib is None:
         return None
     fn = lib.swiglu_rows
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_int]
     fn.restype = None
     return fn
 
@@ -28,13 +28,13 @@ def available() -> bool:
     return _kernel() is not None
 
 
-def swiglu_rows(gate_up: np.ndarray) -> np.ndarray:
-    """gate_up [T, 2F] float32 (each row's gate, then its up) -> silu(gate) * up [T, F] float32. Call only where
-    available()."""
+def swiglu_rows(gate_up: np.ndarray, torch_threads: int = 1) -> np.ndarray:
+    """gate_up [T, 2F] float32 (each row's gate, then its up) -> silu(gate) * up [T, F] float32; torch_threads:
+    torch's thread count in the calling thread (threads.team_threads). Call only where available()."""
     if gate_up.ndim != 2 or gate_up.shape[1] % 2 or gate_up.dtype != np.float32:
         raise ValueError(f"swiglu_rows needs float32 [T, 2F], got {gate_up.dtype} {gate_up.shape}")
     gate_up = np.ascontiguousarray(gate_up)
     T, F = gate_up.shape[0], gate_up.shape[1] // 2
     out = np.empty((T, F), np.float32)                                               # [T, F]
-    _kernel()(gate_up.ctypes.data, out.ctypes.data, T, F, kernel_threads())
+    _kernel()(gate_up.ctypes.data, out.ctypes.data, T, F, *team_threads(torch_threads))
     return out

@@ -68,3 +68,37 @@ def _torch_runtime() -> ctypes.CDLL | None:
     except (OSError, AttributeError):
         return None
     return runtime
+
+
+
+def team_threads(torch_threads: int) -> tuple[int, int]:
+    """(threads, on torch's team) for a kernel called between torch's operations in a thread where torch runs on
+    torch_threads threads: from 2 up, that many on torch's own OpenMP team (its threads still spin from torch's
+    previous operation; a pool worker on the same core got half of it: worker_pool.h's team_items), else
+    kernel_threads() on the kernels' pool."""
+    if torch_threads > 1 and _registered_torch_team():
+        return torch_threads, 1
+    return kernel_threads(), 0
+
+
+@functools.cache
+def _registered_torch_team() -> bool:
+    """Registers GOMP_parallel of the OpenMP runtime torch loaded (torch/lib/libgomp.so.1: the same library, so the
+    same thread team) with the kernels' library, once; False where torch ships another runtime or none, or the
+    kernels are not built."""
+    import torch
+
+    from model.native.build import library
+
+    lib = library()
+    path = os.path.join(os.path.dirname(torch.__file__), "lib", "libgomp.so.1")
+    try:
+        entry = ctypes.cast(ctypes.CDLL(path).GOMP_parallel, ctypes.c_void_p).value
+    except (OSError, AttributeError):
+        return False
+    if lib is None or not entry:
+        return False
+    lib.use_torch_team.argtypes = [ctypes.c_void_p]
+    lib.use_torch_team.restype = None
+    lib.use_torch_team(entry)
+    return True

@@ -132,3 +132,45 @@ void parallel_range(range_fn fn, const void *args, int64_t n, int threads) {
 void parallel_items(range_fn fn, const void *args, int64_t n, int threads) {
     dispatch(fn, args, n, 1, usable(threads));
 }
+
+/* The OpenMP team of the process's torch, through its runtime's GOMP_parallel (registered by use_torch_team; NULL:
+none). */
+typedef void (*gomp_parallel_fn)(void (*fn)(void *), void *data, unsigned threads, unsigned flags);
+static _Atomic(gomp_parallel_fn) torch_team;
+
+void use_torch_team(void *gomp_parallel) { atomic_store(&torch_team, (gomp_parallel_fn)gomp_parallel); }
+
+typedef struct {
+    range_fn fn;
+    const void *args;
+    int64_t n, chunk;
+    atomic_int_least64_t next;
+} team_task_t;
+
+static void team_main(void *p) {
+    team_task_t *t = p;
+    for (int64_t c; (c = atomic_fetch_add(&t->next, 1)) * t->chunk < t->n;)
+        t->fn(t->args, c * t->chunk, (c + 1) * t->chunk < t->n ? (c + 1) * t->chunk : t->n);
+}
+
+/* fn over 0..n in chunks of `chunk` on torch's team (its threads take chunks from one counter, as the pool's do). */
+static void on_team(gomp_parallel_fn team, range_fn fn, const void *args, int64_t n, int64_t chunk, int threads) {
+    team_task_t task = {fn, args, n, chunk, 0};
+    team(team_main, &task, (unsigned)usable(threads), 0);
+}
+
+void team_items(range_fn fn, const void *args, int64_t n, int threads) {
+    const gomp_parallel_fn team = atomic_load(&torch_team);
+    if (!team || threads < 2 || n < 2) parallel_items(fn, args, n, threads);
+    else on_team(team, fn, args, n, 1, threads);
+}
+
+void team_range(range_fn fn, const void *args, int64_t n, int threads) {
+    const gomp_parallel_fn team = atomic_load(&torch_team);
+    if (!team || threads < 2 || n < 2 * CHUNKS_PER_THREAD) {
+        parallel_range(fn, args, n, threads);
+        return;
+    }
+    const int64_t chunks = (int64_t)usable(threads) * CHUNKS_PER_THREAD;
+    on_team(team, fn, args, n, (n + chunks - 1) / chunks, threads);
+}

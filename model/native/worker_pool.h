@@ -21,4 +21,16 @@ void parallel_range(range_fn fn, const void *args, int64_t n, int threads);
 thread each, such as whole rows of a softmax). */
 void parallel_items(range_fn fn, const void *args, int64_t n, int threads);
 
+/* parallel_items on torch's OpenMP team (use_torch_team) where one is registered, else on the pool. For a kernel
+called between torch's own operations on several threads (a full pass): that team's threads spin for a while after
+each operation, and a pool worker on the same core got half of it (a 256-token trace's attention 24 -> 54 ms); the
+spinning team takes the items at once instead. */
+void team_items(range_fn fn, const void *args, int64_t n, int threads);
+
+/* parallel_range on torch's OpenMP team where one is registered (see team_items), else on the pool. */
+void team_range(range_fn fn, const void *args, int64_t n, int threads);
+
+/* Registers the address of the OpenMP runtime's GOMP_parallel that torch loaded (NULL: none). */
+void use_torch_team(void *gomp_parallel);
+
 #endif

@@ -109,6 +109,9 @@ def test_prompt_attention_matches_float64_under_its_mask_and_holds_the_steps_num
     no_scores = np.empty_like(pattern)
     assert np.array_equal(attention.prompt_attention(q, k, v, mask, 1 / np.sqrt(hd), no_scores), out)
     assert np.array_equal(no_scores, pattern)
+    on_team = np.empty_like(pattern)                                               # rows on torch's OpenMP team
+    assert np.array_equal(attention.prompt_attention(q, k, v, mask, 1 / np.sqrt(hd), on_team, torch_threads=2), out)
+    assert np.array_equal(on_team, pattern)
     half = np.empty(pattern.shape, np.float16)                                     # a long text's trace
     assert np.array_equal(attention.prompt_attention(q, k, v, mask, 1 / np.sqrt(hd), half), out)
     assert np.array_equal(half.view(np.uint16), pattern.astype(np.float16).view(np.uint16))
