@@ -21,7 +21,7 @@ from model.decoder.int8_blocks import int8_blocks_of
 from model.decoder.matrices import QuantizedMatrix
 from model.decoder.rope import apply_rope
 from model.native import attention as attention_kernel
-from model.native import swiglu as swiglu_kernel
+from model.native import elementwise
 from model.native.threads import kernel_threads
 
 # A weight matrix [out, in]: float32, kept quantized, or parts stacked by rows (separately quantized q, k, v).
@@ -150,9 +150,12 @@ class Attention:
 
     def project(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q [H, T, hd], k and v [KV, T, hd] of the normed stream h [T, D]: projections, biases, q/k norms."""
+        return self.heads(linear(h, self.w_qkv, self.b_qkv))
+
+    def heads(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q [H, T, hd], k and v [KV, T, hd] (views, then q/k norms) of the fused projection qkv [T, (H + 2 KV) hd]."""
         cfg = self.cfg
-        T = h.shape[0]
-        qkv = linear(h, self.w_qkv, self.b_qkv)                                # [T, (H + 2 KV) hd]
+        T = qkv.shape[0]
         q, k, v = qkv.split((cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim,
                              cfg.n_kv_heads * cfg.head_dim), dim=-1)
         q = q.view(T, cfg.n_heads, cfg.head_dim).transpose(0, 1)               # [H, T, hd]
@@ -178,12 +181,22 @@ class Attention:
         mask [T, T] bool: True where query i may attend key j.
         heads_off ([H] bool) zeroes those heads' mixed values before the output projection (head ablation).
         kv_out ([KV, T, hd] each) receives the rotated keys and the values (what a generation's cache holds)."""
-        q, k, v = self.project(h)
-        q_rot = self.rotate(q, cos, sin)                                       # [H, T, hd]
-        k_rot = self.rotate(k, cos, sin)                                       # [KV, T, hd]
-        if kv_out is not None:
-            kv_out[0].copy_(k_rot)
-            kv_out[1].copy_(v)
+        qkv = linear(h, self.w_qkv, self.b_qkv)                                # [T, (H + 2 KV) hd]
+        q, k, v = self.heads(qkv)
+        if self.q_norm is None and cos is not None and elementwise.available() and not qkv.requires_grad:
+            cfg = self.cfg
+            held = kv_out if kv_out is not None else tuple(torch.empty(cfg.n_kv_heads, qkv.shape[0], cfg.head_dim)
+                                                            for _ in range(2))
+            q_rot = torch.from_numpy(elementwise.split_rotate(                       # [H, T, hd]
+                qkv.numpy(), cos.numpy(), sin.numpy(), cfg.n_heads, cfg.n_kv_heads, held[0].numpy(),
+                held[1].numpy(), torch.get_num_threads()))
+            k_rot, kv_out = held[0], held                                      # [KV, T, hd], values held beside
+        else:
+            q_rot = self.rotate(q, cos, sin)                                   # [H, T, hd]
+            k_rot = self.rotate(k, cos, sin)                                   # [KV, T, hd]
+            if kv_out is not None:
+                kv_out[0].copy_(k_rot)
+                kv_out[1].copy_(v)
         attend = self.attend_natively if attention_kernel.available() and not q_rot.requires_grad else \
             self.attend_with_torch
         scores, pattern, mixed = attend(q_rot, k_rot if kv_out is None else kv_out[0],
@@ -267,9 +280,9 @@ class SwiGLU:
 
     def product(self, gate_up: torch.Tensor) -> torch.Tensor:
         """silu(gate) * up of gate_up [T, 2F] -> [T, F]: in one native call across the cores where the kernels are
-        built (model/native/swiglu.py), else torch."""
-        if swiglu_kernel.available() and gate_up.dim() == 2 and not gate_up.requires_grad:
-            return torch.from_numpy(swiglu_kernel.swiglu_rows(gate_up.numpy(), torch.get_num_threads()))  # [T, F]
+        built (model/native/elementwise.py), else torch."""
+        if elementwise.available() and gate_up.dim() == 2 and not gate_up.requires_grad:
+            return torch.from_numpy(elementwise.swiglu_rows(gate_up.numpy(), torch.get_num_threads()))  # [T, F]
         gate, up = gate_up.split(self.d_ff, dim=-1)                      # [T, F] each, views of one buffer
         return F.silu(gate).mul_(up)                                     # [T, F]
 

@@ -66,6 +66,44 @@ static void rotate(float *v, int64_t heads, int64_t hd, const float *cos, const 
 }
 
 typedef struct {
+    const float *qkv, *cos, *sin;      /* [T, (H + 2 KV) hd]; [T, hd / 2] each */
+    int64_t T, H, KV, hd;
+    float *q_rot, *k_rot, *v;          /* [H, T, hd]; [KV, T, hd]; [KV, T, hd] */
+} split_rotate_t;
+
+/* Rows start..stop-1 of split_rotate: each head's half-split rotation as rotate() computes it (and torch: each
+product rounded, then the sum; plain C for the baseline instruction set, which has no fused multiply-add to
+contract them into). */
+static void split_rotate_rows(const void *p, int64_t start, int64_t stop) {
+    const split_rotate_t *a = p;
+    const int64_t hd = a->hd, half = hd / 2, width = (a->H + 2 * a->KV) * hd;
+    for (int64_t t = start; t < stop; t++) {
+        const float *row = a->qkv + t * width, *c = a->cos + t * half, *s = a->sin + t * half;
+        for (int64_t h = 0; h < a->H + a->KV; h++) {
+            const float *x1 = row + h * hd, *x2 = x1 + half;
+            float *out = h < a->H ? a->q_rot + (h * a->T + t) * hd : a->k_rot + ((h - a->H) * a->T + t) * hd;
+            for (int64_t i = 0; i < half; i++) {
+                out[i] = x1[i] * c[i] - x2[i] * s[i];
+                out[half + i] = x1[i] * s[i] + x2[i] * c[i];
+            }
+        }
+        for (int64_t g = 0; g < a->KV; g++)
+            memcpy(a->v + (g * a->T + t) * hd, row + (a->H + a->KV + g) * hd, (size_t)hd * sizeof(float));
+    }
+}
+
+/* A full pass's fused projection qkv [T, (H + 2 KV) hd] (q, k, v heads side by side in each row) -> its queries and
+keys rotated by RoPE into q_rot [H, T, hd] and k_rot [KV, T, hd], its values copied into v [KV, T, hd]: head-major
+for the attention, in one pass instead of torch's seven operations and two copies. Rows split across threads (on
+torch's OpenMP team when on_torch_team). */
+void split_rotate(const float *qkv, const float *cos, const float *sin, int64_t T, int64_t H, int64_t KV, int64_t hd,
+                  float *q_rot, float *k_rot, float *v, int threads, int on_torch_team) {
+    const split_rotate_t job = {qkv, cos, sin, T, H, KV, hd, q_rot, k_rot, v};
+    if (on_torch_team) team_range(split_rotate_rows, &job, T, threads);
+    else parallel_range(split_rotate_rows, &job, T, threads);
+}
+
+typedef struct {
     const float *gate_up;              /* [B, 2 F]: gate then up */
     float *act;                        /* [B, F] */
     int64_t F;

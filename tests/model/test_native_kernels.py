@@ -145,7 +145,7 @@ def test_prompt_attention_refuses_a_mask_that_lets_a_query_see_a_later_key():
 @pytest.mark.skipif(not attention.available(), reason="no C compiler: torch path")
 def test_a_full_passs_swiglu_matches_float64_and_each_row_alone():
     """silu(gate) * up of a pass's rows (split across the cores) against float64, and each row as computed alone."""
-    from model.native.swiglu import swiglu_rows
+    from model.native.elementwise import swiglu_rows
 
     gate_up = (np.random.default_rng(9).standard_normal((37, 2 * 200)) * 6).astype(np.float32)
     gate, up = gate_up[:, :200].astype(np.float64), gate_up[:, 200:].astype(np.float64)
@@ -154,6 +154,33 @@ def test_a_full_passs_swiglu_matches_float64_and_each_row_alone():
     assert all(np.array_equal(swiglu_rows(gate_up[t:t + 1])[0], got[t]) for t in (0, 17, 36))
     with pytest.raises(ValueError, match="float32"):
         swiglu_rows(gate_up[:, :199])
+
+
+@pytest.mark.skipif(not attention.available(), reason="no C compiler: torch path")
+@pytest.mark.parametrize("heads, kv_heads, hd, T, torch_threads", [(9, 3, 64, 37, 1), (14, 2, 64, 5, 2),
+                                                                    (4, 4, 6, 1, 1)])
+def test_split_rotate_is_apply_ropes_numbers_head_major(heads, kv_heads, hd, T, torch_threads):
+    """A fused projection's queries and keys rotated as rope.apply_rope rotates them (torch's numbers, bit for bit;
+    against float64 within rounding), laid out [heads, T, hd], the values copied, on the pool or torch's team."""
+    from model.decoder.rope import apply_rope, rope_cos_sin
+    from model.native.elementwise import split_rotate
+
+    rng = np.random.default_rng(T)
+    qkv = (rng.standard_normal((T, (heads + 2 * kv_heads) * hd)) * 3).astype(np.float32)
+    cos, sin = rope_cos_sin(range(100, 100 + T), hd, 10_000.0)                       # [T, hd / 2] each
+    k_rot, v = np.full((kv_heads, T, hd), np.nan, np.float32), np.full((kv_heads, T, hd), np.nan, np.float32)
+    q_rot = split_rotate(qkv, cos.numpy(), sin.numpy(), heads, kv_heads, k_rot, v, torch_threads)
+    by_head = qkv.reshape(T, heads + 2 * kv_heads, hd).transpose(1, 0, 2)              # [heads + 2 KV, T, hd]
+    q, k = by_head[:heads], by_head[heads:heads + kv_heads]
+    assert np.array_equal(q_rot, apply_rope(np.ascontiguousarray(q), cos, sin))
+    assert np.array_equal(k_rot, apply_rope(np.ascontiguousarray(k), cos, sin))
+    assert np.array_equal(v, by_head[heads + kv_heads:])
+    half = hd // 2
+    c, s_ = cos.double().numpy(), sin.double().numpy()
+    x1, x2 = q[..., :half].astype(np.float64), q[..., half:].astype(np.float64)
+    np.testing.assert_allclose(q_rot, np.concatenate([x1 * c - x2 * s_, x1 * s_ + x2 * c], -1), atol=1e-5)
+    with pytest.raises(ValueError, match="k_rot"):
+        split_rotate(qkv, cos.numpy(), sin.numpy(), heads, kv_heads, k_rot[..., :2], v)
 
 
 def float16_cases() -> np.ndarray:
