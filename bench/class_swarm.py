@@ -66,6 +66,8 @@ from streamlit.proto.ClientState_pb2 import ContextInfo
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 
+from bench.ws_tap import TO_SERVER, WebSocketTap
+
 ROOT = Path(__file__).resolve().parents[1]
 SO_TIMESTAMPNS = 35                 # linux/asm-generic/socket.h (Python's socket module does not name it)
 TEXT, BINARY, CLOSE, PING, PONG = 0x1, 0x2, 0x8, 0x9, 0xA
@@ -176,6 +178,83 @@ class MessageCache:
                 del self.messages[key]
 
 
+# ----------------------------------------------------------------------------------------------- websocket frames
+def read_stamped(sock: socket.socket) -> tuple[bytes, float | None]:
+    """What the socket holds, and when its last bytes reached the socket (the kernel's stamp, SO_TIMESTAMPNS on;
+    None when it gave none)."""
+    data, ancillary, _, _ = sock.recvmsg(1 << 20, socket.CMSG_SPACE(16))
+    for level, kind, value in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(value) >= 16:
+            seconds, nanos = struct.unpack("qq", value[:16])
+            return data, seconds + nanos * 1e-9
+    return data, None
+
+
+class Frames:
+    """A server's websocket frames (never masked) from the bytes as they come: whole messages (opcode, payload),
+    control frames as they are."""
+
+    def __init__(self):
+        self._buffer = bytearray()
+        self._parts: list[bytes] = []
+        self._opcode = 0
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        buffer, out = self._buffer, []
+        buffer += data
+        while len(buffer) >= 2:
+            n, at = buffer[1] & 0x7F, 2
+            if n >= 126:
+                at = 4 if n == 126 else 10
+                if len(buffer) < at:
+                    break
+                n = int.from_bytes(buffer[2:at], "big")
+            if len(buffer) < at + n:
+                break
+            fin, opcode, payload = buffer[0] & 0x80, buffer[0] & 0x0F, bytes(buffer[at:at + n])
+            del buffer[:at + n]
+            if opcode >= CLOSE:
+                out.append((opcode, payload))
+                continue
+            if opcode:                                        # a message's first frame
+                self._opcode, self._parts = opcode, []
+            self._parts.append(payload)
+            if fin:
+                out.append((self._opcode, b"".join(self._parts)))
+                self._parts = []
+        return out
+
+
+class StampedTap(WebSocketTap):
+    """bench/ws_tap.py's tap, its server's messages stamped by the kernel (when they reached the tap's socket)
+    instead of when its thread, sharing the cores with a busy server, got to forward them; bytes forwarded as they
+    come."""
+
+    def _frames(self, source: socket.socket, sink: socket.socket, direction: str) -> None:
+        if direction == TO_SERVER:
+            super()._frames(source, sink, direction)
+            return
+        source.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        frames = Frames()
+        try:
+            while True:
+                data, stamp = read_stamped(source)
+                if not data:
+                    return
+                sink.sendall(data)
+                for opcode, payload in frames.feed(data):
+                    if opcode < CLOSE:
+                        self.on_message(direction, stamp or time.time(), opcode, payload)
+        except OSError:
+            return
+        finally:
+            for s in (source, sink):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
 # ------------------------------------------------------------------------------------------------------ a follower
 class Follower:
     """One student's session, as its frontend speaks to the server (the module's docstring). Events go to on_event:
@@ -195,9 +274,9 @@ class Follower:
         self.run_fragments: list[str] = []
         self.got_new_session = False
         self.in_poll = False
-        self.stats = {"polls": 0, "runs": 0, "poll_bytes": 0, "run_bytes": 0, "messages": 0, "errors": 0}
-        self._buffer = bytearray()
-        self._parts: list[bytes] = []
+        self.stats = {"polls": 0, "runs": 0, "poll_bytes": 0, "run_bytes": 0, "messages": 0, "errors": 0,
+                      "unstamped_reads": 0}
+        self._frames = Frames()
         self.sock = self._connect()
 
     def _connect(self) -> socket.socket:
@@ -257,44 +336,18 @@ class Follower:
     # ---------------------------------------------------------------------------------------------- receiving
     def readable(self) -> bool:
         """Read what the socket holds (the select said it is readable); False when the server closed it."""
-        data, ancillary, _, _ = self.sock.recvmsg(1 << 20, socket.CMSG_SPACE(16))
+        data, stamp = read_stamped(self.sock)
         if not data:
             return False
-        stamp = time.time()
-        for level, kind, value in ancillary:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(value) >= 16:
-                seconds, nanos = struct.unpack("qq", value[:16])
-                stamp = seconds + nanos * 1e-9
-        self._buffer += data
-        self._frames(stamp)
-        return True
-
-    def _frames(self, stamp: float) -> None:
-        buffer = self._buffer
-        while len(buffer) >= 2:
-            n, at = buffer[1] & 0x7F, 2
-            if n == 126:
-                if len(buffer) < 4:
-                    return
-                n, at = struct.unpack(">H", buffer[2:4])[0], 4
-            elif n == 127:
-                if len(buffer) < 10:
-                    return
-                n, at = struct.unpack(">Q", buffer[2:10])[0], 10
-            if len(buffer) < at + n:                          # the server's frames are never masked
-                return
-            fin, opcode, payload = buffer[0] & 0x80, buffer[0] & 0x0F, bytes(buffer[at:at + n])
-            del buffer[:at + n]
+        self.stats["unstamped_reads"] += stamp is None
+        for opcode, payload in self._frames.feed(data):
             if opcode == PING:
                 self._send_frame(payload, PONG)
             elif opcode == CLOSE:
                 self._send_frame(payload[:2], CLOSE)
-            elif opcode in (TEXT, BINARY, 0):
-                self._parts.append(payload)
-                if fin:
-                    whole = b"".join(self._parts)
-                    self._parts = []
-                    self.on_message(whole, stamp)
+            elif opcode in (TEXT, BINARY):
+                self.on_message(payload, stamp or time.time())
+        return True
 
     def on_message(self, data: bytes, stamp: float) -> None:
         """One ForwardMsg, as the frontend handles it."""
@@ -420,9 +473,17 @@ def swarm(port: int, code: str, n: int, lang: str | None, join_gap_s: float, out
                     for f in followers:
                         f.sock.close()
                     return
-            elif not key.data.readable():
+            elif not _read(key.data):
                 selector.unregister(key.fileobj)
+                key.data.timers.clear()
                 emit(key.data.index, "error", "the server closed the websocket")
+
+
+def _read(follower: Follower) -> bool:
+    try:
+        return follower.readable()
+    except OSError:
+        return False
 
 
 # ---------------------------------------------------------------------------------------- the swarm, seen from outside
@@ -547,7 +608,6 @@ def bench(args) -> None:
     from app_core.classroom import codes
     from bench.bench_class_follow import SHORTCUTS_JS, RunEnds, idle_cpu, new_page
     from bench.bench_classroom import ServerProbe
-    from bench.ws_tap import WebSocketTap
     from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS, running_app
     from tests.e2e.class_harness import query
     from tests.e2e.test_browser import open_view
@@ -559,7 +619,7 @@ def bench(args) -> None:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         port = urlsplit(url).port
         teacher_runs = RunEnds()
-        tap = WebSocketTap(port, teacher_runs.on_message)
+        tap = StampedTap(port, teacher_runs.on_message)
         teacher = new_page(browser)
         open_view(teacher, tap.url + "/?present=1")
         teacher.locator(".st-key-w_class_start button").first.click()
@@ -636,6 +696,8 @@ def table(args, alone: dict, alone_cpu: float, rows: list[dict]) -> None:
                   f"each; CPU per follower per change with the phase's polls {r['gross']:.3f} s (bench_class_follow's "
                   f"measure); {steps['late']} reruns never seen; "
                   f"errors: {r['errors'][:3] or 'none'}" if waited else f"    errors: {r['errors'][:3] or 'none'}")
+        if s.get("unstamped_reads"):
+            print(f"    {s['unstamped_reads']} reads had no kernel time stamp (the swarm's clock used for them)")
 
 
 if __name__ == "__main__":
