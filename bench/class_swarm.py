@@ -35,7 +35,8 @@ For each N in --followers, prints:
 and the swarm's own CPU (it shares the machine's cores with the server).
 
 Run (from the repository root): python -m bench.class_swarm [--followers 10 30 60] [--idle-s 20] [--steps 6]
-[--lang de] [--join-gap-s 0.1]
+[--lang de] [--join-gap-s 0.1] [--replicas 2]   (2: the README's deployment, two replicas sharing Redis behind HAProxy,
+on this machine's cores; the teacher on the first replica, the followers through the proxy)
 The followers alone, against a server with a class open (a protocol check; one line per event on stdout):
 python -m bench.class_swarm --swarm PORT CODE N [--lang de]
 """
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import re
@@ -56,8 +58,10 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import numpy as np
@@ -592,6 +596,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--lang", default=None, help="the followers' lang= (their join link's own)")
     parser.add_argument("--join-gap-s", type=float, default=0.1, help="seconds between two followers joining")
+    parser.add_argument("--replicas", type=int, default=1, choices=(1, 2),
+                        help="2: the README's deployment (two replicas, Redis, HAProxy) on this machine's cores")
     parser.add_argument("--swarm", nargs=3, metavar=("PORT", "CODE", "N"),
                         help="only the followers, against a server with that class open (events on stdout)")
     args = parser.parse_args()
@@ -602,20 +608,91 @@ def main() -> None:
     bench(args)
 
 
+class Probes:
+    """The CPU-seconds of several server processes together (bench_classroom.ServerProbe each)."""
+
+    def __init__(self, pids: list[int]):
+        from bench.bench_classroom import ServerProbe
+
+        self.probes = [ServerProbe(pid) for pid in pids]
+
+    def __enter__(self) -> Probes:
+        for probe in self.probes:
+            probe.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for probe in self.probes:
+            probe.__exit__(*exc)
+
+    @property
+    def cpu_used(self) -> float:
+        return sum(probe.cpu_used for probe in self.probes)
+
+
+def idle_cpu(pids: list[int], seconds: float) -> float:
+    with Probes(pids) as probes:
+        time.sleep(seconds)
+    return probes.cpu_used
+
+
+@contextlib.contextmanager
+def deployment(replicas: int, folder: Path):
+    """(the app servers' processes, the teacher's server URL, the port the followers connect to): one server; or
+    the README's deployment (deploy/haproxy.cfg, deploy/redis.conf): two replicas sharing a class through Redis,
+    HAProxy in front, the teacher's browser on the first replica and the followers through the proxy (its round
+    robin puts every other one on each replica)."""
+    from tests.e2e.browser_harness import free_port, running_app
+
+    if replicas == 1:
+        with running_app(ROOT, folder / "server.log", 120) as (proc, url):
+            yield [proc], url, urlsplit(url).port
+        return
+    if replicas != 2:
+        raise ValueError("deploy/haproxy.cfg has two replicas: --replicas 1 or 2")
+    from tests.classroom.redis_server import running_redis
+
+    with running_redis(ROOT / "deploy/redis.conf") as redis_url, \
+            mock.patch.dict(os.environ, {"ATLAS_REDIS_URL": redis_url}), contextlib.ExitStack() as stack:
+        apps = [stack.enter_context(running_app(ROOT, folder / f"server{i}.log", 120)) for i in range(2)]
+        port = free_port()
+        env = {"ATLAS_BIND": f"127.0.0.1:{port}", **{f"ATLAS_APP{i + 1}": url.removeprefix("http://")
+                                                    for i, (_, url) in enumerate(apps)}}
+        with (folder / "haproxy.log").open("wb") as log:
+            proxy = subprocess.Popen(["/usr/sbin/haproxy", "-db", "-f", str(ROOT / "deploy/haproxy.cfg")],
+                                     env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as answer:
+                        if answer.status == 200:
+                            break
+                except OSError:
+                    pass
+                if proxy.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"haproxy did not reach a replica (exit {proxy.poll()})")
+                time.sleep(0.3)
+            yield [proc for proc, _ in apps], apps[0][1], port
+        finally:
+            proxy.terminate()
+            proxy.wait(timeout=10)
+
+
 def bench(args) -> None:
     from playwright.sync_api import sync_playwright
 
     from app_core.classroom import codes
-    from bench.bench_class_follow import SHORTCUTS_JS, RunEnds, idle_cpu, new_page
-    from bench.bench_classroom import ServerProbe
-    from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS, running_app
+    from bench.bench_class_follow import SHORTCUTS_JS, RunEnds, new_page
+    from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS
     from tests.e2e.class_harness import query
     from tests.e2e.test_browser import open_view
 
     print(f"CPU: {cpu_name()}", flush=True)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, running_app(ROOT, Path(tmp) / "server.log", 120) as (proc, url), \
+    with tempfile.TemporaryDirectory() as tmp, deployment(args.replicas, Path(tmp)) as (procs, url, follow_port), \
             sync_playwright() as pw:
+        pids = [proc.pid for proc in procs]
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         port = urlsplit(url).port
         teacher_runs = RunEnds()
@@ -627,24 +704,24 @@ def bench(args) -> None:
         code, _ = codes.read_teacher_token(query(teacher.url)["teach"])
         teacher.wait_for_function(SHORTCUTS_JS)
         time.sleep(2)
-        alone_idle = idle_cpu(proc.pid, args.idle_s)
-        with ServerProbe(proc.pid) as probe:
+        alone_idle = idle_cpu(pids, args.idle_s)
+        with Probes(pids) as probe:
             alone = step_layers(teacher, args.steps, teacher_runs)
         alone_cpu = probe.cpu_used / args.steps
         print(f"teacher alone: server idle {alone_idle / args.idle_s:.1%} of a core; run median "
               f"{statistics.median(alone['teacher']) * 1e3:.0f} ms; server CPU per change {alone_cpu:.3f} s",
               flush=True)
         for n in args.followers:
-            followers = Swarm(port, code, n, args.lang, args.join_gap_s)
+            followers = Swarm(follow_port, code, n, args.lang, args.join_gap_s)
             if not followers.ready.wait(timeout=60 + 5 * n):
                 raise RuntimeError(f"the {n} followers did not all finish a first run: {followers.errors[:5]}")
             time.sleep(6)                                            # every follower's first heartbeat
             shown = students_shown(teacher)
             t0 = time.time()
-            class_idle = idle_cpu(proc.pid, args.idle_s)
+            class_idle = idle_cpu(pids, args.idle_s)
             polls = followers.poll_times(t0, time.time())
             started = time.monotonic()
-            with ServerProbe(proc.pid) as probe:
+            with Probes(pids) as probe:
                 steps = step_layers(teacher, args.steps, teacher_runs, followers)
             phase_s = time.monotonic() - started
             summary = followers.close()
@@ -669,7 +746,8 @@ def bench(args) -> None:
 def table(args, alone: dict, alone_cpu: float, rows: list[dict]) -> None:
     ms = 1e3
     print()
-    print(f"Live class on one server, {cpu_name()}; {args.steps} teacher changes (a layer step), "
+    where = "one server" if args.replicas == 1 else "two replicas behind HAProxy sharing Redis (deploy/)"
+    print(f"Live class on {where}, {cpu_name()}; {args.steps} teacher changes (a layer step), "
           f"idle {args.idle_s:.0f} s; the followers speak the websocket protocol (bench/class_swarm.py).")
     print(f"teacher alone: page run (server) median {statistics.median(alone['teacher']) * ms:.0f} ms, "
           f"server CPU {alone_cpu:.3f} s per change")
