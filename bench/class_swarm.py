@@ -26,7 +26,8 @@ For each N in --followers, prints:
             (difference) / N / seconds = one idle follower's share of a core (0.5 s polls, 5 s heartbeats), and a
             poll's round trip (rerun_script sent to its script_finished received) p50 / p95;
   teacher   the server's time for the teacher's page run (its key's rerun request received to the run's end sent,
-            bench_class_follow's tap), median over --steps, alone and with N followers;
+            bench_class_follow's tap), and the teacher's view time (the key pressed to the new layer on the teacher's
+            screen: one Chromium, so a fair number here), medians over --steps, alone and with N followers;
   cpu       the server's CPU-seconds per follower per teacher change: the phase's CPU less the teacher's alone and
             less N idle followers' polling over the phase's length;
   served    per change, from the end of the teacher's page run (as the server sent it) to each follower's rerun of
@@ -564,7 +565,7 @@ def step_layers(teacher, steps: int, teacher_runs, swarm_: Swarm | None = None, 
     swarm, each follower's rerun of the new view (its end after the teacher's run's end, its own length)."""
     from tests.e2e.class_harness import SHOWS_JS, query
 
-    out = {"teacher": [], "served": [], "follower_run": [], "late": 0}
+    out = {"teacher": [], "view": [], "served": [], "follower_run": [], "late": 0}
     layer = int(query(teacher.url).get("layer", "0"))
     for i in range(steps):
         key, layer = ("ArrowUp", layer + 1) if i % 2 == 0 else ("ArrowDown", layer - 1)
@@ -573,6 +574,7 @@ def step_layers(teacher, steps: int, teacher_runs, swarm_: Swarm | None = None, 
         pressed = time.time()
         teacher.keyboard.press(key)
         teacher.wait_for_function(SHOWS_JS, arg=[{"layer": want}, 1], polling=20)
+        out["view"].append(time.time() - pressed)                  # the teacher's key to the new chart on screen
         if (run := teacher_runs.run_after(pressed)) is not None:
             out["teacher"].append(run)
         teacher_end = teacher_runs.first_after(pressed)
@@ -751,8 +753,10 @@ def table(args, alone: dict, alone_cpu: float, rows: list[dict]) -> None:
           f"idle {args.idle_s:.0f} s; the followers speak the websocket protocol (bench/class_swarm.py).")
     print(f"teacher alone: page run (server) median {statistics.median(alone['teacher']) * ms:.0f} ms, "
           f"server CPU {alone_cpu:.3f} s per change")
-    head = ("followers", "shown", "idle core", "poll p50/p95 ms", "teacher run ms", "x alone", "CPU s/fol/chg",
-            "served p50 s", "p95 s", "max s", "fol run ms", "swarm core")
+    print(f"teacher's view alone (key to the new chart on screen, in Chromium): median "
+          f"{statistics.median(alone['view']) * ms:.0f} ms")
+    head = ("followers", "shown", "idle core", "poll p50/p95 ms", "teacher run ms", "x alone", "view ms", "x alone",
+            "CPU s/fol/chg", "served p50 s", "p95 s", "max s", "fol run ms", "swarm core")
     print(" | ".join(head))
     for r in rows:
         s, steps, polls = r["summary"], r["steps"], r["polls"]
@@ -761,6 +765,8 @@ def table(args, alone: dict, alone_cpu: float, rows: list[dict]) -> None:
                  f"{statistics.median(polls) * ms:.0f}/{pct(polls, 0.95) * ms:.0f}" if polls else "-",
                  f"{statistics.median(teacher_run) * ms:.0f}" if teacher_run else "-",
                  f"{statistics.median(teacher_run) / statistics.median(alone['teacher']):.2f}" if teacher_run else "-",
+                 f"{statistics.median(steps['view']) * ms:.0f}",
+                 f"{statistics.median(steps['view']) / statistics.median(alone['view']):.2f}",
                  f"{r['per_change']:.3f}",
                  *((f"{statistics.median(served):.3f}", f"{pct(served, 0.95):.3f}", f"{max(served):.3f}",
                     f"{statistics.median(steps['follower_run']) * ms:.0f}") if served else ("-",) * 4),
