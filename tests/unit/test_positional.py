@@ -239,8 +239,11 @@ def test_layer_detail_q_rot_is_apply_rope_of_q(rope_lm):
 
 
 def test_perturbing_apply_rope_changes_the_model(rope_lm, monkeypatch):
-    """If the decoder stopped calling model.decoder.rope.apply_rope, this wrapper would not be seen."""
+    """If the decoder's torch path stopped calling model.decoder.rope.apply_rope, this wrapper would not be seen.
+    (Where the kernels are built, the pass rotates natively (elementwise.split_rotate); the layer details above
+    equal apply_rope's numbers bit for bit either way.)"""
     lm = rope_lm
+    monkeypatch.setattr(decoder_blocks.elementwise, "available", lambda: False)
     ids = lm.encode(TEXT)[:24]
     base = lm.run_ids(ids)
     calls = []
@@ -256,6 +259,7 @@ def test_perturbing_apply_rope_changes_the_model(rope_lm, monkeypatch):
     assert np.abs(wrong.next_token_logits - base.next_token_logits).max() > 0.1
     # position 0 is not rotated, so the trap is invisible on a single token
     monkeypatch.undo()
+    monkeypatch.setattr(decoder_blocks.elementwise, "available", lambda: False)
     one = lm.run_ids(ids[:1])
     monkeypatch.setattr(decoder_blocks, "apply_rope", swapped)
     np.testing.assert_allclose(lm.run_ids(ids[:1]).next_token_logits, one.next_token_logits, atol=1e-4)
