@@ -71,7 +71,7 @@ from streamlit.proto.ClientState_pb2 import ContextInfo
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 
-from bench.ws_tap import TO_SERVER, WebSocketTap
+from bench.ws_tap import TO_SERVER, WebSocketTap, shut_both
 
 ROOT = Path(__file__).resolve().parents[1]
 SO_TIMESTAMPNS = 35                 # linux/asm-generic/socket.h (Python's socket module does not name it)
@@ -253,11 +253,7 @@ class StampedTap(WebSocketTap):
         except OSError:
             return
         finally:
-            for s in (source, sink):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut_both(source, sink)
 
 
 # ------------------------------------------------------------------------------------------------------ a follower

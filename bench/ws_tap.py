@@ -101,11 +101,7 @@ class WebSocketTap:
         except (ConnectionError, OSError, EOFError):
             return
         finally:
-            for s in (source, sink):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut_both(source, sink)
 
 
 def _read_head(sock: socket.socket) -> bytes:
@@ -141,5 +137,14 @@ def _relay(source: socket.socket, sink: socket.socket) -> None:
     finally:
         try:
             sink.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
+def shut_both(*sockets: socket.socket) -> None:
+    """Shut a relay's two sockets down (either may be closed already)."""
+    for s in sockets:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
