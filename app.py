@@ -1,7 +1,8 @@
 """Attention Atlas: `streamlit run app.py` serves the pages (router.py) and, as the server starts, loads the model
 and runs the default text in the background (app_pages/_warmup.py), so the first visitor does not wait for it;
 Streamlit's frontend files are sent gzip-compressed from memory, the chart library imported with the page
-(app_pages/_static_assets.py). The interpreter hands the GIL on every 1 ms instead of 5 (SWITCH_INTERVAL_S).
+(app_pages/_static_assets.py); a live class's followers wait for the teacher's next view on its own route
+(app_pages/_class_wait.py). The interpreter hands the GIL on every 1 ms instead of 5 (SWITCH_INTERVAL_S).
 `streamlit run router.py` serves the same app with the first visitor's session loading the model instead."""
 import sys
 from contextlib import asynccontextmanager
@@ -9,6 +10,7 @@ from contextlib import asynccontextmanager
 import streamlit as st
 from starlette.middleware import Middleware
 
+from app_pages import _class_wait as class_wait
 from app_pages._static_assets import FrontendFiles
 from app_pages._warmup import start_warm_up
 
@@ -26,4 +28,4 @@ async def warm_server(_app):
     yield
 
 
-app = st.App("router.py", lifespan=warm_server, middleware=[Middleware(FrontendFiles)])
+app = st.App("router.py", lifespan=warm_server, routes=class_wait.routes(), middleware=[Middleware(FrontendFiles)])

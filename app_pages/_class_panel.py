@@ -7,7 +7,10 @@ followers: app_core/classroom/turns.py). The shell calls settle(page, ...) first
 link on the first run; a follower opens the teacher's newer view as a fresh link, switching page when it is
 another), class_button(row) in the presenter row, and link_params(page, wanted) where it writes the link (the
 teacher publishes the view there).
-A follower polls the class's version in a fragment every POLL_S; the teacher's strip refreshes every STRIP_S.
+A follower's browser waits for the class's next view over HTTP (_class_wait.py: no script run while nothing
+changes) and reruns the page when it comes (the listener component, LISTENER_JS); a server without that route
+(`streamlit run router.py`) has followers poll in a fragment every POLL_S. The teacher's strip refreshes every
+STRIP_S.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ from app_core.classroom.views import (
 from app_core.lessons import check_answer, computed_answer, load_catalog
 from app_core.link import shown
 from app_pages import _caches as caches
+from app_pages import _class_wait as class_wait
 from app_pages import _lesson_panel as lesson_panel
 from app_pages._i18n import _, language, ngettext
 from app_pages._widgets import escape_markdown
@@ -53,13 +57,68 @@ REMEMBERED = "_class_remembered"  # the (code, secret) this browser's cookie hol
 FORGET = "_class_forget"          # the cookie is to be cleared (the class ended)
 COOKIE = "atlas_teach"            # the teacher's browser: code.secret (a session cookie, never in a URL)
 TROUBLE = "_class_trouble"        # a button's call could not reach the store: say so in the next run
-POLL_S = 0.5                      # a follower's poll of the version: a change shows within ~1 s
+POLL_S = 0.5                      # a follower's poll of the version without the wait route
 STRIP_S = 1.0                     # the teacher's strip (followers, answers)
 BEAT_S = 5.0                      # a follower's heartbeat (the store counts those of the last 15 s)
 HERE_S = 60.0                     # the teacher's keep-alive (a class ends 12 h after the last)
 QR_PX = 330                       # the whole panel fits the popover at 768 px: no scrolling to the code
 BAR_PX = 150                      # one answer's bar on the teacher's strip
 WAITING_PAGES = {"generate"}      # pages whose run waits for a job (a generation): followers run there out of turn
+
+# A following browser's loop: ask the server for the class's next view (it answers when the view is not `seen`, or
+# after a few seconds: ask again); when it changed, rerun the page (a trigger) and wait until the page shows it (new
+# data), asking again after 5 s if it never does. One loop per tab (window.atlasClassListener), whatever remounts;
+# the last mount's cleanup stops it.
+LISTENER_JS = """
+const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
+const FIELDS = ["url", "code", "seen", "me"];
+
+async function listen(w) {
+  while (w.data) {
+    const d = w.data;
+    const ctl = new AbortController();
+    w.ctl = ctl;
+    let answer = null;
+    try {
+      const asked = new URLSearchParams({code: d.code, seen: String(d.seen), me: d.me});
+      const reply = await fetch(`${d.url}?${asked}`, {cache: "no-store", signal: ctl.signal});
+      answer = reply.ok ? await reply.json() : null;
+    } catch (err) {
+      answer = null;
+    }
+    if (w.data !== d) continue;
+    if (answer === null) {
+      await sleep(1000);
+    } else if (answer.closed || answer.version !== d.seen) {
+      w.trigger("changed", answer.closed ? 0 : answer.version);
+      for (let i = 0; i < 100 && w.data === d; i++) await sleep(50);
+    }
+  }
+  w.running = false;
+}
+
+export default function (component) {
+  const { data, setTriggerValue } = component;
+  const w = (window.atlasClassListener ??= { data: null, running: false, mounts: 0 });
+  const mount = ++w.mounts;
+  if (!w.data || FIELDS.some((k) => w.data[k] !== data[k])) {
+    w.ctl?.abort();
+    w.data = data;
+  }
+  w.trigger = setTriggerValue;
+  if (!w.running) {
+    w.running = true;
+    listen(w);
+  }
+  return () => {
+    if (w.mounts === mount) {
+      w.data = null;
+      w.ctl?.abort();
+    }
+  };
+}
+"""
+_listener = st.components.v2.component("atlas_class_listener", js=LISTENER_JS)
 
 
 def closed_message(code: str, ended: bool) -> str:
@@ -362,9 +421,18 @@ def _rejoin() -> None:
     st.session_state.pop(SEEN, None)
 
 
+def _listen() -> None:
+    """A follower's browser waits for the next view (LISTENER_JS over _class_wait's route); its trigger reruns the
+    page, whose settle opens the view."""
+    ss = st.session_state
+    _listener(key="class_listener", data={"url": class_wait.WAIT_PATH, "code": ss[JOINED], "seen": ss.get(SEEN, 0),
+                                          "me": ss[ME]}, width="content", height=0)
+
+
 @st.fragment(run_every=POLL_S)
 def _poll() -> None:
-    """A follower's poll: one read of the version; the whole page reruns (and opens the view) when it changed."""
+    """Without the wait route, a follower's poll: one read of the version; the whole page reruns (and opens the
+    view) when it changed."""
     ss = st.session_state
     code = ss.get(JOINED)
     if not code or not ss.get(FOLLOWING):
@@ -393,8 +461,11 @@ def _student_bar() -> None:
         else:
             st.caption(":material/explore: " + _("Exploring on your own · class {code}").format(code=code))
             st.button(_("Follow the teacher"), key="w_class_follow", icon=":material/groups:", on_click=_rejoin)
-    _poll()
     if ss.get(FOLLOWING):
+        if class_wait.served():
+            _listen()
+        else:
+            _poll()
         _class_question(ss.get(VIEW))
 
 

@@ -7,10 +7,14 @@ sockets). A follower does what Streamlit 1.67's frontend does, as one recorded t
   - opens ws://127.0.0.1:PORT/_stcore/stream (subprotocols "streamlit, PLACEHOLDER_AUTH_TOKEN", no extension: the
     server's websocket compression is off) and asks for the first run: rerun_script with query_string join=CODE,
     no page hash, an empty widget_states and the browser's context_info;
-  - answers each `auto_rerun` (the poll fragment's run_every=0.5) as the frontend's setInterval: every interval,
-    rerun_script with that fragment_id, is_auto_rerun, the page's query string (page_info_changed) and script hash
-    (new_session), its widget states and its cached message hashes; a whole run's new_session clears the timers,
-    stop_auto_rerun clears one;
+  - runs the class listener component as its script does (app_pages/_class_panel.py's LISTENER_JS): an HTTP/1.1
+    keep-alive connection asking the server's wait route (app_pages/_class_wait.py) with the data of the listener's
+    last mount, HAProxy's affinity cookie from the websocket's handshake sent along; an answer with another version
+    sends the trigger's rerun (rerun_script with the widget states, the page's query string and script hash, and the
+    trigger widget's json_trigger_value, as recorded from Chromium), asking again once a run draws new data;
+  - answers each `auto_rerun` (a fragment's run_every, such as the polls of a server without the wait route) as the
+    frontend's setInterval: every interval, rerun_script with that fragment_id and is_auto_rerun; a whole run's
+    new_session clears the timers, stop_auto_rerun clears one;
   - keeps the widget states the frontend would send (each widget element's value when the server sets it, else
     its default the first time it is seen; dropped when a run's page no longer has it) for the widget kinds the app
     draws (slider, checkbox, text input and area, selectbox, radio, multiselect, pills / segmented control, number
@@ -22,14 +26,15 @@ Time stamps are the kernel's (SO_TIMESTAMPNS: when a message's bytes reached the
 clock as the teacher's tap (time.time()): a swarm late to read its sockets does not make the server look slow.
 
 For each N in --followers, prints:
-  idle      the server's CPU over --idle-s seconds with the teacher alone and with N followers polling:
-            (difference) / N / seconds = one idle follower's share of a core (0.5 s polls, 5 s heartbeats), and a
-            poll's round trip (rerun_script sent to its script_finished received) p50 / p95;
+  idle      the server's CPU over --idle-s seconds with the teacher alone and with N followers waiting:
+            (difference) / N / seconds = one idle follower's share of a core (its held ask, answered every 5 s: the
+            heartbeat), and a poll's round trip (rerun_script sent to its script_finished received) p50 / p95 when
+            the server has followers poll;
   teacher   the server's time for the teacher's page run (its key's rerun request received to the run's end sent,
             bench_class_follow's tap), and the teacher's view time (the key pressed to the new layer on the teacher's
             screen: one Chromium, so a fair number here), medians over --steps, alone and with N followers;
   cpu       the server's CPU-seconds per follower per teacher change: the phase's CPU less the teacher's alone and
-            less N idle followers' polling over the phase's length;
+            less N idle followers' cost over the phase's length;
   served    per change, from the end of the teacher's page run (as the server sent it) to each follower's rerun of
             the new view received (script_finished), p50 / p95 / max; and a follower's own rerun (its new_session
             to its script_finished) p50.
@@ -256,13 +261,102 @@ class StampedTap(WebSocketTap):
             shut_both(source, sink)
 
 
+# ------------------------------------------------------------------------------------------------ a follower's listener
+LISTENER = "atlas_class_listener"        # app_pages/_class_panel.py's component
+TRIGGER_ID = "$$STREAMLIT_INTERNAL_KEY_{id}__events"     # a bidi component's trigger widget, as the frontend names it
+SHOWN_WAIT_S = 5.0                       # LISTENER_JS: after a trigger, wait this long for the page to show it
+
+
+class Listener:
+    """The follower's listener component as LISTENER_JS runs it: one HTTP/1.1 keep-alive connection that asks the
+    server's wait route for the next view; when the answer is a change, the follower sends the trigger's rerun and
+    asks again once a run draws the listener with the new version (or after SHOWN_WAIT_S). New data while an ask is
+    held aborts it (the browser closes the connection)."""
+
+    def __init__(self, follower: Follower, selector: selectors.BaseSelector):
+        self.follower, self.selector = follower, selector
+        self.data: dict | None = None
+        self.asked: dict | None = None                    # the data of the ask in flight
+        self.sock: socket.socket | None = None
+        self.reply = b""
+        self.due: float | None = None                     # when to ask next (None: an ask is in flight, or no data)
+        self.triggered: dict | None = None                # the data a trigger was sent for
+
+    def drawn(self, data: dict) -> None:
+        """A run drew the listener with data (the JSON of its mount)."""
+        if self.data is None or data != self.data:
+            self.data = data
+            self.triggered = None
+            if self.asked is not None:                    # the in-flight ask is for old data: aborted
+                self._close()
+            self.due = time.monotonic()
+
+    def _close(self) -> None:
+        if self.sock is not None:
+            self.selector.unregister(self.sock)
+            self.sock.close()
+        self.sock, self.asked, self.reply = None, None, b""
+
+    def ask(self) -> None:
+        d = self.data
+        if self.sock is None:
+            self.sock = socket.create_connection(("127.0.0.1", self.follower.port), timeout=30)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.sock.settimeout(None)
+            self.selector.register(self.sock, selectors.EVENT_READ, self)
+        asked = urlencode({"code": d["code"], "seen": d["seen"], "me": d["me"]})
+        cookie = f"Cookie: {self.follower.cookie}\r\n" if self.follower.cookie else ""
+        self.sock.sendall(f"GET {d['url']}?{asked} HTTP/1.1\r\nHost: 127.0.0.1:{self.follower.port}\r\n{cookie}"
+                          "User-Agent: class_swarm\r\n\r\n".encode())
+        self.asked, self.due = d, None
+        self.follower.stats["asks"] += 1
+
+    def fire_due(self, now: float) -> float:
+        if self.data is not None and self.asked is None and self.due is not None and self.due <= now:
+            self.ask()
+        return self.due if self.due is not None else now + 3600
+
+    def readable(self) -> bool:
+        try:
+            data = self.sock.recv(1 << 16)
+        except OSError:
+            data = b""
+        if not data:
+            self._close()
+            self.due = time.monotonic() + 1.0
+            return True
+        self.reply += data
+        head, found, body = self.reply.partition(b"\r\n\r\n")
+        if not found:
+            return True
+        length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+        if len(body) < length:
+            return True
+        self.reply, asked = b"", self.asked
+        self.asked = None
+        if not head.startswith(b"HTTP/1.1 200"):
+            self.due = time.monotonic() + 1.0
+            return True
+        answer = json.loads(body[:length])
+        if asked is not self.data:                        # answered after new data came: ask with the new data
+            self.due = time.monotonic()
+        elif answer.get("closed") or answer.get("version") != asked["seen"]:
+            self.follower.trigger(0 if answer.get("closed") else answer["version"])
+            self.triggered = asked
+            self.due = time.monotonic() + SHOWN_WAIT_S    # unless a run draws new data first
+        else:
+            self.due = time.monotonic()
+        return True
+
+
 # ------------------------------------------------------------------------------------------------------ a follower
 class Follower:
     """One student's session, as its frontend speaks to the server (the module's docstring). Events go to on_event:
     ("run", start, end, query) for each whole run finished, ("poll", sent, end, status) for each poll answered,
     ("error", text) for an exception drawn or a run that did not finish."""
 
-    def __init__(self, index: int, port: int, query: str, on_event: Callable[..., None]):
+    def __init__(self, index: int, port: int, query: str, on_event: Callable[..., None],
+                 selector: selectors.BaseSelector):
         self.index, self.port, self.on_event = index, port, on_event
         self.query = query
         self.page_hash = ""
@@ -275,10 +369,13 @@ class Follower:
         self.run_fragments: list[str] = []
         self.got_new_session = False
         self.in_poll = False
-        self.stats = {"polls": 0, "runs": 0, "poll_bytes": 0, "run_bytes": 0, "messages": 0, "errors": 0,
-                      "unstamped_reads": 0}
+        self.stats = {"polls": 0, "asks": 0, "runs": 0, "poll_bytes": 0, "run_bytes": 0, "messages": 0,
+                      "errors": 0, "unstamped_reads": 0}
         self._frames = Frames()
+        self.cookie = ""                                      # HAProxy's affinity cookie, sent with the listener's asks
         self.sock = self._connect()
+        self.listener = Listener(self, selector)
+        self.listener_id = ""                                 # the listener component's element id
 
     def _connect(self) -> socket.socket:
         sock = socket.create_connection(("127.0.0.1", self.port), timeout=30)
@@ -297,6 +394,8 @@ class Follower:
             head += byte
         if not head.startswith(b"HTTP/1.1 101"):
             raise ConnectionError(f"websocket handshake refused: {head.decode(errors='replace')}")
+        if found := re.search(rb"(?im)^set-cookie: *([^;\r\n]+)", head):
+            self.cookie = found.group(1).decode()
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         sock.settimeout(None)
         return sock
@@ -318,6 +417,14 @@ class Follower:
         state.cached_message_hashes.extend(self.cache.messages)
         state.context_info.CopyFrom(self.context())
         return msg
+
+    def trigger(self, version: int) -> None:
+        """The listener's setTriggerValue("changed", version): a whole rerun carrying the trigger's widget state."""
+        msg = self.rerun_message()
+        state = msg.rerun_script.widget_states.widgets.add()
+        state.id = TRIGGER_ID.format(id=self.listener_id)
+        state.json_trigger_value = json.dumps([{"event": "changed", "value": version}], separators=(",", ":"))
+        self.send(msg)
 
     def start(self) -> None:
         self.send(self.rerun_message(first=True))
@@ -379,6 +486,9 @@ class Follower:
                 if element.WhichOneof("type") == "exception":
                     self.stats["errors"] += 1
                     self.on_event("error", f"{element.exception.type}: {element.exception.message}")
+                elif element.WhichOneof("type") == "bidi_component" and element.bidi_component.component_name == LISTENER:
+                    self.listener_id = element.bidi_component.id
+                    self.listener.drawn(json.loads(element.bidi_component.json))
                 self.widgets.element(element)
         elif kind == "navigation":                            # st.navigation: the page's own hash
             self.page_hash = msg.navigation.page_script_hash or self.page_hash
@@ -416,9 +526,9 @@ class Follower:
         self.run_fragments = []
 
     def fire_due(self, now: float) -> float:
-        """Send the polls that are due (the frontend's setInterval: one send per tick, late ticks not caught up);
-        the next due time."""
-        nearest = now + 3600
+        """Send the polls that are due (the frontend's setInterval: one send per tick, late ticks not caught up) and
+        the listener's ask; the next due time."""
+        nearest = self.listener.fire_due(now)
         for fragment, timer in self.timers.items():
             if timer[1] <= now:
                 self.sent.setdefault(fragment, time.time())
@@ -452,7 +562,7 @@ def swarm(port: int, code: str, n: int, lang: str | None, join_gap_s: float, out
         now = time.monotonic()
         if len(followers) < n and now >= next_join:
             index = len(followers)
-            follower = Follower(index, port, query, lambda kind, *v, i=index: emit(i, kind, *v))
+            follower = Follower(index, port, query, lambda kind, *v, i=index: emit(i, kind, *v), selector)
             selector.register(follower.sock, selectors.EVENT_READ, follower)
             followers.append(follower)
             follower.start()
@@ -768,14 +878,16 @@ def table(args, alone: dict, alone_cpu: float, rows: list[dict]) -> None:
                     f"{statistics.median(steps['follower_run']) * ms:.0f}") if served else ("-",) * 4),
                  f"{s.get('cpu_s', 0) / max(s.get('wall_s', 1), 1e-9):.1%}"]
         print(" | ".join(c.rjust(len(h)) for c, h in zip(cells, head, strict=True)))
-        if s.get("polls"):
+        if served:
             waited = [w - f for w, f in zip(steps["served"], steps["follower_run"], strict=True)]
-            print(f"    a follower's rerun started p50 {statistics.median(waited):.3f} s after the teacher's run ended "
-                  f"(its next poll, then its turn); per poll the server sent {s['poll_bytes'] / s['polls']:.0f} B, "
-                  f"per whole run {s['run_bytes'] / max(s['runs'], 1):.0f} B; {r['poll_rate']:.2f} polls a second "
-                  f"each; CPU per follower per change with the phase's polls {r['gross']:.3f} s (bench_class_follow's "
-                  f"measure); {steps['late']} reruns never seen; "
-                  f"errors: {r['errors'][:3] or 'none'}" if waited else f"    errors: {r['errors'][:3] or 'none'}")
+            polled = (f"per poll the server sent {s['poll_bytes'] / s['polls']:.0f} B, {r['poll_rate']:.2f} polls a "
+                      "second each" if s.get("polls") else f"{s.get('asks', 0) / r['n']:.1f} asks of the wait route each")
+            print(f"    a follower's rerun started p50 {statistics.median(waited):.3f} s after the teacher's run ended; "
+                  f"{polled}; per whole run {s['run_bytes'] / max(s['runs'], 1):.0f} B; CPU per follower per change "
+                  f"with the phase's idle cost {r['gross']:.3f} s (bench_class_follow's measure); {steps['late']} "
+                  f"reruns never seen; errors: {r['errors'][:3] or 'none'}")
+        else:
+            print(f"    errors: {r['errors'][:3] or 'none'}")
         if s.get("unstamped_reads"):
             print(f"    {s['unstamped_reads']} reads had no kernel time stamp (the swarm's clock used for them)")
 

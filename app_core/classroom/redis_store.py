@@ -99,6 +99,8 @@ def _view_json(view: View) -> str:
 class RedisStore(ClassStore):
     """Classes in Redis at `url` (redis://host:port/db)."""
 
+    networked = True
+
     def __init__(self, url: str, **kwargs):
         super().__init__(**kwargs)
         self.redis = redis.Redis.from_url(url, decode_responses=True, socket_timeout=2, socket_connect_timeout=2,

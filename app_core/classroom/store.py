@@ -78,6 +78,8 @@ def check_answer_text(question: str, follower: str, answer: str) -> None:
 class ClassStore(ABC):
     """Open, follow, drive and end classes. `clock` gives the time in seconds (heartbeats, expiry in memory)."""
 
+    networked = False          # its calls wait on the network (an event loop calls them in a thread)
+
     def __init__(self, ttl_s: float = TTL_S, follow_window_s: float = FOLLOW_WINDOW_S,
                  clock: Callable[[], float] = time.time):
         self.ttl_s, self.follow_window_s, self.clock = ttl_s, follow_window_s, clock

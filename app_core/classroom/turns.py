@@ -46,8 +46,14 @@ class Turns:
                 self._ended[code] = now
                 self._cond.notify_all()
 
+    def until_teacher_done(self, code: str) -> float:
+        """Seconds until the class's teacher's runs in this process are done, with their grace (0: now; wait_s while
+        one is going on)."""
+        with self._cond:
+            return self._teacher_done(code)
+
     def _teacher_done(self, code: str) -> float:
-        """Seconds until the class's teacher is done (0: now), with the cond's lock held."""
+        """until_teacher_done, with the cond's lock held."""
         if self._teaching.get(code):
             return self._wait_s
         return max(0.0, self._ended.get(code, -self._grace_s) + self._grace_s - time.monotonic())

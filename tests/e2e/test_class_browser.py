@@ -149,7 +149,7 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
                              timeout=RERUN_MS)
     for student, choice in zip(students, ("the scale γ", "the shift β"), strict=True):
         box = student.locator(".st-key-class_question")
-        box.get_by_text(choice).click()
+        rerun(student, lambda box=box, choice=choice: box.get_by_text(choice).click(), min_charts=0)
         rerun(student, lambda box=box: box.locator("button", has_text="Send").click(), min_charts=0)
     answers = teacher.locator(".st-key-class_answers")
     answers.get_by_text("2 of 2 answered").wait_for(timeout=10_000)
