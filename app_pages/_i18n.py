@@ -24,6 +24,7 @@ LANGUAGES = {"en": "English", "zh": "中文"}       # code in the link -> the sw
 CATALOGS = {"zh": "zh_CN"}                         # code -> the catalog's directory under locale/
 DEFAULT = "en"
 LANG_KEY = "lang"                                  # state key and link parameter
+RUN_LANGUAGE = "_atlas_language"                   # on the run's context: (its run, the language)
 
 _lock = threading.Lock()
 _loaded: dict[str, gettext.NullTranslations] = {}
@@ -47,9 +48,21 @@ def language_of_locale(locale: str | None) -> str:
 
 
 def language() -> str:
-    """The current session's language code (English outside a script run)."""
-    if get_script_run_ctx(suppress_warning=True) is None:
+    """The current session's language code (English outside a script run); worked out once per script run (each
+    of a run's hundred or so messages asked the session state, the link and the browser's locale: ~14 µs each). Only
+    the header's switch changes it, in its callback, before the run."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is None:
         return DEFAULT
+    run = ctx.cursors                 # a new dict at each run's start (ScriptRunContext.reset): this run
+    known = getattr(ctx, RUN_LANGUAGE, None)
+    if known is None or known[0] is not run:
+        known = (run, _session_language())
+        setattr(ctx, RUN_LANGUAGE, known)
+    return known[1]
+
+
+def _session_language() -> str:
     chosen = st.session_state.get(LANG_KEY)
     if chosen in LANGUAGES:
         return chosen

@@ -1,7 +1,6 @@
 """Attention: one head, all heads of a layer, the whole model, one query token, and the next-token prediction."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -12,6 +11,7 @@ from app_core import schemas as S
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _shell as shell
+from app_pages._attention_run import PageRun
 from app_pages._i18n import N_, _, translated
 from app_pages._widgets import (
     escape_markdown,
@@ -45,19 +45,6 @@ OVERVIEW_LABELS = {"thumbs": N_("pattern thumbnails"), **{k: v[0] for k, v in ST
 SINK_HINT_AT = 0.5      # suggest the switch when a head puts more than this share on position 0
 HEATMAP_HEIGHT = 560    # the one-head matrix: its top and most of it inside a 768 px high first screen
 SIDE_PANEL_PX = 300     # beside the matrix when the page is wide enough (presenter mode, 1280 px), else under it
-
-
-@dataclass(frozen=True)
-class PageRun:
-    """What every view of one run of the page reads: the trace, the selection, the sink switch, the statistics."""
-    lm: object
-    trace: object
-    layer: int
-    head: int
-    query: int
-    hide_sink: bool
-    stats: dict
-    words: object
 
 
 def titled(r: PageRun, title: str) -> str:
