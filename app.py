@@ -2,7 +2,8 @@
 and runs the default text in the background (app_pages/_warmup.py), so the first visitor does not wait for it;
 Streamlit's frontend files are sent gzip-compressed from memory, the chart library imported with the page
 (app_pages/_static_assets.py); a live class's followers wait for the teacher's next view on its own route
-(app_pages/_class_wait.py). The interpreter hands the GIL on every 1 ms instead of 5 (SWITCH_INTERVAL_S).
+(app_pages/_class_wait.py); answers go out without Nagle's 40 ms delay (app_pages/_tcp_nodelay.py). The interpreter
+hands the GIL on every 1 ms instead of 5 (SWITCH_INTERVAL_S).
 `streamlit run router.py` serves the same app with the first visitor's session loading the model instead."""
 import sys
 from contextlib import asynccontextmanager
@@ -12,6 +13,7 @@ from starlette.middleware import Middleware
 
 from app_pages import _class_wait as class_wait
 from app_pages._static_assets import FrontendFiles
+from app_pages._tcp_nodelay import no_delay_on_listening_sockets
 from app_pages._warmup import start_warm_up
 
 # A class pressing Generate at once: thirty script runs are Python, under the GIL, while the generation batch thread
@@ -24,6 +26,7 @@ sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 @asynccontextmanager
 async def warm_server(_app):
+    no_delay_on_listening_sockets()
     start_warm_up()
     yield
 

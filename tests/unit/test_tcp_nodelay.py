@@ -1,0 +1,22 @@
+"""TCP_NODELAY on the process's listening sockets (app_pages/_tcp_nodelay.py), inherited by what they accept."""
+from __future__ import annotations
+
+import socket
+
+from app_pages._tcp_nodelay import no_delay_on_listening_sockets
+
+
+def test_a_listening_socket_made_as_streamlit_makes_it_accepts_connections_without_nagle():
+    with socket.socket(family=socket.AF_INET) as listening, socket.socket(family=socket.AF_INET) as idle:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        idle.bind(("127.0.0.1", 0))                                 # bound, not listening: left alone
+        before = listening.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        assert no_delay_on_listening_sockets() >= 1
+        with socket.create_connection(listening.getsockname()) as client:
+            accepted, _ = listening.accept()
+            with accepted:
+                assert (before, accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)) == (0, 1)
+                assert accepted.proto == 0                          # what asyncio takes for "not TCP"
+        assert idle.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0
+        assert client.fileno() == -1
