@@ -67,8 +67,9 @@ WAITING_PAGES = {"generate"}      # pages whose run waits for a job (a generatio
 
 # A following browser's loop: ask the server for the class's next view (it answers when the view is not `seen`, or
 # after a few seconds: ask again); when it changed, rerun the page (a trigger) and wait until the page shows it (new
-# data), asking again after 5 s if it never does. One loop per tab (window.atlasClassListener), whatever remounts;
-# the last mount's cleanup stops it.
+# data), asking again after 5 s if it never does. When the server cannot answer (the class store is down), the page
+# reruns once to say so, and once more when it answers again; meanwhile the loop asks every second. One loop per
+# tab (window.atlasClassListener), whatever remounts; the last mount's cleanup stops it.
 LISTENER_JS = """
 const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 const FIELDS = ["url", "code", "seen", "me"];
@@ -87,6 +88,10 @@ async function listen(w) {
       answer = null;
     }
     if (w.data !== d) continue;
+    if ((answer === null) !== Boolean(w.trouble)) {
+      w.trouble = answer === null;
+      w.trigger("changed", -1);
+    }
     if (answer === null) {
       await sleep(1000);
     } else if (answer.closed || answer.version !== d.seen) {

@@ -3,7 +3,8 @@ server, then on two servers sharing a real Redis (teacher on one, students on th
 teacher's setting, tab, text and page changes (latencies printed: `pytest -s`); one explores on their own and
 rejoins; both answer the step's question and Reveal shows the answer on their screens; a student cannot drive the
 class (their changes stay theirs, a forged teacher key is refused); forged and ended codes give a message and the
-normal app. Each check also reads the student's URL: the teacher's secret is never in it."""
+normal app. Each check also reads the student's URL: the teacher's secret is never in it. And a class store (Redis)
+that stops answering for a while: the student's screen says so, then no longer."""
 from __future__ import annotations
 
 import statistics
@@ -190,3 +191,23 @@ def urlpath(url: str) -> str:
     from urllib.parse import urlsplit
 
     return urlsplit(url).path.rstrip("/") or "/"
+
+
+def test_a_follower_is_told_when_the_class_store_is_down_and_when_it_is_back(new_page, tmp_path):
+    """Redis stops answering for a while (CLIENT PAUSE): the student's screen says the class server cannot be
+    reached, then, once it answers again, no longer does (the listener reruns the page at each turn)."""
+    import redis
+
+    with running_redis() as redis_url, servers(ROOT, tmp_path, 1, HEALTH_TIMEOUT_S, redis_url) as (url,):
+        teacher, student = new_page(*PROJECTOR), new_page(*PROJECTOR)
+        open_view(teacher, url + "/?present=1")
+        rerun(teacher, lambda: button(teacher, "w_class_start").click())
+        code, _ = codes.read_teacher_token(query(teacher.url)["teach"])
+        open_view(student, f"{url}/?join={code}")
+        student.locator(".st-key-class_bar").wait_for()
+        unreachable = student.get_by_text("cannot be reached")
+        redis.Redis.from_url(redis_url).client_pause(14_000)
+        unreachable.first.wait_for(timeout=20_000)
+        unreachable.first.wait_for(state="detached", timeout=30_000)
+        assert student.locator(".st-key-class_bar").count() and code in student.url
+        assert_no_exception(student, "the store back")
