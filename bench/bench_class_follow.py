@@ -3,7 +3,8 @@
 One `streamlit run app.py` (the class store in memory), a teacher in presenter mode and N students following in
 headless Chromium (at normal priority: at the lowest, a machine busy with other work starved it). Prints:
   idle      the server's CPU-seconds over --idle-s seconds with nobody changing anything, with 0 and N followers:
-            (difference) / N / seconds = one idle follower's share of a core (its held ask of the wait route, answered every 5 s: its heartbeat);
+            (difference) / N / seconds = one idle follower's share of a core (its held ask of the wait route,
+            answered every 5 s: its heartbeat);
   teacher   the teacher's view time (ArrowUp/ArrowDown on the page: a layer step, key to the teacher's URL and chart
             updated), median over --steps, alone and with N followers (who all rerun the view after each step); and
             the server's part of it (the key's rerun request reaching the server to the run's end sent);

@@ -486,9 +486,10 @@ class Follower:
                 if element.WhichOneof("type") == "exception":
                     self.stats["errors"] += 1
                     self.on_event("error", f"{element.exception.type}: {element.exception.message}")
-                elif element.WhichOneof("type") == "bidi_component" and element.bidi_component.component_name == LISTENER:
-                    self.listener_id = element.bidi_component.id
-                    self.listener.drawn(json.loads(element.bidi_component.json))
+                elif element.WhichOneof("type") == "bidi_component":
+                    if element.bidi_component.component_name == LISTENER:
+                        self.listener_id = element.bidi_component.id
+                        self.listener.drawn(json.loads(element.bidi_component.json))
                 self.widgets.element(element)
         elif kind == "navigation":                            # st.navigation: the page's own hash
             self.page_hash = msg.navigation.page_script_hash or self.page_hash
@@ -881,11 +882,12 @@ def table(args, alone: dict, alone_cpu: float, rows: list[dict]) -> None:
         if served:
             waited = [w - f for w, f in zip(steps["served"], steps["follower_run"], strict=True)]
             polled = (f"per poll the server sent {s['poll_bytes'] / s['polls']:.0f} B, {r['poll_rate']:.2f} polls a "
-                      "second each" if s.get("polls") else f"{s.get('asks', 0) / r['n']:.1f} asks of the wait route each")
-            print(f"    a follower's rerun started p50 {statistics.median(waited):.3f} s after the teacher's run ended; "
-                  f"{polled}; per whole run {s['run_bytes'] / max(s['runs'], 1):.0f} B; CPU per follower per change "
-                  f"with the phase's idle cost {r['gross']:.3f} s (bench_class_follow's measure); {steps['late']} "
-                  f"reruns never seen; errors: {r['errors'][:3] or 'none'}")
+                      "second each" if s.get("polls") else
+                      f"{s.get('asks', 0) / r['n']:.1f} asks of the wait route each")
+            print(f"    a follower's rerun started p50 {statistics.median(waited):.3f} s after the teacher's run "
+                  f"ended; {polled}; per whole run {s['run_bytes'] / max(s['runs'], 1):.0f} B; CPU per follower per change "
+                  f"with the phase's idle cost {r['gross']:.3f} s (bench_class_follow's measure); "
+                  f"{steps['late']} reruns never seen; errors: {r['errors'][:3] or 'none'}")
         else:
             print(f"    errors: {r['errors'][:3] or 'none'}")
         if s.get("unstamped_reads"):
