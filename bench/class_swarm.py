@@ -885,8 +885,8 @@ def table(args, alone: dict, alone_cpu: float, rows: list[dict]) -> None:
                       "second each" if s.get("polls") else
                       f"{s.get('asks', 0) / r['n']:.1f} asks of the wait route each")
             print(f"    a follower's rerun started p50 {statistics.median(waited):.3f} s after the teacher's run "
-                  f"ended; {polled}; per whole run {s['run_bytes'] / max(s['runs'], 1):.0f} B; CPU per follower per change "
-                  f"with the phase's idle cost {r['gross']:.3f} s (bench_class_follow's measure); "
+                  f"ended; {polled}; per whole run {s['run_bytes'] / max(s['runs'], 1):.0f} B; CPU per follower per "
+                  f"change with the phase's idle cost {r['gross']:.3f} s (bench_class_follow's measure); "
                   f"{steps['late']} reruns never seen; errors: {r['errors'][:3] or 'none'}")
         else:
             print(f"    errors: {r['errors'][:3] or 'none'}")
