@@ -24,6 +24,8 @@ from app_core.classroom.waiting import Busy, ViewWaits
 WAIT_PATH = "/_atlas/class/wait"
 HOLD_S = 5.0                      # an ask without a change is answered after this long (the heartbeat: the store
                                   # counts a follower's asks of the last 15 s)
+HEAD_START_S = 0.15               # followers hear of a change this long after the teacher's run here ended: the
+                                  # teacher's browser draws the view before sixty reruns share the machine's cores
 FOLLOWER_ID = re.compile(r"[0-9a-f]{16}")
 NO_STORE = {"Cache-Control": "no-store"}
 _serving = False
@@ -43,7 +45,7 @@ def routes() -> list[Route]:
 
 @functools.cache
 def _waits() -> ViewWaits:
-    return ViewWaits(class_store(), class_turns().until_teacher_done)
+    return ViewWaits(class_store(), functools.partial(class_turns().until_teacher_done, grace_s=HEAD_START_S))
 
 
 def _answer(body: dict, status: int = 200) -> JSONResponse:

@@ -46,17 +46,18 @@ class Turns:
                 self._ended[code] = now
                 self._cond.notify_all()
 
-    def until_teacher_done(self, code: str) -> float:
-        """Seconds until the class's teacher's runs in this process are done, with their grace (0: now; wait_s while
-        one is going on)."""
+    def until_teacher_done(self, code: str, grace_s: float | None = None) -> float:
+        """Seconds until the class's teacher's runs in this process are done, with their grace (the Turns' own
+        unless given; 0: now; wait_s while one is going on)."""
         with self._cond:
-            return self._teacher_done(code)
+            return self._teacher_done(code, grace_s)
 
-    def _teacher_done(self, code: str) -> float:
+    def _teacher_done(self, code: str, grace_s: float | None = None) -> float:
         """until_teacher_done, with the cond's lock held."""
         if self._teaching.get(code):
             return self._wait_s
-        return max(0.0, self._ended.get(code, -self._grace_s) + self._grace_s - time.monotonic())
+        grace = self._grace_s if grace_s is None else grace_s
+        return max(0.0, self._ended.get(code, -grace) + grace - time.monotonic())
 
     @contextmanager
     def follower(self, code: str):
