@@ -210,14 +210,13 @@ def urlpath(url: str) -> str:
     return urlsplit(url).path.rstrip("/") or "/"
 
 
+@pytest.mark.parametrize("classroom", ["two-servers-redis"], indirect=True)
 def test_a_follower_is_told_when_the_class_store_is_down_and_when_it_is_back(classroom, new_page):
     """Redis stops answering for a while (CLIENT PAUSE): the student's screen says the class server cannot be
     reached, then, once it answers again, no longer does (the listener reruns the page at each turn)."""
     import redis
 
     teacher_url, student_url, redis_url = classroom
-    if redis_url is None:
-        pytest.skip("the class store is in the server's memory")
     teacher, student = new_page(*PROJECTOR), new_page(*PROJECTOR)
     open_view(teacher, teacher_url + "/?present=1")
     rerun(teacher, lambda: button(teacher, "w_class_start").click())
