@@ -31,19 +31,51 @@ IDLE_WITH_CHARTS_JS = """(min) => {
   return charts.length >= min && charts.every(c => c.querySelector('.main-svg'));
 }"""
 
-# Init script (context.add_init_script): window.__stRuns counts the script runs the page has seen start, so a test
-# can wait for the rerun its click caused instead of sleeping.
+# Init script (context.add_init_script): counts the script runs of the page from the app's own messages, so a test
+# can wait for the rerun its click caused instead of sleeping. Each ForwardMsg is one websocket frame; a run starts
+# with a new_session (field 4) and ends with a script_finished (field 6), a run restarted by a rerun request
+# included. (The script state shown in the DOM misses a run when React draws its start and its end at once.)
+# window.__stRuns: runs started; __stFinished: runs ended; __stFinishedAt: when the last ended (performance.now()).
 RUN_COUNTER_INIT_JS = """(() => {
   window.__stRuns = 0;
-  new MutationObserver(changes => {
-    for (const c of changes) {
-      if (c.target.getAttribute('data-test-script-state') === 'running' && c.oldValue !== 'running') window.__stRuns++;
+  window.__stFinished = 0;
+  window.__stFinishedAt = 0;
+  const topFields = (b) => {
+    const found = new Set();
+    let i = 0;
+    const varint = () => {
+      let v = 0, scale = 1, x;
+      do { x = b[i++]; v += (x & 0x7f) * scale; scale *= 128; } while ((x & 0x80) && i < b.length);
+      return v;
+    };
+    while (i < b.length) {
+      const tag = varint(), wire = tag % 8;
+      found.add(Math.floor(tag / 8));
+      if (wire === 0) varint();
+      else if (wire === 1) i += 8;
+      else if (wire === 2) { const length = varint(); i += length; }   // (not i += varint(): i is read first)
+      else if (wire === 5) i += 4;
+      else break;
     }
-  }).observe(document, {subtree: true, attributes: true, attributeOldValue: true,
-                        attributeFilter: ['data-test-script-state']});
+    return found;
+  };
+  const Native = window.WebSocket;
+  window.WebSocket = class extends Native {
+    constructor(url, protocols) {
+      super(url, protocols);
+      this.addEventListener('message', (event) => {
+        if (!(event.data instanceof ArrayBuffer)) return;
+        const fields = topFields(new Uint8Array(event.data));
+        if (fields.has(4)) window.__stRuns++;
+        if (fields.has(6)) { window.__stFinished++; window.__stFinishedAt = performance.now(); }
+      });
+    }
+  };
 })();"""
-# At least one script run started after `n` runs (window.__stRuns), and the app is idle with `min` charts drawn.
-RERUN_DONE_JS = "([n, min]) => (window.__stRuns || 0) > n && (" + IDLE_WITH_CHARTS_JS + ")(min)"
+# A script run started after `n` runs, every run started has ended (its end drawn: 100 ms since the last end's
+# message), and the app is idle with `min` charts drawn.
+RERUN_DONE_JS = ("([n, min]) => (window.__stRuns || 0) > n && window.__stFinished >= window.__stRuns"
+                 " && performance.now() - window.__stFinishedAt >= 100 && (" + IDLE_WITH_CHARTS_JS + ")(min)")
 
 # Every plotly figure under `scope` (a CSS selector; default the main area), as the browser holds it: the resolved
 # layout (gd._fullLayout: axis types, tick values and texts, titles), the strings of every trace (coordinates,

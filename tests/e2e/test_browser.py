@@ -214,10 +214,20 @@ def open_view(page, url: str, min_charts: int = 1) -> None:
 
 
 def rerun(page, action, min_charts: int = 1) -> None:
-    """Do `action` (a click, a key) and wait until the rerun it causes has finished and its charts are drawn."""
+    """Do `action` (a click, a key) on the idle page and wait until the rerun it causes has finished and its charts
+    are drawn (the app's messages counted: RUN_COUNTER_INIT_JS)."""
+    page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=0, timeout=RERUN_MS, polling=100)
     runs = page.evaluate("window.__stRuns || 0")
     action()
-    page.wait_for_function(RERUN_DONE_JS, arg=[runs, min_charts], timeout=RERUN_MS, polling=100)
+    try:
+        page.wait_for_function(RERUN_DONE_JS, arg=[runs, min_charts], timeout=RERUN_MS, polling=100)
+    except sync_api.TimeoutError as err:
+        seen = page.evaluate("""() => ({runs: window.__stRuns, finished: window.__stFinished, url: location.href,
+          state: document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state'),
+          stale: document.querySelectorAll('[data-stale="true"]').length,
+          charts: document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg').length})""")
+        raise AssertionError(f"no finished rerun within {RERUN_MS} ms (runs before the action: {runs}); the page: "
+                             f"{seen}") from err
 
 
 def wait_for_title(page, title: str) -> None:

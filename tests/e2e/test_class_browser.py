@@ -134,8 +134,10 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
 
     # A student cannot drive: their own change stays on their screen; a forged teacher key is refused.
     follower.wait_for_function("document.querySelectorAll('.st-key-keyboard_shortcuts button').length === 4")
-    rerun(follower, lambda: press_on_body(follower, "ArrowUp"))
-    assert query(follower.url).get("layer") == "1"
+    follower.wait_for_function(IDLE_WITH_CHARTS_JS, arg=1, timeout=RERUN_MS)
+    t0 = time.monotonic()
+    press_on_body(follower, "ArrowUp")
+    wait_shows(follower, {"path": "/", "layer": "1"}, t0, timeout_ms=RERUN_MS)
     time.sleep(1.5)
     assert query(teacher.url).get("layer") is None and query(explorer.url).get("layer") is None
     intruder = new_page(*PROJECTOR)
