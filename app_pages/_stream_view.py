@@ -68,7 +68,7 @@ def lens_view(lm, trace) -> None:
     start = lens_window_start(p, T)
     with st.spinner(_("Reading the stream through the output layer after every layer…")):
         top = caches.get_lens_window(trace.text, start, LENS_WINDOW, LENS_K)
-    labels = np.array(lm.token_strings(top.ids.ravel().tolist()), dtype=object).reshape(top.ids.shape)
+    labels = np.array(lm.token_labels(top.ids.ravel().tolist()), dtype=object).reshape(top.ids.shape)
     col = p - start
     where = plotly_escape(shorten(f"#{p} {tokens[p]}", 20))
     show_figure(vi.lens_top_figure(labels[:, col].tolist(), top.probs[:, col],

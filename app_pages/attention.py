@@ -257,7 +257,7 @@ def query_view(r: PageRun) -> None:
 def next_view(r: PageRun) -> None:
     trace = r.trace
     ids, probs = top_predictions(trace.next_token_logits, k=10)
-    labels = r.lm.token_strings([int(i) for i in ids])
+    labels = r.lm.token_labels([int(i) for i in ids])
     fig = shared_figure(va.next_token_bars, labels, probs, words=r.words,
                         title=_("After '{token}': top 10 next tokens").format(token=plotly_escape(trace.tokens[-1])))
     show_figure(fig, key="fig_next", filename="next_token_top10")

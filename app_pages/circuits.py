@@ -183,7 +183,7 @@ def patching_view(lm) -> None:
     columns = st.columns(2, gap="small")
     for side, where, trace, name in zip("ab", columns, traces, (_("After text A"), _("After text B")), strict=True):
         top_ids, probs = top_predictions(trace.next_token_logits, 5)
-        labels = [plotly_escape(t) for t in lm.token_strings([int(i) for i in top_ids])]
+        labels = [plotly_escape(t) for t in lm.token_labels([int(i) for i in top_ids])]
         with where:
             chart(va.next_token_bars(labels, probs, title=name, words=translated(va.WORDS)),
                   key=f"w_next_{side}", filename=f"next_token_{side}")
@@ -216,7 +216,7 @@ def attribution_view(lm) -> None:
     chosen = ss.get(TARGET.key)
     target = top_ids[0] if chosen is None else int(chosen)
     options = [AUTO] + top_ids + ([target] if target not in top_ids else [])
-    names = dict(zip(options[1:], lm.token_strings(options[1:]), strict=True))
+    names = dict(zip(options[1:], lm.token_labels(options[1:]), strict=True))
     ss[TARGET_PICK] = AUTO if chosen is None else target
     st.selectbox(_("Explain the prediction of"), options, key=TARGET_PICK, width=330,
                  on_change=controls.follow_pick, args=(TARGET_PICK, TARGET.key, AUTO),

@@ -54,7 +54,7 @@ def kv_names(cfg) -> dict[str, str]:
 def next_token_figure(lm, results: dict[str, data.PassResult], title: str):
     """The top candidates of the first result, and their probabilities under every result."""
     ids, probs = data.next_token_table(results, TOP_NEXT)
-    return V.next_token_compare(lm.token_strings(ids), probs, title=title, x_title=_("probability of the next token"))
+    return V.next_token_compare(lm.token_labels(ids), probs, title=title, x_title=_("probability of the next token"))
 
 
 # ---------------------------------------------------------------------------------------------- FlashAttention

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\ntop-10 next tokens:")
     ids, probs = top_predictions(trace.next_token_logits, 10)
     for rank, (token_id, p) in enumerate(zip(ids, probs, strict=True), 1):
-        print(f"{rank:>3}. {lm.token_strings([int(token_id)])[0]!s:<20} {p:8.2%}   (id {token_id})")
+        print(f"{rank:>3}. {lm.token_labels([int(token_id)])[0]!s:<20} {p:8.2%}   (id {token_id})")
     scores = prev_token_score(trace.attention)
     print("\nheads that attend most to the previous token:")
     if np.isnan(scores).all():

@@ -15,6 +15,7 @@ MAX_TICK_CHARS = 10     # a token tick label is cut to this many characters
 # What the readable token symbols mean (model.tokenizers.labels.readable_token makes them); shown wherever tokens are.
 SYMBOLS = (("␣", N_("␣ = a space")), ("↵", N_("↵ = a newline")), ("⇥", N_("⇥ = a tab")),
            ("⏎", N_("⏎ = a carriage return")),
+           ("⁄", N_("我¹⁄₂ = the first of two tokens that spell the character 我 (the hover shows its bytes)")),
            ("<0x", N_("<0xE6> = one byte of a character split over several tokens")),
            ("<U+", N_("<U+200B> = an invisible character")))
 
@@ -36,8 +37,9 @@ def shorten(text: str, max_chars: int = MAX_TICK_CHARS) -> str:
 
 
 def position_labels(tokens: list[str]) -> list[str]:
-    """Unique raw labels '0 The', '1 ␣cat', ... (token strings repeat; the position makes each one unique)."""
-    return [f"{i} {t}" for i, t in enumerate(tokens)]
+    """Unique raw labels '0 The', '1 ␣cat', ... (token strings repeat; the position makes each one unique); a token
+    labelled as part of a character keeps its bytes beside it ('3 我¹⁄₂ <0xE6><0x88>': its `raw`)."""
+    return [f"{i} {t}" + (f" {t.raw}" if getattr(t, "raw", None) else "") for i, t in enumerate(tokens)]
 
 
 def token_categories(tokens: list[str]) -> list[str]:

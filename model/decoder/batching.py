@@ -216,7 +216,7 @@ def generate(lm, prompt: str | Sequence[int], settings: GenerationSettings,
     else:
         stop_reason = "length" if len(steps) == settings.max_new_tokens else "cancelled"
     new_ids = [s.token_id for s in steps]
-    return Generation(prompt=text, prompt_ids=ids, prompt_tokens=lm.token_strings(ids),
+    return Generation(prompt=text, prompt_ids=ids, tokens=lm.token_strings(ids + new_ids),
                         truncated=n_total > len(ids), n_prompt_tokens_total=n_total, settings=settings,
                         steps=tuple(steps), new_text=lm.decode(new_ids), stop_reason=stop_reason,
                         eos_token_id=lm.eos_token_id)

@@ -72,6 +72,10 @@ class Decoder:
     def token_strings(self, ids: list[int]) -> list[str]:
         return self.tokenizer.token_strings(ids)
 
+    def token_labels(self, ids: list[int]) -> list[str]:
+        """Each token's label on its own (candidates, not a text: a byte stays <0xNN>)."""
+        return [self.tokenizer.token_label(i) for i in ids]
+
     def check_max_tokens(self, max_tokens: int) -> int:
         limit = self.config.max_positions
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or \

@@ -78,7 +78,8 @@ class Generation:
 
     prompt: str                 # the prompt text (decoded from the ids when ids were given)
     prompt_ids: list[int]       # the tokens fed to the model (after truncation)
-    prompt_tokens: list[str]    # their readable labels
+    tokens: list[str]           # readable labels of prompt + new tokens read as one text (lm.token_strings):
+    #                             steps[t].attention runs over tokens[:prompt_len + t]
     truncated: bool             # the prompt was longer than context - max_new_tokens: its START was cut
     n_prompt_tokens_total: int  # prompt tokens before truncation
     settings: GenerationSettings
@@ -96,13 +97,12 @@ class Generation:
         return [s.token_id for s in self.steps]
 
     @property
-    def new_tokens(self) -> list[str]:
-        return [s.token for s in self.steps]
+    def prompt_tokens(self) -> list[str]:
+        return self.tokens[: self.prompt_len]
 
     @property
-    def tokens(self) -> list[str]:
-        """Labels of prompt + new tokens: steps[t].attention runs over tokens[:prompt_len + t]."""
-        return self.prompt_tokens + self.new_tokens
+    def new_tokens(self) -> list[str]:
+        return self.tokens[self.prompt_len:]
 
     @property
     def nbytes(self) -> int:

@@ -179,10 +179,10 @@ def _step(lm, t: int, token_id: int, top: np.ndarray, rank: int, p: np.ndarray, 
     sampling_probs theirs; p and raw [V]: the distribution after temperature and at T = 1."""
     attention.flags.writeable = False
     candidates = Candidates(
-        ids=read_only(top.astype(np.int64)), tokens=tuple(lm.token_strings(top.tolist())),
+        ids=read_only(top.astype(np.int64)), tokens=tuple(lm.token_labels(top.tolist())),
         probs=read_only(p[top]), raw_probs=read_only(raw[top]), kept=read_only(np.asarray(kept)),
         sampling_probs=read_only(np.asarray(sampling_probs, dtype=np.float64)))
     return GenerationStep(
-        index=t, token_id=token_id, token=lm.token_strings([token_id])[0], candidates=candidates, rank=rank,
+        index=t, token_id=token_id, token=lm.token_labels([token_id])[0], candidates=candidates, rank=rank,
         prob=prob, temperature_prob=float(p[token_id]), raw_prob=float(raw[token_id]), entropy_bits=entropy_bits,
         n_kept=n_kept, attention=attention)

@@ -39,7 +39,10 @@ class Tokenizer(Protocol):
         """The text of token ids (control tokens as written)."""
 
     def token_strings(self, ids: list[int]) -> list[str]:
-        """Readable labels (labels.readable_token of each token's bytes)."""
+        """Readable labels of ids read as one text (labels.sequence_labels of their bytes)."""
+
+    def token_label(self, token_id: int) -> str:
+        """One token's readable label on its own (labels.readable_token of its bytes)."""
 
     def token_bytes(self, token_id: int) -> bytes:
         """What a token stands for in the text (a SentencePiece '▁' is a space, a byte token its byte)."""

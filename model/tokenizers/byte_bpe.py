@@ -7,7 +7,7 @@ import functools
 import tiktoken
 
 from model.tokenizers.base import TokenType
-from model.tokenizers.labels import readable_token
+from model.tokenizers.labels import readable_token, sequence_labels
 from model.tokenizers.pretokenizers import PRE_TOKENIZERS, pre_tokenizer
 from model.tokenizers.specials import SpecialSplitter
 
@@ -102,9 +102,14 @@ class Tokenizer:
         return b"".join(self._id_bytes[i] for i in ids).decode("utf-8", errors="replace")
 
     def token_strings(self, ids: list[int]) -> list[str]:
-        """Readable labels: '␣' for a leading space, '↵' for newline, '⇥' for tab, <0xNN> for partial UTF-8;
-        control tokens as written ("<|im_start|>")."""
-        return [readable_token(self._id_bytes[i]) for i in ids]
+        """Readable labels of ids read as one text: '␣' for a leading space, '↵' for newline, '⇥' for tab, a
+        character split over tokens as its parts ('我¹⁄₂'), <0xNN> for other partial UTF-8; control tokens as
+        written ("<|im_start|>")."""
+        return sequence_labels([self._id_bytes[i] for i in ids])
+
+    def token_label(self, token_id: int) -> str:
+        """One token's readable label on its own (a candidate, not part of a text)."""
+        return readable_token(self._id_bytes[token_id])
 
     def pieces(self, text: str) -> list[str]:
         """text split as encode splits it: control-token strings whole, the rest by the pre-tokenizer."""

@@ -16,7 +16,7 @@ import math
 import regex
 
 from model.tokenizers.base import TokenType
-from model.tokenizers.labels import readable_token
+from model.tokenizers.labels import readable_token, sequence_labels
 from model.tokenizers.specials import SpecialSplitter
 
 SPACE = "▁"  # U+2581, SentencePiece's mark for a space
@@ -115,8 +115,13 @@ class SentencePieceTokenizer:
 
     def token_strings(self, ids: list[int]) -> list[str]:
         """Readable labels: '␣' for '▁', a byte token that is a whole character as that character ('↵' for <0x0A>),
-        other byte tokens as <0xNN>; control tokens as written ("<s>")."""
-        return [readable_token(self._id_bytes[i]) for i in ids]
+        a character split over byte tokens as its parts ('龘¹⁄₃'), other byte tokens as <0xNN>; control tokens as
+        written ("<s>"). ids are read as one text."""
+        return sequence_labels([self._id_bytes[i] for i in ids])
+
+    def token_label(self, token_id: int) -> str:
+        """One token's readable label on its own (a candidate, not part of a text)."""
+        return readable_token(self._id_bytes[token_id])
 
     def pieces(self, text: str) -> list[str]:
         """text cut where no token spans the cut (so joining never crosses it), spaces as spaces: special-token

@@ -6,7 +6,7 @@ import pytest
 
 from model.files.gguf import default_model_path, read_gguf
 from model.tokenizers.from_gguf import build_tokenizer
-from model.tokenizers.labels import readable_token
+from model.tokenizers.labels import readable_token, sequence_labels
 from tests.model.text_samples import chat_string, generated_strings
 from tests.model.trained_vocabs import gguf_tokenizer_meta, reference_bpe
 
@@ -114,6 +114,34 @@ def test_readable_labels():
     assert readable_token(" a\u200bb\r".encode()) == "␣a<U+200B>b⏎"          # one invisible character among others
     assert readable_token("é".encode() + "世".encode()[:1]) == "é<0xE4>"     # whole characters, then a partial one
     assert readable_token(b"") == ""
+
+
+def test_a_character_split_over_tokens_is_labelled_with_its_parts():
+    wo, men = "我".encode(), "们".encode()                         # 3 bytes each: e6 88 91, e4 bb ac
+    labels = sequence_labels([wo[:2], wo[2:] + men[:1], men[1:], b"!"])
+    assert labels == ["我¹⁄₂", "我²⁄₂们¹⁄₂", "们²⁄₂", "!"]
+    assert [label.raw for label in labels[:3]] == ["<0xE6><0x88>", "<0x91><0xE4>", "<0xBB><0xAC>"]
+    assert sequence_labels([b"\xe6", b"a"]) == ["<0xE6>", "a"]     # a byte that makes no character stays a byte
+    assert sequence_labels([b" a", b"\n"]) == ["␣a", "↵"] and sequence_labels([]) == []
+
+
+def test_a_chinese_sentence_on_the_built_in_model_reads_as_characters(lm):
+    """Every token of the sentence is labelled with the characters its bytes belong to (SmolLM2 splits most of
+    them into byte tokens), none as <0xNN>; each split character's parts are numbered 1..n over its tokens."""
+    text = "我们在课堂上学习注意力机制。"
+    ids = lm.encode(text)
+    labels = lm.token_strings(ids)
+    assert not any("<0x" in label for label in labels)
+    offsets = [0]
+    for i in ids:
+        offsets.append(offsets[-1] + len(lm.tokenizer.token_bytes(i)))
+    char_starts = [len(text[:k].encode()) for k in range(len(text) + 1)]
+    for k, label in enumerate(labels):
+        touched = [text[c] for c in range(len(text))
+                   if char_starts[c] < offsets[k + 1] and offsets[k] < char_starts[c + 1]]
+        assert label.translate(str.maketrans("", "", "⁰¹²³⁴⁵⁶⁷⁸⁹⁄₀₁₂₃₄₅₆₇₈₉")) == "".join(touched), (k, label)
+    split = [label for label in labels if "⁄" in label]
+    assert len(split) >= 10 and len(labels) > len(text)
 
 
 def test_chat_example_is_the_models_own_chat_template(lm, reference_tokenizer):
