@@ -157,9 +157,9 @@ def set_setting(key: str, value) -> None:
     st.session_state[key] = value
 
 
-def step(key: str, delta: int, lo: int, hi: int) -> None:
-    """Button callback: move a whole-number setting by delta, inside [lo, hi]."""
-    st.session_state[key] = max(lo, min(hi, int(st.session_state.get(key, lo)) + delta))
+def set_within(key: str, lo: int, hi: int, value: int) -> None:
+    """Callback: set a whole-number setting to value, inside [lo, hi]."""
+    st.session_state[key] = max(lo, min(hi, int(value)))
 
 
 def _copy_pick() -> None:

@@ -20,6 +20,7 @@ from app_pages import _class_panel as class_panel
 from app_pages import _controls as controls
 from app_pages import _lesson_panel as lesson_panel
 from app_pages._i18n import LANG_KEY, LANGUAGES, _, language, ngettext
+from app_pages._presenter_keys import Stepped, presenter_keys
 from app_pages._widgets import escape_markdown
 from model import ForwardTrace
 
@@ -44,8 +45,6 @@ PRESENTER_CSS = """<style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"]
   { display: none; }
 </style>"""
-# Keyboard shortcuts (hidden buttons): arrows move the head (left/right) and the layer (up/down).
-SHORTCUTS = (("Left", "head", -1), ("Right", "head", +1), ("Down", "layer", -1), ("Up", "layer", +1))
 
 
 # ------------------------------------------------------------------------------------------------------- state
@@ -271,12 +270,14 @@ def _shared_controls(schema: Schema) -> None:
 
 
 def _keyboard_shortcuts(cfg) -> None:
-    """Hidden buttons whose shortcuts step the head (left/right arrow) and the layer (up/down arrow)."""
-    limits = {S.HEAD.key: cfg.n_heads - 1, S.LAYER.key: cfg.n_layers - 1}
+    """The arrow keys step the head (left / right) and the layer (up / down), every press applied
+    (_presenter_keys)."""
+    ss = st.session_state
+    stepped = [Stepped(key, int(ss.get(key) or 0), 0, top, keys, functools.partial(controls.set_within, key, 0, top))
+               for key, top, keys in ((S.LAYER.key, cfg.n_layers - 1, {"ArrowUp": 1, "ArrowDown": -1}),
+                                      (S.HEAD.key, cfg.n_heads - 1, {"ArrowRight": 1, "ArrowLeft": -1}))]
     with st.sidebar.container(key="keyboard_shortcuts"):    # mounted (so the keys work) but never shown
-        for key_name, setting, delta in SHORTCUTS:
-            st.button(f"{setting} {delta:+d}", key=f"kbd_{setting}_{delta:+d}", shortcut=key_name,
-                      on_click=controls.step, args=(setting, delta, 0, limits[setting]))
+        presenter_keys(*stepped)
 
 
 def _share_popover(where) -> None:

@@ -75,12 +75,12 @@ def sidebar_widget_keys(at: AppTest) -> list[str]:
 
 
 def widget_values(at: AppTest) -> dict[str, object]:
-    """Every keyed widget's value (the hidden keyboard-shortcut buttons left out)."""
+    """Every keyed widget's value."""
     out = {}
     for kind in ("slider", "select_slider", "toggle", "checkbox", "selectbox", "number_input", "text_area",
                  "multiselect", "segmented_control", "pills", "radio"):
         for widget in at.get(kind):
-            if widget.key and not widget.key.startswith("kbd_"):
+            if widget.key:
                 out[widget.key] = widget.value
     return out
 

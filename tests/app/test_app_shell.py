@@ -2,7 +2,9 @@
 read once and written every run, bad links, presenter mode, keyboard steps, caching, and a model that cannot load."""
 from __future__ import annotations
 
+import functools
 import uuid
+from types import SimpleNamespace
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -56,7 +58,7 @@ def test_sidebar_order_for_a_768_px_screen(lm):
     assert keys == ["w_example", "text", "layer", "head", "sink"], order
     count = next(i for i, c in enumerate(order) if c.endswith(f"/ {_caches.DEFAULT_MAX_TOKENS} tokens"))
     assert order.index("text") < count < order.index("layer")
-    visible = [k for k in order if not k.startswith(("kbd_", "keyboard_"))]   # the hidden shortcut buttons aside
+    visible = [k for k in order if k not in ("keyboard_shortcuts", "presenter_keys")]   # the hidden key handler
     assert lm.config.describe() in visible[-1]
 
 
@@ -170,16 +172,28 @@ def test_presenter_mode_moves_the_controls_onto_the_page(lm):
     assert "present" not in at.query_params and {"layer", "head"} <= set(sidebar_widget_keys(at))
 
 
-def test_keyboard_shortcut_buttons_step_layer_and_head(lm):
-    at = open_page("attention", layer="29", head="3")
-    at.button(key="kbd_head_+1").click()
-    rerun(at)
-    at.button(key="kbd_layer_+1").click()                               # already the last layer: stays
-    rerun(at)
-    assert (at.slider(key="layer").value, at.slider(key="head").value) == (29, 4)
-    at.button(key="kbd_layer_-1").click()
-    rerun(at)
-    assert at.query_params["layer"] == "28"
+def test_a_key_target_is_applied_once_and_within_the_model(monkeypatch):
+    """The presenter keys' callback sets the browser's target values (clamped to the model's range), once per
+    sequence number: a merged rerun request applies the last target, a repeated one nothing."""
+    from app_pages import _controls as controls
+    from app_pages import _presenter_keys as keys
+
+    state = {}
+    monkeypatch.setattr(keys, "st", SimpleNamespace(session_state=state))
+    monkeypatch.setattr(controls, "st", SimpleNamespace(session_state=state))
+    apply = {"layer": functools.partial(controls.set_within, "layer", 0, 29),
+             "head": functools.partial(controls.set_within, "head", 0, 8)}
+    state[keys.KEY] = {"target": {"values": {"layer": 3, "head": 12}, "seq": 3}}
+    keys._apply_target(apply)
+    assert (state["layer"], state["head"], state[keys.ACK]) == (3, 8, 3)
+    state["layer"] = 5                                                   # the teacher dragged the slider since
+    keys._apply_target(apply)                                            # the same target again: nothing
+    state[keys.KEY] = {"target": {"values": {"layer": 2}, "seq": 2}}     # an older one: nothing
+    keys._apply_target(apply)
+    assert state["layer"] == 5
+    state[keys.KEY] = {"target": {"values": {"layer": "7", "view": 1}, "seq": 4}}   # not a number, not a value
+    keys._apply_target(apply)
+    assert state["layer"] == 5 and "view" not in state and state[keys.ACK] == 4
 
 
 def test_model_runs_once_per_text_not_per_widget_change(lm, monkeypatch):

@@ -31,6 +31,9 @@ IDLE_WITH_CHARTS_JS = """(min) => {
   return charts.length >= min && charts.every(c => c.querySelector('.main-svg'));
 }"""
 
+# The presenter keys' handler (app_pages/_presenter_keys.py) has mounted: the arrow keys work.
+KEYS_READY_JS = "() => window.atlasPresenterKeys?.data != null"
+
 # Init script (context.add_init_script): counts the script runs of the page from the app's own messages, so a test
 # can wait for the rerun its click caused instead of sleeping. Each ForwardMsg is one websocket frame; a run starts
 # with a new_session (field 4) and ends with a script_finished (field 6), a run restarted by a rerun request

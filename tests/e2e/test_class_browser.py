@@ -104,7 +104,7 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
             assert secret not in student.url
         assert_no_exception(students[0], name)
 
-    teacher.wait_for_function("document.querySelectorAll('.st-key-keyboard_shortcuts button').length === 4")
+    teacher.wait_for_function("window.atlasPresenterKeys?.data != null")
     change("setting", lambda: press_on_body(teacher, "ArrowUp"), {"layer": "1"})
     change("setting", lambda: press_on_body(teacher, "ArrowRight"), {"layer": "1", "head": "1"})
     change("tab", lambda: teacher.get_by_role("tab", name="All heads of a layer").click(), {"view": "layer"})
@@ -133,7 +133,7 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
     wait_shows(explorer, {"path": "/"}, time.monotonic())
 
     # A student cannot drive: their own change stays on their screen; a forged teacher key is refused.
-    follower.wait_for_function("document.querySelectorAll('.st-key-keyboard_shortcuts button').length === 4")
+    follower.wait_for_function("window.atlasPresenterKeys?.data != null")
     follower.wait_for_function(IDLE_WITH_CHARTS_JS, arg=1, timeout=RERUN_MS)
     t0 = time.monotonic()
     press_on_body(follower, "ArrowUp")

@@ -81,7 +81,7 @@ def test_a_teacher_and_a_student_on_two_replicas_share_a_class(proxied):
             code, secret = codes.read_teacher_token(query(teacher.url)["teach"])
             open_view(student, f"{url}/?join={code}")
             student.locator(".st-key-class_bar").wait_for()
-            teacher.wait_for_function("document.querySelectorAll('.st-key-keyboard_shortcuts button').length === 4")
+            teacher.wait_for_function("window.atlasPresenterKeys?.data != null")
             teacher.evaluate("document.activeElement && document.activeElement.blur()")
             t0 = time.monotonic()
             teacher.keyboard.press("ArrowUp")
