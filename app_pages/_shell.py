@@ -42,7 +42,7 @@ CSS = """<style>
 h1, h2, h3 { scroll-margin-top: 3rem; }
 </style>"""
 PRESENTER_CSS = """<style>
-[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"]
+[data-testid="stSidebar"], [data-testid="stExpandSidebarButton"]
   { display: none; }
 </style>"""
 

@@ -1,0 +1,132 @@
+"""Everything the app, its tests and bench/ rely on in the pinned Streamlit that Streamlit does not promise, one test
+each: an upgrade that changes one of them fails here, by name, instead of a feature quietly stopping to help.
+ARCHITECTURE.md ("Streamlit's internals") lists the same assumptions and the modules that make them."""
+from __future__ import annotations
+
+import inspect
+import re
+import socket
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit import file_util, string_util
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.testing.v1 import AppTest
+
+from app_pages import _static_assets as static_assets
+from app_pages import _streamlit_fixes as streamlit_fixes
+
+ROOT = Path(__file__).resolve().parents[2]
+STATIC = Path(file_util.get_static_dir())
+
+
+def _pinned(package: str) -> str:
+    line = next(x for x in (ROOT / "requirements.txt").read_text().splitlines() if x.startswith(package + "=="))
+    return line.split("==")[1].strip()
+
+
+def test_streamlit_is_the_pinned_version():
+    """The assumptions below were checked against this version; requirements.txt pins it exactly."""
+    assert st.__version__ == _pinned("streamlit")
+
+
+def test_each_script_run_gets_a_new_cursors_dict():
+    """_i18n.language() works the language out once per run, keyed on the identity of ScriptRunContext.cursors,
+    which Streamlit replaces at each run's start (and keeps during the run)."""
+    def script():
+        import streamlit as st
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+        ctx = get_script_run_ctx()
+        first = ctx.cursors
+        st.write("x")
+        st.session_state.setdefault("seen", []).append((first, ctx.cursors is first))
+
+    at = AppTest.from_function(script).run()
+    at.run()
+    (a, same_a), (b, same_b) = at.session_state["seen"]
+    assert same_a and same_b and a is not b
+
+
+def test_the_static_folder_has_the_chunk_the_page_imports_early():
+    """_static_assets serves static/<...> from Streamlit's static folder and imports the "PlotlyChart" chunk with
+    the page (index.html has a head to put it in)."""
+    files = static_assets.hashed_asset_files(str(STATIC))
+    early = static_assets.early_imports(files)
+    assert early.count(b"<script") == len(static_assets.EARLY_CHUNKS) == 1 and b"/static/js/PlotlyChart." in early
+    assert b"</head>" in (STATIC / "index.html").read_bytes()
+
+
+def _sources() -> str:
+    folders = ("app_pages", "app_core", "viz", "tests/e2e", "tests/app", "bench")
+    return "\n".join(p.read_text(encoding="utf-8") for folder in folders for p in (ROOT / folder).rglob("*.py"))
+
+
+@pytest.fixture(scope="module")
+def frontend() -> str:
+    return "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in (STATIC / "static" / "js").glob("*.js"))
+
+
+def test_the_frontend_has_every_data_testid_we_select(frontend):
+    """The CSS of the shell and the lesson / class panels, the e2e harness and bench/ find Streamlit's elements by
+    data-testid; each must exist in the shipped frontend."""
+    used = set(re.findall(r'data-testid=\\?["\']?(st[A-Za-z]+)', _sources()))
+    assert {"stPlotlyChart", "stSidebar", "stMainBlockContainer", "stApp"} <= used
+    missing = sorted(t for t in used if not re.search(f"[`'\"]{t}[`'\"]", frontend))
+    assert not missing, f"data-testids no longer in Streamlit's frontend: {missing}"
+
+
+def test_the_frontend_marks_run_state_and_keys(frontend):
+    """The e2e harness reads the app's run and connection state from data attributes; every keyed element gets the
+    class st-key-<key> (the panels' CSS and the tests select by it)."""
+    for attribute in ("data-test-script-state", "data-test-connection-state", "data-stale"):
+        assert attribute in frontend, attribute
+    assert "st-key-" in frontend
+
+
+def test_forward_msg_fields_the_harness_counts():
+    """browser_harness's RUN_COUNTER_INIT_JS counts runs from raw frames by field number: a run starts with
+    new_session (4) and ends with script_finished (6); bench/ reads ForwardMsg / BackMsg by name."""
+    fields = ForwardMsg.DESCRIPTOR.fields_by_name
+    assert (fields["new_session"].number, fields["script_finished"].number) == (4, 6)
+    assert {"delta", "ref_hash", "page_info_changed"} <= set(fields)
+
+
+def test_the_leading_emoji_lookup_we_mend():
+    """_streamlit_fixes replaces string_util.extract_leading_emoji (a 23 KB pattern hashed per label) with the same
+    match made by the compiled pattern itself."""
+    assert callable(string_util.extract_leading_emoji)
+    for text in ("🔭 Atlas", "注意力 a", "␣the", "plain", "", "🙂"):
+        assert streamlit_fixes.extract_leading_emoji(text) == streamlit_fixes.STREAMLITS(text)
+
+
+def test_streamlit_binds_its_socket_with_protocol_0():
+    """_tcp_nodelay exists because Streamlit binds its listening socket as socket.socket(family): protocol 0, on which
+    asyncio leaves Nagle's algorithm on."""
+    from streamlit.web.server.starlette import starlette_server
+
+    sock = starlette_server._bind_socket("127.0.0.1", 0, 8)
+    try:
+        assert sock.proto == 0 and sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0
+    finally:
+        sock.close()
+
+
+def test_the_api_parameters_the_app_uses():
+    """st.App serves our routes and middleware with a lifespan; widgets keep their value across pages with
+    persist_state="session"; buttons take keyboard shortcuts; components v2 take on_<state>_change callbacks
+    and defaults (the presenter keys and the class listener)."""
+    assert {"routes", "lifespan", "middleware"} <= set(inspect.signature(st.App).parameters)
+    for widget in (st.slider, st.toggle, st.selectbox, st.text_area):
+        assert "persist_state" in inspect.signature(widget).parameters, widget.__name__
+    assert "shortcut" in inspect.signature(st.button).parameters
+
+    def script():
+        import streamlit as st
+
+        mount = st.components.v2.component("contract_probe", js="export default function () {}")
+        st.session_state["got"] = mount(key="probe", data={"a": 1}, default={"target": 7},
+                                        on_target_change=lambda: None)["target"]
+
+    assert AppTest.from_function(script).run().session_state["got"] == 7
