@@ -52,15 +52,17 @@ class Job:
 
 
 class JobRunner:
-    """Starts jobs in daemon threads, one computing at a time (unless the work batches itself: one_at_a_time=False);
-    keeps finished results within a byte budget."""
+    """Starts jobs in daemon threads, one computing at a time in the order they were asked for (unless the work
+    batches itself: one_at_a_time=False); keeps finished results within a byte budget."""
 
     def __init__(self, budget_bytes: int, size_of: Callable[[Any], int], on_evict: Callable[[], None] | None = None,
                  one_at_a_time: bool = True):
         self._results = ByteBudgetCache("jobs", budget_bytes, size_of, on_evict)
         self._running: dict[Hashable, Job] = {}
         self._lock = threading.Lock()
-        self._turn = threading.Lock() if one_at_a_time else contextlib.nullcontext()
+        self._one_at_a_time = one_at_a_time
+        self._turns = threading.Condition()
+        self._queue: list[Job] = []      # one at a time: the computing job first, then the waiting ones in order
 
     def job(self, key: Hashable, total: int, work: Callable[[Job], Any]) -> Job:
         """The job for key: finished (from the cache), running, or started now. work(job) appends to job.partial
@@ -85,9 +87,30 @@ class JobRunner:
         with self._lock:
             return len(self._running)
 
+    def ahead(self, job: Job) -> int:
+        """How many jobs compute or wait before this one (0: it computes now, is done, or jobs do not queue)."""
+        with self._turns:
+            return self._queue.index(job) if job in self._queue else 0
+
+    @contextlib.contextmanager
+    def _turn(self, job: Job):
+        """The job's turn: jobs compute one at a time, in the order they were started."""
+        if not self._one_at_a_time:
+            yield
+            return
+        with self._turns:
+            self._queue.append(job)
+            self._turns.wait_for(lambda: self._queue[0] is job)
+        try:
+            yield
+        finally:
+            with self._turns:
+                self._queue.remove(job)
+                self._turns.notify_all()
+
     def _run(self, job: Job, work: Callable[[Job], Any]) -> None:
         try:
-            with self._turn:
+            with self._turn(job):
                 job.result = work(job)
             if job.result is not None:
                 self._results.put(job.key, job.result)

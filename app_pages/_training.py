@@ -92,6 +92,11 @@ def training_job(settings: TrainSettings) -> Job:
     return _runner().job(settings, n_logs(settings.steps), work)
 
 
+def ahead(job: Job) -> int:
+    """How many runs train or wait before this one (0 once it trains)."""
+    return _runner().ahead(job)
+
+
 def latest(job: Job) -> TrainRun | None:
     """The finished run, else the newest partial run (None before the first log point)."""
     if job.result is not None:

@@ -10,11 +10,12 @@ from app_core import schemas as S
 from app_pages import _controls as controls
 from app_pages import _shell as shell
 from app_pages import _training as training
-from app_pages._i18n import N_, _, language, translated
+from app_pages._i18n import N_, _, language, ngettext, translated
 from app_pages._widgets import PRESENTER_FONT_SCALE, escape_markdown, plotly_config
 from model.tokenizers.labels import readable_token
-from model.train import PRESETS, TrainRun, verdict
+from model.train import PRESETS, TrainRun, TrainSettings, verdict
 from model.train import settings as TS
+from model.train.tasks import uniform_loss
 from viz import train as vt
 from viz.theme import scale_fonts
 
@@ -151,10 +152,13 @@ def readable(run: TrainRun) -> list[str]:
     return [readable_token(c.encode("utf-8")) for c in run.labels]
 
 
-def status(name: str, run: TrainRun | None) -> None:
-    """One progress bar: the run's step, its held-out loss and its time so far."""
+def status(name: str, run: TrainRun | None, ahead: int = 0) -> None:
+    """One progress bar: the run's step, its held-out loss and its time so far (before its first log point: how
+    many runs train or wait before it)."""
     if run is None:
-        st.progress(0.0, text=_("{name}: waiting for its turn…").format(name=name or _("Run")))
+        st.progress(0.0, text=(ngettext("{name}: waiting for its turn, {n} run ahead of it…",
+                                        "{name}: waiting for its turn, {n} runs ahead of it…", ahead) if ahead else
+                               _("{name}: starting…")).format(name=name or _("Run"), n=ahead))
         return
     step, total = int(run.steps_logged[-1]), run.settings.steps
     text = _("{name}: step {step} of {total} · held-out loss {loss} nats · {seconds} s").format(
@@ -166,6 +170,19 @@ def status(name: str, run: TrainRun | None) -> None:
 def curves(runs: dict[str, TrainRun], names: dict[str, str]) -> list[vt.Curves]:
     return [vt.Curves(names[k], r.steps_logged, r.train_loss, r.eval_loss, r.layer_grad_norms, r.phase_step)
             for k, r in runs.items()]
+
+
+def waiting_chart(settings: list[TrainSettings], words) -> None:
+    """Before the first log point: the loss chart's axes over the whole run and the uniform-guess line, where the
+    curves will appear."""
+    total, uniform = max(s.steps for s in settings), max(uniform_loss(s) for s in settings)
+    present = shell.presenter_mode()
+
+    def built():
+        fig = vt.loss_figure([], total, uniform, height=300, words=words, title=_("Loss on the predictable tokens"))
+        return scale_fonts(fig, PRESENTER_FONT_SCALE) if present else fig
+    st.plotly_chart(training.shared_figure(("loss, waiting", total, uniform, language(), present), built),
+                    key="train_loss", config=plotly_config("train_loss"))
 
 
 def charts(runs: dict[str, TrainRun], names: dict[str, str], words) -> None:
@@ -290,13 +307,15 @@ def show(jobs: dict, names: dict[str, str]) -> None:
         def live() -> None:
             runs = {k: training.latest(job.poll()) for k, job in jobs.items()}
             for k, run in runs.items():
-                status(names[k], run)
+                status(names[k], run, training.ahead(jobs[k]))
             if all(job.done.is_set() for job in jobs.values()):
                 st.rerun()                            # done: the full view, with the slider and the completion
             shown = {k: r for k, r in runs.items() if r is not None}
             if shown:
                 charts(shown, names, words)
                 patterns(shown, names, words, finished=False)
+            else:
+                waiting_chart([job.key for job in jobs.values()], words)
         live()
         return
     runs = {k: job.result for k, job in jobs.items()}

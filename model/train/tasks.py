@@ -11,6 +11,7 @@ tokens before it (the rest is random filler or a prompt). Tasks:
 """
 from __future__ import annotations
 
+import math
 import string
 from dataclasses import dataclass
 
@@ -206,6 +207,12 @@ def make_task(s: TrainSettings) -> Task:
     if s.task == "modadd":
         return ModAdd(s.vocab_size)
     return Text(s.text, s.seq_len)
+
+
+def uniform_loss(s: TrainSettings) -> float:
+    """ln(vocabulary size): the loss of a uniform guess over the task's symbols (TrainRun.uniform_loss), known
+    before any run."""
+    return math.log(make_task(s).vocab_size)
 
 
 def probe_batch(task: Task, held_out: Batch) -> Batch:

@@ -105,3 +105,33 @@ def test_presenter_mode_puts_the_settings_on_the_page():
     at = run_until(open_page("train", present="1", steps="30"), finished)
     assert not at.sidebar.get("selectbox")                                   # nothing left in the hidden sidebar
     assert "train_lr" in widget_values(at) and "train_task" in widget_values(at)
+
+
+def test_a_run_waiting_behind_another_shows_its_axes_and_its_place(monkeypatch):
+    """While another run holds the trainer, the page already shows the loss chart over the whole run with the
+    uniform guess (ln of the vocabulary) and how many runs are ahead."""
+    import threading
+
+    from app_pages import _training as training
+
+    hold, started = threading.Event(), threading.Event()
+
+    def blocking(job):
+        started.set()
+        hold.wait(30)
+        return None
+
+    first = training._runner().job("a run of another session", 1, blocking)
+    try:
+        assert started.wait(10)
+        at = open_page("train", steps="300", vocab="24", seed="5")
+        waiting = [p.text for p in at.get("progress")]
+        assert any("1 run ahead of it" in t for t in waiting), waiting
+        loss = figures(at)[0]
+        assert loss["layout"]["title"]["text"].startswith("Loss") and not loss["data"]
+        assert loss["layout"]["xaxis"]["range"][1] >= 300
+        uniform = next(s for s in loss["layout"]["shapes"] if s.get("yref") == "y")
+        assert abs(uniform["y0"] - np.log(24)) < 1e-9
+    finally:
+        hold.set()
+        first.done.wait(10)
