@@ -2,7 +2,8 @@
 and runs the default text in the background (app_pages/_warmup.py), so the first visitor does not wait for it;
 Streamlit's frontend files are sent gzip-compressed from memory, the chart library imported with the page
 (app_pages/_static_assets.py); a live class's followers wait for the teacher's next view on its own route
-(app_pages/_class_wait.py); answers go out without Nagle's 40 ms delay (app_pages/_tcp_nodelay.py). The interpreter
+(app_pages/_class_wait.py), and a teacher's browser gets its class key as an HttpOnly cookie from another
+(app_pages/_class_key.py); answers go out without Nagle's 40 ms delay (app_pages/_tcp_nodelay.py). The interpreter
 hands the GIL on every 1 ms instead of 5 (SWITCH_INTERVAL_S).
 `streamlit run router.py` serves the same app with the first visitor's session loading the model instead."""
 import sys
@@ -11,6 +12,7 @@ from contextlib import asynccontextmanager
 import streamlit as st
 from starlette.middleware import Middleware
 
+from app_pages import _class_key as class_key
 from app_pages import _class_wait as class_wait
 from app_pages._static_assets import FrontendFiles
 from app_pages._tcp_nodelay import no_delay_on_listening_sockets
@@ -31,4 +33,5 @@ async def warm_server(_app):
     yield
 
 
-app = st.App("router.py", lifespan=warm_server, routes=class_wait.routes(), middleware=[Middleware(FrontendFiles)])
+app = st.App("router.py", lifespan=warm_server, routes=class_wait.routes() + class_key.routes(),
+             middleware=[Middleware(FrontendFiles)])

@@ -1,8 +1,12 @@
 """A following student's browser waits for the teacher's next view over HTTP, beside Streamlit (app.py serves the
 route): GET WAIT_PATH?code=<join code>&seen=<version>&me=<follower id> answers {"version": n} when the class's view
 is not `seen` (at once, or as soon as it changes and the teacher's run here is done: app_core/classroom/waiting.py),
-{"version": seen} after HOLD_S without a change, {"closed": true} when no open class has the code; 400 for a
-malformed ask, 503 when the store cannot be reached or too many wait. Each ask is the follower's heartbeat.
+{"version": seen} after HOLD_S without a change, {"closed": true} when no open class has the code. Each ask is the
+follower's heartbeat.
+
+Every ask is checked before anything is counted or held: exactly the three parameters, each matching its whole
+pattern (ASK), else 400; a follower id the server did not issue for this class (followers.py) 403; 503 when the
+store cannot be reached or too many wait (waiting.py: per follower, per class, per process).
 
 The browser's side is _class_panel's listener (a component whose script asks in a loop and reruns the page when the
 view changed). A follower so costs the server nothing between changes (a fragment polling every 0.5 s was a whole
@@ -18,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from app_core.classroom import ClassClosed, StoreUnavailable, class_store, class_turns, codes
+from app_core.classroom import ClassClosed, StoreUnavailable, class_store, class_turns, codes, follower_key, followers
 from app_core.classroom.waiting import Busy, ViewWaits
 
 WAIT_PATH = "/_atlas/class/wait"
@@ -26,7 +30,8 @@ HOLD_S = 5.0                      # an ask without a change is answered after th
                                   # counts a follower's asks of the last 15 s)
 HEAD_START_S = 0.15               # followers hear of a change this long after the teacher's run here ended: the
                                   # teacher's browser draws the view before sixty reruns share the machine's cores
-FOLLOWER_ID = re.compile(r"[0-9a-f]{16}")
+ASK = {"code": re.compile(r"[0-9A-Za-z]{12}"), "seen": re.compile(r"[0-9]{1,12}"), "me": followers.FOLLOWER_ID}
+QUERY_CHARS = 120                 # the longest ask's query string (12 + 12 + 32 characters and the names)
 NO_STORE = {"Cache-Control": "no-store"}
 _serving = False
 
@@ -52,16 +57,37 @@ def _answer(body: dict, status: int = 200) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=NO_STORE)
 
 
+def read_ask(query: str, items: list[tuple[str, str]]) -> tuple[str, int, str] | None:
+    """(code, seen, follower id) of an ask: its raw query string and its parsed items; None unless it holds exactly
+    code, seen and me, once each, each matching its whole pattern."""
+    if len(query) > QUERY_CHARS or len(items) != len(ASK) or {name for name, _ in items} != ASK.keys():
+        return None
+    asked = dict(items)
+    if not all(ASK[name].fullmatch(value) for name, value in asked.items()):
+        return None
+    code = codes.normalize(asked["code"])
+    return None if code is None else (code, int(asked["seen"]), asked["me"])
+
+
+def heartbeat(code: str, me: str) -> bool:
+    """The follower's heartbeat when me is an id issued for this class (else False, and nothing is counted).
+    ClassClosed, StoreUnavailable."""
+    if not followers.is_signed(follower_key(), code, me):
+        return False
+    class_store().follow(code, me)
+    return True
+
+
 async def wait_for_view(request: Request) -> JSONResponse:
-    asked = request.query_params
-    code = codes.normalize(asked.get("code", ""))
-    seen, me = asked.get("seen", ""), asked.get("me", "")
-    if code is None or not seen.isdigit() or len(seen) > 12 or not FOLLOWER_ID.fullmatch(me):
-        return _answer({"error": "ask with code=<join code>&seen=<version>&me=<16 hex digits>"}, 400)
+    ask = read_ask(request.url.query, request.query_params.multi_items())
+    if ask is None:
+        return _answer({"error": "ask with code=<join code>&seen=<version>&me=<follower id>, nothing else"}, 400)
+    code, seen, me = ask
     waits = _waits()
     try:
-        await waits.call(class_store().follow, code, me)
-        version = await waits.wait(code, int(seen), HOLD_S)
+        if not await waits.call(heartbeat, code, me):
+            return _answer({"error": "not a follower id of this class"}, 403)
+        version = await waits.wait(code, me, seen, HOLD_S)
     except ClassClosed:
         version = None
     except (StoreUnavailable, Busy) as err:

@@ -6,6 +6,7 @@ transport does not recognise as TCP, so it leaves Nagle's algorithm on for every
 waits for the ACK of its headers, which the client delays up to 40 ms: every HTTP answer on a kept-alive connection
 (a class follower's wait for the next view, measured 43 ms instead of 0.5) and the last small websocket messages of
 a run arrived ~40 ms late. Called from app.py's lifespan, when Streamlit's socket is listening and before it accepts.
+Each descriptor is looked at through a duplicate, closed whatever it turns out to be (not a socket included).
 """
 from __future__ import annotations
 
@@ -22,8 +23,13 @@ def no_delay_on_listening_sockets() -> int:
     done = 0
     for fd in sorted(int(name) for name in os.listdir(FDS)) if FDS.is_dir() else []:
         try:
-            sock = socket.socket(fileno=os.dup(fd))
-        except OSError:                                   # not a socket, or closed meanwhile
+            copy = os.dup(fd)
+        except OSError:                                   # closed meanwhile
+            continue
+        try:
+            sock = socket.socket(fileno=copy)
+        except OSError:                                   # not a socket
+            os.close(copy)
             continue
         with sock:
             try:

@@ -3,6 +3,8 @@
 A join code is 12 characters of Crockford's base32 (60 random bits: no I, L, O or U, so nothing reads as another
 character), shown in groups of four (K7QM-3XPD-H9TF) and read back whatever the case, dashes or spaces, with O as 0
 and I / L as 1. The teacher's secret is 32 URL-safe characters (192 bits); the store keeps only its SHA-256.
+A ticket (as random as a secret) lets the teacher's browser fetch its key as an HttpOnly cookie once: the store keeps
+the key sealed with the ticket (XOR with a pad hashed from it) under the ticket's hash, so it holds no key in clear.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"      # Crockford's base32
 CODE_CHARS = 12                                    # 60 bits
 CODE_BITS = CODE_CHARS * 5
 SECRET_BYTES = 24
+TOKEN_BYTES = 64                                   # code.secret: 45 characters; the pad covers 64
 _LOOKALIKES = str.maketrans({"O": "0", "I": "1", "L": "1"})
 _SECRET = re.compile(r"[A-Za-z0-9_-]{32}")
 
@@ -72,3 +75,35 @@ def read_teacher_token(value: str) -> tuple[str, str] | None:
     code, dot, secret = value.partition(".")
     code = normalize(code)
     return (code, secret) if dot and code and is_secret(secret) else None
+
+
+def new_ticket() -> str:
+    """A fresh one-time ticket (the same form as a secret)."""
+    return secrets.token_urlsafe(SECRET_BYTES)
+
+
+def ticket_id(ticket: str) -> str:
+    """The name the store keeps a ticket's sealed key under."""
+    return hashlib.sha256(b"atlas-ticket-id:" + ticket.encode()).hexdigest()
+
+
+def _pad(ticket: str) -> bytes:
+    return hashlib.sha512(b"atlas-ticket-pad:" + ticket.encode()).digest()
+
+
+def seal(token: str, ticket: str) -> str:
+    """The teacher's token as the store keeps it for a ticket (hex; readable only with the ticket)."""
+    raw = token.encode()
+    if len(raw) > TOKEN_BYTES:
+        raise ValueError("a teacher's token is at most 64 bytes")
+    return bytes(a ^ b for a, b in zip(raw, _pad(ticket), strict=False)).hex()
+
+
+def unseal(sealed: str, ticket: str) -> str | None:
+    """The token sealed with ticket; None when it is not a token (another ticket, damaged)."""
+    try:
+        raw = bytes.fromhex(sealed)
+    except ValueError:
+        return None
+    token = bytes(a ^ b for a, b in zip(raw, _pad(ticket), strict=False)).decode("ascii", errors="replace")
+    return token if read_teacher_token(token) is not None else None

@@ -1,11 +1,31 @@
-"""The class store of one server process: a dict under a lock (no ATLAS_REDIS_URL)."""
+"""The class store of one server process: dicts under a lock (no ATLAS_REDIS_URL).
+
+Every call is O(1) in the number of followers (a heartbeat moves its id to the end of an insertion-ordered dict, so
+the oldest come first), except sweep(), which a timer calls off the event loop, and the teacher's count of
+followers (once a second, from the newest back to the first stale one).
+"""
 from __future__ import annotations
 
+import secrets
 import threading
 from dataclasses import dataclass, field, replace
 
 from app_core.classroom import codes
-from app_core.classroom.store import ClassClosed, ClassState, ClassStore, NotTeacher, View, check_answer_text, tally
+from app_core.classroom.store import (
+    MAX_FOLLOWERS,
+    TICKET_S,
+    ClassClosed,
+    ClassesFull,
+    ClassState,
+    ClassStore,
+    NotTeacher,
+    View,
+    check_answer_text,
+    check_view,
+    tally,
+)
+
+MAX_TICKETS = 4096             # tickets waiting to be swapped (each lives TICKET_S; the oldest go first)
 
 
 @dataclass
@@ -14,8 +34,8 @@ class _Class:
     view: View
     version: int
     teacher_seen: float
-    heartbeats: dict[str, float] = field(default_factory=dict)
-    answers: dict[str, str] = field(default_factory=dict)     # follower -> answer to the current question
+    heartbeats: dict[str, float] = field(default_factory=dict)   # follower -> last heartbeat, oldest first
+    answers: dict[str, str] = field(default_factory=dict)        # follower -> answer to the current question
 
 
 class MemoryStore(ClassStore):
@@ -26,6 +46,8 @@ class MemoryStore(ClassStore):
         self._lock = threading.Lock()
         self._classes: dict[str, _Class] = {}
         self._ended: dict[str, float] = {}        # code -> when (kept ttl_s, so the code reads as ended)
+        self._tickets: dict[str, tuple[str, float]] = {}   # ticket id -> (sealed token, expiry)
+        self._key = secrets.token_bytes(32)
 
     def _open(self, code: str) -> _Class:
         """The open class (lock held); ClassClosed, dropping it when its teacher has been away ttl_s."""
@@ -45,11 +67,32 @@ class MemoryStore(ClassStore):
         found.teacher_seen = self.clock()
         return found
 
+    def _make_room(self, now: float) -> None:
+        """Room for one more class (lock held): expired classes go, then the one idle longest if idle_s; else
+        ClassesFull."""
+        if len(self._classes) < self.max_classes:
+            return
+        self._sweep_classes(now)
+        if len(self._classes) < self.max_classes:
+            return
+        code, idle = min(self._classes.items(), key=lambda item: item[1].teacher_seen)
+        if now - idle.teacher_seen < self.idle_s:
+            raise ClassesFull(f"{len(self._classes)} classes are open (at most {self.max_classes})")
+        del self._classes[code]
+        self._ended[code] = now
+
     def create(self, view: View) -> tuple[str, str]:
+        check_view(view)
         code, secret = codes.new_code(), codes.new_secret()
         with self._lock:
-            self._classes[code] = _Class(codes.secret_hash(secret), view, 1, self.clock())
+            now = self.clock()
+            self._make_room(now)
+            self._classes[code] = _Class(codes.secret_hash(secret), view, 1, now)
         return code, secret
+
+    def open_classes(self) -> int:
+        with self._lock:
+            return len(self._classes)
 
     def version(self, code: str) -> int | None:
         with self._lock:
@@ -64,6 +107,7 @@ class MemoryStore(ClassStore):
             return ClassState(code, found.version, found.view)
 
     def publish(self, code: str, secret: str, view: View) -> int:
+        check_view(view)
         with self._lock:
             found = self._teacher(code, secret)
             same_question = view.question == found.view.question
@@ -94,11 +138,11 @@ class MemoryStore(ClassStore):
     def follow(self, code: str, follower: str) -> None:
         check_answer_text("", follower, "-")
         with self._lock:
-            found = self._open(code)
-            now = self.clock()
-            found.heartbeats[follower] = now
-            if len(found.heartbeats) > 64:                 # forget the followers long gone
-                found.heartbeats = {k: t for k, t in found.heartbeats.items() if now - t <= self.follow_window_s}
+            beats = self._open(code).heartbeats
+            beats.pop(follower, None)                    # to the end: the dict stays oldest first
+            beats[follower] = self.clock()
+            if len(beats) > MAX_FOLLOWERS:
+                del beats[next(iter(beats))]
 
     def followers(self, code: str) -> int:
         with self._lock:
@@ -106,8 +150,13 @@ class MemoryStore(ClassStore):
                 found = self._open(code)
             except ClassClosed:
                 return 0
-            now = self.clock()
-            return sum(now - t <= self.follow_window_s for t in found.heartbeats.values())
+            oldest = self.clock() - self.follow_window_s
+            n = 0
+            for beat in reversed(found.heartbeats.values()):
+                if beat < oldest:
+                    break
+                n += 1
+            return n
 
     def answer(self, code: str, follower: str, question: str, answer: str) -> bool:
         check_answer_text(question, follower, answer)
@@ -115,9 +164,57 @@ class MemoryStore(ClassStore):
             found = self._open(code)
             if question != found.view.question or found.view.revealed:
                 return False
+            if follower not in found.answers and len(found.answers) >= MAX_FOLLOWERS:
+                return False
             found.answers[follower] = answer
             return True
 
     def answers(self, code: str, secret: str) -> dict[str, int]:
         with self._lock:
             return tally(list(self._teacher(code, secret).answers.values()))
+
+    # ------------------------------------------------------------------------------------ upkeep, keys, tickets
+    def _sweep_classes(self, now: float) -> int:
+        expired = [code for code, found in self._classes.items() if now - found.teacher_seen > self.ttl_s]
+        for code in expired:
+            del self._classes[code]
+        return len(expired)
+
+    def sweep(self) -> int:
+        with self._lock:
+            now = self.clock()
+            gone = self._sweep_classes(now)
+            for ended in [code for code, when in self._ended.items() if now - when > self.ttl_s]:
+                del self._ended[ended]
+                gone += 1
+            oldest = now - self.follow_window_s
+            for found in self._classes.values():
+                beats = found.heartbeats
+                while beats and next(iter(beats.values())) < oldest:
+                    del beats[next(iter(beats))]
+                    gone += 1
+            for spent in [name for name, (_, expiry) in self._tickets.items() if expiry < now]:
+                del self._tickets[spent]
+                gone += 1
+            return gone
+
+    def shared_key(self) -> bytes:
+        return self._key
+
+    def issue_ticket(self, token: str) -> str:
+        ticket = codes.new_ticket()
+        sealed = codes.seal(token, ticket)
+        with self._lock:
+            self._tickets[codes.ticket_id(ticket)] = (sealed, self.clock() + TICKET_S)
+            if len(self._tickets) > MAX_TICKETS:
+                del self._tickets[next(iter(self._tickets))]
+        return ticket
+
+    def redeem_ticket(self, ticket: str) -> str | None:
+        if not codes.is_secret(ticket):
+            return None
+        with self._lock:
+            found = self._tickets.pop(codes.ticket_id(ticket), None)
+        if found is None or found[1] < self.clock():
+            return None
+        return codes.unseal(found[0], ticket)

@@ -1,51 +1,92 @@
 """The class store in Redis (ATLAS_REDIS_URL): every replica of the app shares its classes.
 
-Keys, all with a TTL of ttl_s that each teacher call renews (so a class ends 12 h after its teacher left):
+Keys, all under `atlas:` (the ACL user of deploy/redis.conf may touch no other), a class's with a TTL of ttl_s that
+each teacher call renews (so a class ends 12 h after its teacher left):
 - atlas:class:<code>        hash: secret (its SHA-256), view (JSON: page, params, question), question, revealed
                             ("0"/"1"), version (a follower's poll is one HGET of it);
-- atlas:class:<code>:f      sorted set: follower id -> time of its last heartbeat;
+- atlas:class:<code>:f      sorted set: follower id -> time of its last heartbeat (at most MAX_FOLLOWERS);
 - atlas:class:<code>:a      hash: follower id -> answer to the current question (deleted when the question changes);
-- atlas:class:<code>:ended  set by end(), so the code reads as ended, not unknown.
-The teacher's writes are Lua scripts: the secret is checked and the state written in one step, so no write lands
-on a class that has just ended.
+- atlas:class:<code>:ended  set by end(), so the code reads as ended, not unknown;
+- atlas:classes             sorted set: open class -> when its teacher was last there (the cap on open classes);
+- atlas:ticket:<id>         a teacher's key sealed with a one-time ticket (codes.seal), TICKET_S;
+- atlas:key                 the random key follower ids are signed with (followers.py), made once.
+The teacher's writes and a class's start are Lua scripts (Redis 7's `#!lua` form: Redis refuses a script that
+writes when it is out of memory, before it runs; ending a class may run then, as it frees memory): the secret (or
+the cap) is checked and the state written in one step, so no write lands on a class that has just ended.
+A call waits at most CALL_TIMEOUT_S; after a call that could not reach Redis, calls fail at once for RETRY_AFTER_S
+(a hung Redis costs a page run one timeout, not one per call).
 """
 from __future__ import annotations
 
 import functools
 import json
+import math
+import secrets
+import threading
+import time
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from app_core.classroom import codes
 from app_core.classroom.store import (
+    MAX_FOLLOWERS,
+    TICKET_S,
     ClassClosed,
+    ClassesFull,
     ClassState,
     ClassStore,
     NotTeacher,
     StoreUnavailable,
     View,
     check_answer_text,
+    check_view,
     tally,
 )
 
 PREFIX = "atlas:class:"
-CLOSED, FORBIDDEN = -1, -2
+CLASSES = "atlas:classes"
+TICKETS = "atlas:ticket:"
+KEY = "atlas:key"
+CLOSED, FORBIDDEN, FULL = -1, -2, -3
+CALL_TIMEOUT_S = 0.5          # connect and answer (a call takes ~0.1-1 ms on a LAN)
+RETRY_AFTER_S = 1.0           # after a call that could not reach Redis, calls fail at once this long
 
-# KEYS: class, followers, answers. ARGV: secret hash, ttl. Returns CLOSED, FORBIDDEN or 0 (then the action runs).
-_TEACHER = """
+# KEYS: classes, the new class. ARGV: now, ttl, expired before, idle before, cap, code, secret hash, view JSON,
+# question, prefix. Returns FULL or 0.
+CREATE = """#!lua
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[3])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[5]) then
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if tonumber(oldest[2]) >= tonumber(ARGV[4]) then return -3 end
+  local gone = ARGV[10] .. oldest[1]
+  redis.call('DEL', gone, gone .. ':f', gone .. ':a')
+  redis.call('SET', gone .. ':ended', '1', 'EX', ARGV[2])
+  redis.call('ZREM', KEYS[1], oldest[1])
+end
+redis.call('HSET', KEYS[2], 'secret', ARGV[7], 'view', ARGV[8], 'question', ARGV[9], 'revealed', '0', 'version', 1)
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[6])
+return 0
+"""
+# KEYS: class, followers, answers, ended, classes. ARGV: secret hash, ttl, now, code. Returns CLOSED, FORBIDDEN or 0
+# (then the action runs).
+_TEACHER = """#!lua
 local kept = redis.call('HGET', KEYS[1], 'secret')
 if not kept then return -1 end
 if kept ~= ARGV[1] then return -2 end
 for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ARGV[2]) end
+redis.call('ZADD', KEYS[5], ARGV[3], ARGV[4])
 """
-# ARGV[3]: view JSON, ARGV[4]: question ('' for none). Returns the version.
+# ARGV[5]: view JSON, ARGV[6]: question ('' for none). Returns the version.
 PUBLISH = _TEACHER + """
-if redis.call('HGET', KEYS[1], 'view') == ARGV[3] then return tonumber(redis.call('HGET', KEYS[1], 'version')) end
-if redis.call('HGET', KEYS[1], 'question') ~= ARGV[4] then
+if redis.call('HGET', KEYS[1], 'view') == ARGV[5] then return tonumber(redis.call('HGET', KEYS[1], 'version')) end
+if redis.call('HGET', KEYS[1], 'question') ~= ARGV[6] then
   redis.call('DEL', KEYS[3])
-  redis.call('HSET', KEYS[1], 'question', ARGV[4], 'revealed', '0')
+  redis.call('HSET', KEYS[1], 'question', ARGV[6], 'revealed', '0')
 end
-redis.call('HSET', KEYS[1], 'view', ARGV[3])
+redis.call('HSET', KEYS[1], 'view', ARGV[5])
 return redis.call('HINCRBY', KEYS[1], 'version', 1)
 """
 REVEAL = _TEACHER + """
@@ -55,25 +96,28 @@ return redis.call('HINCRBY', KEYS[1], 'version', 1)
 """
 TEACHER_HERE = _TEACHER + "return 0"
 ANSWERS = _TEACHER + "return redis.call('HVALS', KEYS[3])"
-# KEYS: class, followers, answers, ended. ARGV: secret hash, ttl.
-END = _TEACHER + """
+END = _TEACHER.replace("#!lua", "#!lua flags=allow-oom") + """
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 redis.call('SET', KEYS[4], '1', 'EX', ARGV[2])
+redis.call('ZREM', KEYS[5], ARGV[4])
 return 0
 """
-# KEYS: class, followers. ARGV: follower, now, oldest kept, ttl.
-FOLLOW = """
+# KEYS: class, followers. ARGV: follower, now, oldest kept, ttl, most kept.
+FOLLOW = """#!lua
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[3])
+local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[5])
+if over > 0 then redis.call('ZPOPMIN', KEYS[2], over) end
 redis.call('EXPIRE', KEYS[2], ARGV[4])
 return 0
 """
-# KEYS: class, answers. ARGV: follower, question, answer, ttl.
-ANSWER = """
+# KEYS: class, answers. ARGV: follower, question, answer, ttl, most kept.
+ANSWER = """#!lua
 local state = redis.call('HMGET', KEYS[1], 'question', 'revealed')
 if not state[1] then return -1 end
 if state[1] ~= ARGV[2] or state[2] == '1' then return 0 end
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 and redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[5]) then return 0 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 redis.call('EXPIRE', KEYS[2], ARGV[4])
 return 1
@@ -81,40 +125,54 @@ return 1
 
 
 def _reachable(method):
-    """A store method whose Redis errors (down, unreachable, timed out) become StoreUnavailable."""
+    """A store method whose Redis errors become StoreUnavailable; after one that could not reach Redis (refused,
+    timed out), calls fail at once for RETRY_AFTER_S."""
     @functools.wraps(method)
     def call(self, *args, **kwargs):
+        down = self._down
+        if down is not None and time.monotonic() < down[0]:
+            raise StoreUnavailable(down[1], slow=down[2])
         try:
             return method(self, *args, **kwargs)
+        except (redis.ConnectionError, redis.TimeoutError) as err:
+            slow = isinstance(err, redis.TimeoutError)
+            why = f"the class store (Redis) {'is not answering' if slow else 'cannot be reached'}: {err}"
+            self._down = (time.monotonic() + RETRY_AFTER_S, why, slow)
+            raise StoreUnavailable(why, slow=slow) from err
         except redis.RedisError as err:
-            raise StoreUnavailable(f"the class store (Redis) cannot be reached: {err}") from err
+            raise StoreUnavailable(f"the class store (Redis) refused the call: {err}") from err
     return call
 
 
 def _view_json(view: View) -> str:
+    check_view(view)
     return json.dumps({"page": view.page, "params": view.params, "question": view.question}, ensure_ascii=False,
                       sort_keys=True)
 
 
 class RedisStore(ClassStore):
-    """Classes in Redis at `url` (redis://host:port/db)."""
+    """Classes in Redis at `url` (redis://[user:password@]host:port/db, or rediss:// over TLS)."""
 
     networked = True
 
     def __init__(self, url: str, **kwargs):
         super().__init__(**kwargs)
-        self.redis = redis.Redis.from_url(url, decode_responses=True, socket_timeout=2, socket_connect_timeout=2,
-                                          health_check_interval=30)
+        self.redis = redis.Redis.from_url(url, decode_responses=True, socket_timeout=CALL_TIMEOUT_S,
+                                          socket_connect_timeout=CALL_TIMEOUT_S, health_check_interval=30,
+                                          retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)))
         self._scripts = {name: self.redis.register_script(source) for name, source in
-                         (("publish", PUBLISH), ("reveal", REVEAL), ("here", TEACHER_HERE), ("answers", ANSWERS),
-                          ("end", END), ("follow", FOLLOW), ("answer", ANSWER))}
+                         (("create", CREATE), ("publish", PUBLISH), ("reveal", REVEAL), ("here", TEACHER_HERE),
+                          ("answers", ANSWERS), ("end", END), ("follow", FOLLOW), ("answer", ANSWER))}
+        self._down: tuple[float, str, bool] | None = None     # (until, why, slow): calls fail at once until then
+        self._key: bytes | None = None
+        self._key_lock = threading.Lock()
 
     def _ttl(self) -> int:
         return max(1, int(round(self.ttl_s)))
 
     def _keys(self, code: str) -> list[str]:
         key = PREFIX + code
-        return [key, key + ":f", key + ":a", key + ":ended"]
+        return [key, key + ":f", key + ":a", key + ":ended", CLASSES]
 
     def _closed(self, code: str) -> ClassClosed:
         return ClassClosed(code, bool(self.redis.exists(PREFIX + code + ":ended")))
@@ -122,9 +180,8 @@ class RedisStore(ClassStore):
     def _teacher(self, script: str, code: str, secret: str, *args):
         if not codes.is_secret(secret):
             raise NotTeacher(code)
-        keys = self._keys(code)
-        out = self._scripts[script](keys=keys if script == "end" else keys[:3],
-                                    args=[codes.secret_hash(secret), self._ttl(), *args])
+        out = self._scripts[script](keys=self._keys(code),
+                                    args=[codes.secret_hash(secret), self._ttl(), self.clock(), code, *args])
         if out == CLOSED:
             raise self._closed(code)
         if out == FORBIDDEN:
@@ -133,14 +190,23 @@ class RedisStore(ClassStore):
 
     @_reachable
     def create(self, view: View) -> tuple[str, str]:
+        text = _view_json(view)
         code, secret = codes.new_code(), codes.new_secret()
-        key = self._keys(code)[0]
-        with self.redis.pipeline() as pipe:
-            pipe.hset(key, mapping={"secret": codes.secret_hash(secret), "view": _view_json(view),
-                                    "question": view.question or "", "revealed": "0", "version": 1})
-            pipe.expire(key, self._ttl())
-            pipe.execute()
+        now = self.clock()
+        try:
+            out = self._scripts["create"](keys=[CLASSES, PREFIX + code],
+                                          args=[now, self._ttl(), now - self.ttl_s, now - self.idle_s,
+                                                self.max_classes, code, codes.secret_hash(secret), text,
+                                                view.question or "", PREFIX])
+        except redis.OutOfMemoryError as err:                # maxmemory reached (noeviction): no new class
+            raise ClassesFull(f"the class store is full: {err}") from err
+        if out == FULL:
+            raise ClassesFull(f"{self.max_classes} classes are open")
         return code, secret
+
+    @_reachable
+    def open_classes(self) -> int:
+        return int(self.redis.zcount(CLASSES, self.clock() - self.ttl_s, "+inf"))
 
     @_reachable
     def version(self, code: str) -> int | None:
@@ -176,7 +242,9 @@ class RedisStore(ClassStore):
         check_answer_text("", follower, "-")
         now = self.clock()
         keys = self._keys(code)[:2]
-        if self._scripts["follow"](keys=keys, args=[follower, now, now - self.follow_window_s, self._ttl()]) == -1:
+        out = self._scripts["follow"](keys=keys, args=[follower, now, now - self.follow_window_s, self._ttl(),
+                                                       MAX_FOLLOWERS])
+        if out == CLOSED:
             raise self._closed(code)
 
     @_reachable
@@ -187,11 +255,39 @@ class RedisStore(ClassStore):
     def answer(self, code: str, follower: str, question: str, answer: str) -> bool:
         check_answer_text(question, follower, answer)
         keys = self._keys(code)
-        out = self._scripts["answer"](keys=[keys[0], keys[2]], args=[follower, question, answer, self._ttl()])
-        if out == -1:
+        out = self._scripts["answer"](keys=[keys[0], keys[2]],
+                                      args=[follower, question, answer, self._ttl(), MAX_FOLLOWERS])
+        if out == CLOSED:
             raise self._closed(code)
         return out == 1
 
     @_reachable
     def answers(self, code: str, secret: str) -> dict[str, int]:
         return tally(list(self._teacher("answers", code, secret)))
+
+    # ------------------------------------------------------------------------------------ upkeep, keys, tickets
+    @_reachable
+    def sweep(self) -> int:
+        """Classes left by their teachers leave atlas:classes (their keys expire in Redis by their TTLs)."""
+        return int(self.redis.zremrangebyscore(CLASSES, "-inf", f"({self.clock() - self.ttl_s}"))
+
+    @_reachable
+    def shared_key(self) -> bytes:
+        with self._key_lock:
+            if self._key is None:
+                self.redis.set(KEY, secrets.token_hex(32), nx=True)
+                self._key = bytes.fromhex(self.redis.get(KEY))
+            return self._key
+
+    @_reachable
+    def issue_ticket(self, token: str) -> str:
+        ticket = codes.new_ticket()
+        self.redis.set(TICKETS + codes.ticket_id(ticket), codes.seal(token, ticket), ex=math.ceil(TICKET_S))
+        return ticket
+
+    @_reachable
+    def redeem_ticket(self, ticket: str) -> str | None:
+        if not codes.is_secret(ticket):
+            return None
+        sealed = self.redis.getdel(TICKETS + codes.ticket_id(ticket))
+        return None if sealed is None else codes.unseal(sealed, ticket)

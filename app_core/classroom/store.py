@@ -6,6 +6,11 @@ text always), its version (one number a follower polls cheaply, raised by every 
 the current question's key and whether its answer is revealed; beside it, the followers' heartbeats and the
 students' answers. Every change of the view needs the teacher's secret; a student writes only their own heartbeat
 and their own answer to the current question. A class ends with end() or after `ttl_s` (12 h) without the teacher.
+
+Bounded whatever visitors do: at most `max_classes` open at once (a new class takes the place of one whose teacher
+has been away `idle_s`, else ClassesFull), a view of at most VIEW_CHARS, MAX_FOLLOWERS heartbeats and answers a
+class; sweep() (a timer calls it) forgets expired and ended classes, old heartbeats and spent tickets. A ticket
+hands the teacher's key to their browser once (app_pages/_class_key.py), within TICKET_S.
 """
 from __future__ import annotations
 
@@ -20,6 +25,11 @@ TTL_S = 12 * 3600              # a class ends after this long without the teache
 FOLLOW_WINDOW_S = 15.0         # a follower counts while its last heartbeat is this recent
 ANSWER_CHARS = 16              # an answer is a choice's number or "right" / "wrong": short
 FOLLOWER_ID_CHARS = 64
+MAX_CLASSES = 200              # open classes at once, per server (per deployment with Redis): ATLAS_MAX_CLASSES
+IDLE_S = 600.0                 # when full, a class whose teacher has been away this long gives its place to a new one
+VIEW_CHARS = 32_000            # a published view's JSON (the page's own limits keep it under ~20,000)
+MAX_FOLLOWERS = 2048           # heartbeats and answers kept per class (the oldest heartbeat goes first)
+TICKET_S = 60.0                # a ticket swaps for the teacher's cookie once, within this long
 
 
 class ClassClosed(LookupError):
@@ -31,11 +41,20 @@ class ClassClosed(LookupError):
 
 
 class StoreUnavailable(ConnectionError):
-    """The store cannot be reached (Redis down or unreachable): nothing was read or written."""
+    """The store cannot be reached (Redis down or unreachable; `slow`: it did not answer in time): nothing was read
+    or written."""
+
+    def __init__(self, why: str = "", slow: bool = False):
+        super().__init__(why)
+        self.slow = slow
 
 
 class NotTeacher(PermissionError):
     """The secret given is not the teacher's: nothing was written."""
+
+
+class ClassesFull(RuntimeError):
+    """As many classes are open as the server holds (and none was left idle): no class was started."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +88,14 @@ def tally(answers: list[str]) -> dict[str, int]:
     return dict(Counter(answers))
 
 
+def check_view(view: View) -> str:
+    """The view's JSON; ValueError when it is longer than VIEW_CHARS."""
+    text = view.to_json()
+    if len(text) > VIEW_CHARS:
+        raise ValueError(f"a class view of {len(text)} characters (at most {VIEW_CHARS})")
+    return text
+
+
 def check_answer_text(question: str, follower: str, answer: str) -> None:
     """ValueError for an answer a student could not have sent from the page (too long, empty)."""
     if not answer or len(answer) > ANSWER_CHARS or not follower or len(follower) > FOLLOWER_ID_CHARS:
@@ -81,12 +108,33 @@ class ClassStore(ABC):
     networked = False          # its calls wait on the network (an event loop calls them in a thread)
 
     def __init__(self, ttl_s: float = TTL_S, follow_window_s: float = FOLLOW_WINDOW_S,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, max_classes: int = MAX_CLASSES, idle_s: float = IDLE_S):
         self.ttl_s, self.follow_window_s, self.clock = ttl_s, follow_window_s, clock
+        self.max_classes, self.idle_s = max_classes, idle_s
 
     @abstractmethod
     def create(self, view: View) -> tuple[str, str]:
-        """A new class showing view: (its join code, the teacher's secret)."""
+        """A new class showing view: (its join code, the teacher's secret). ClassesFull, ValueError (view too long)."""
+
+    @abstractmethod
+    def open_classes(self) -> int:
+        """How many classes are open."""
+
+    @abstractmethod
+    def sweep(self) -> int:
+        """Forget expired and ended classes, stale heartbeats and spent tickets: how many entries went."""
+
+    @abstractmethod
+    def shared_key(self) -> bytes:
+        """A random key shared by every process on this store (followers.py signs follower ids with it)."""
+
+    @abstractmethod
+    def issue_ticket(self, token: str) -> str:
+        """A one-time ticket for the teacher's token (code.secret), valid TICKET_S."""
+
+    @abstractmethod
+    def redeem_ticket(self, ticket: str) -> str | None:
+        """The token of a ticket, once; None when it is unknown, spent or expired."""
 
     @abstractmethod
     def version(self, code: str) -> int | None:
@@ -100,7 +148,7 @@ class ClassStore(ABC):
     def publish(self, code: str, secret: str, view: View) -> int:
         """The teacher's new view: the new version. The same view again changes nothing (same version); another
         question starts with no answers and unrevealed (view.revealed is ignored: reveal() sets it). NotTeacher,
-        ClassClosed."""
+        ClassClosed, ValueError (view too long)."""
 
     @abstractmethod
     def reveal(self, code: str, secret: str) -> int:
@@ -125,7 +173,7 @@ class ClassStore(ABC):
     @abstractmethod
     def answer(self, code: str, follower: str, question: str, answer: str) -> bool:
         """A student's answer to the current question (the last one counts); False when that question is no longer
-        the current one or its answer is revealed. ClassClosed."""
+        the current one, its answer is revealed, or MAX_FOLLOWERS others answered. ClassClosed."""
 
     @abstractmethod
     def answers(self, code: str, secret: str) -> dict[str, int]:

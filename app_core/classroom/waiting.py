@@ -6,6 +6,9 @@ teacher's run and its last messages go out before sixty followers ask for theirs
 same version (the browser asks again; each ask is the follower's heartbeat). One watcher per class with waiting
 followers reads the store's version every `every_s` (a dict read in memory; with Redis one read per class, not per
 follower, and a teacher on another replica is seen that way), so an idle follower costs a held connection.
+
+Bounded: a follower id holds one wait (a new ask answers its previous one at once, unchanged), a class at most
+`per_class` (a flood on one class leaves the others their room), the process at most `max_waiting`; beyond, Busy.
 """
 from __future__ import annotations
 
@@ -17,41 +20,56 @@ from app_core.classroom.store import ClassStore, StoreUnavailable
 EVERY_S = 0.05            # the watcher's read of a class's version in this process's memory
 EVERY_NETWORKED_S = 0.2   # ... in a store on the network (Redis): a teacher on another replica
 MAX_WAITING = 4096        # followers waiting in this process at once; more are told to come back (Busy)
+MAX_WAITING_PER_CLASS = 512   # ... of one class
 
 
 class Busy(RuntimeError):
-    """Too many followers wait in this process: ask again later."""
+    """Too many followers wait in this process, or on this class: ask again later."""
 
 
 class ViewWaits:
     """Followers waiting for a class's next view (see the module's docstring). One per event loop."""
 
     def __init__(self, store: ClassStore, until_teacher_done: Callable[[str], float], every_s: float | None = None,
-                 max_waiting: int = MAX_WAITING):
+                 max_waiting: int = MAX_WAITING, per_class: int = MAX_WAITING_PER_CLASS):
         self._store, self._until_teacher_done = store, until_teacher_done
         self._every_s = every_s if every_s is not None else EVERY_NETWORKED_S if store.networked else EVERY_S
-        self._max_waiting = max_waiting
-        self._waiting: dict[str, dict[asyncio.Future, int]] = {}      # code -> {a waiter's future: its seen version}
+        self._max_waiting, self._per_class = max_waiting, per_class
+        self._waiting: dict[str, dict[str, tuple[asyncio.Future, int]]] = {}   # code -> follower -> (future, seen)
+        self._count = 0
         self._watchers: dict[str, asyncio.Task] = {}
 
     @property
     def waiting(self) -> int:
-        return sum(len(w) for w in self._waiting.values())
+        return self._count
+
+    def waiting_on(self, code: str) -> int:
+        return len(self._waiting.get(code, ()))
 
     async def call(self, method: Callable, *args):
         """A store call: in a thread when the store is on the network (the event loop never waits on a socket)."""
         return await asyncio.to_thread(method, *args) if self._store.networked else method(*args)
 
-    async def wait(self, code: str, seen: int, timeout_s: float) -> int | None:
+    async def wait(self, code: str, follower: str, seen: int, timeout_s: float) -> int | None:
         """The class's version once it differs from seen (and its teacher's run here is done), or seen after
-        timeout_s; None when no open class has the code. StoreUnavailable, Busy."""
+        timeout_s (or when the same follower asks again); None when no open class has the code. StoreUnavailable,
+        Busy."""
         version = await self.call(self._store.version, code)
         if version is None or (version != seen and self._until_teacher_done(code) <= 0):
             return version
-        if self.waiting >= self._max_waiting:
-            raise Busy(f"{self.waiting} followers are waiting in this process")
+        waiters = self._waiting.setdefault(code, {})
+        before = waiters.pop(follower, None)
+        if before is not None:
+            self._count -= 1
+            if not before[0].done():
+                before[0].set_result(before[1])            # its previous ask: answered unchanged
+        if len(waiters) >= self._per_class or self._count >= self._max_waiting:
+            if not waiters:
+                del self._waiting[code]
+            raise Busy(f"{len(waiters)} followers wait on this class, {self._count} in this process")
         future = asyncio.get_running_loop().create_future()
-        self._waiting.setdefault(code, {})[future] = seen
+        waiters[follower] = (future, seen)
+        self._count += 1
         if code not in self._watchers:
             self._watchers[code] = asyncio.create_task(self._watch(code))
         try:
@@ -59,9 +77,11 @@ class ViewWaits:
         except TimeoutError:
             return seen
         finally:
-            waiters = self._waiting.get(code, {})
-            waiters.pop(future, None)
-            if not waiters:
+            held = self._waiting.get(code, {})
+            if held.get(follower, (None,))[0] is future:
+                del held[follower]
+                self._count -= 1
+            if not held:
                 self._waiting.pop(code, None)
 
     async def _watch(self, code: str) -> None:
@@ -74,7 +94,7 @@ class ViewWaits:
                 except StoreUnavailable:                  # the waiters time out and ask again
                     continue
                 waiters = self._waiting.get(code, {})
-                changed = [f for f, seen in waiters.items() if seen != version and not f.done()]
+                changed = [f for f, seen in waiters.values() if seen != version and not f.done()]
                 if changed and self._until_teacher_done(code) <= 0:
                     for future in changed:
                         future.set_result(version)

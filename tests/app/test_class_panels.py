@@ -1,13 +1,21 @@
 """The live class in AppTest: a teacher's session and students' sessions in one process share the in-memory store
-(no ATLAS_REDIS_URL): start a class, follow, detach and rejoin, live answers and reveal, forged and ended codes."""
+(no ATLAS_REDIS_URL): start a class, follow, detach and rejoin, live answers and reveal, forged and ended codes; the
+teacher's key never in an address; the caps on classes; a real Redis stopped mid-class (End class and a join wait
+for it, and say so)."""
 from __future__ import annotations
+
+import time
+from pathlib import Path
 
 import pytest
 
-from app_core.classroom import class_store, codes
+from app_core.classroom import class_store, codes, follower_key, followers
+from app_core.classroom import redis_store as redis_module
 from app_core.classroom.views import JOIN, TEACH
 from tests.app.apptest import open_page, rerun, warnings
 from tests.app.models_folder import SHAPES
+
+DEPLOY_REDIS = Path(__file__).resolve().parents[2] / "deploy/redis.conf"
 
 LESSON = "1-llm-basics"
 
@@ -18,12 +26,11 @@ def memory_store(monkeypatch):
 
 
 def start_class(**params):
-    """A presenter's session that started a class: (AppTest, code, secret)."""
+    """A presenter's session that started a class: (AppTest, code, secret). The teacher's address holds no key."""
     teacher = open_page("attention", present="1", **params)
     act(teacher, teacher.button(key="w_class_start").click())
-    code, secret = codes.read_teacher_token(teacher.query_params[TEACH][0]
-                                            if isinstance(teacher.query_params[TEACH], list)
-                                            else teacher.query_params[TEACH])
+    code, secret = teacher.session_state["_class_teaching"]
+    assert TEACH not in teacher.query_params and secret not in str(dict(teacher.query_params))
     return teacher, code, secret
 
 
@@ -46,6 +53,9 @@ def test_students_follow_the_teacher_and_never_see_the_secret():
     act(teacher, teacher.slider(key="layer").set_value(5))
     act(teacher, teacher.slider(key="head").set_value(3))
     assert class_store().state(code).view.params["layer"] == "5"
+    assert secret not in str(dict(teacher.query_params)) and TEACH not in teacher.query_params
+    me = student.session_state["_class_me"]
+    assert followers.is_signed(follower_key(), code, me)             # the follower's id: issued by the server
     rerun(student)
     assert (student.slider(key="layer").value, student.slider(key="head").value) == (5, 3)
     assert secret not in str(dict(student.query_params)) and param(student, "layer") == "5"
@@ -75,9 +85,10 @@ def test_forged_and_ended_codes_open_the_normal_app_with_a_message():
     act(teacher, teacher.button(key="w_class_end").click())
     ended = open_page("attention", **{JOIN: code})
     assert "has ended" in warnings(ended)
-    stolen = open_page("attention", **{TEACH: codes.teacher_token(code, codes.new_secret())})
-    assert "not valid" in warnings(stolen) or "has ended" in warnings(stolen)
-    assert "_class_teaching" not in stolen.session_state
+    teacher, code, secret = start_class()
+    stolen = open_page("attention", **{TEACH: codes.teacher_token(code, secret)})      # a key read off a screen
+    assert "links no longer carry" in warnings(stolen) and TEACH not in stolen.query_params
+    assert "_class_teaching" not in stolen.session_state and class_store().version(code) == 1
 
 
 def test_students_answer_the_teachers_question_and_reveal_shows_the_answer_everywhere():
@@ -137,3 +148,46 @@ def test_students_follow_the_teacher_through_a_lesson_onto_another_page():
     assert student.session_state["_lesson"] == (LESSON, 7)
     assert student.session_state["_run"][0] == "positional"
     assert student.get("plotly_chart")
+
+
+def test_a_session_starts_a_bounded_number_of_classes_and_the_server_holds_a_bounded_number(monkeypatch):
+    monkeypatch.setattr("app_pages._class_teacher.MAX_STARTED", 2)
+    teacher, _, _ = start_class()
+    act(teacher, teacher.button(key="w_class_end").click())
+    act(teacher, teacher.button(key="w_class_start").click())
+    act(teacher, teacher.button(key="w_class_end").click())
+    act(teacher, teacher.button(key="w_class_start").click())
+    assert "has started 2 classes" in warnings(teacher) and "_class_teaching" not in teacher.session_state
+    monkeypatch.setenv("ATLAS_MAX_CLASSES", "1")                       # a fresh store holding one class
+    start_class()
+    late = open_page("attention", present="1")
+    act(late, late.button(key="w_class_start").click())
+    assert "as many classes as it can" in warnings(late) and "_class_teaching" not in late.session_state
+
+
+def test_a_redis_stopped_mid_class_keeps_the_class_its_key_and_a_students_join(monkeypatch):
+    """Redis (deploy/redis.conf: a password, a snapshot on shutdown) stops mid-class: End class says it could not
+    end the class and keeps it (the key, and so the cookie); a student opening the join link keeps join= in the
+    address and is told they join when the store answers. Redis back: the student joins, End class ends it."""
+    from tests.classroom.redis_server import redis_server
+
+    with redis_server(DEPLOY_REDIS) as server:
+        monkeypatch.setenv("ATLAS_REDIS_URL", server.url)
+        teacher, code, secret = start_class()
+        server.stop()
+        teacher.button(key="w_class_end").click()
+        act(teacher, None)
+        assert "could not be ended" in warnings(teacher)
+        assert teacher.session_state["_class_teaching"] == (code, secret)
+        assert "_class_forget" not in teacher.session_state                 # the cookie is not cleared
+        student = open_page("attention", **{JOIN: code})
+        assert "joins the class" in warnings(student) and param(student, JOIN) == code
+        assert "_class_joined" not in student.session_state
+        server.start()
+        time.sleep(redis_module.RETRY_AFTER_S)
+        rerun(student)                                                      # (the retry fragment's rerun)
+        assert student.session_state["_class_joined"] == code and param(student, JOIN) == code
+        teacher.button(key="w_class_end").click()
+        act(teacher, None)
+        assert "_class_teaching" not in teacher.session_state and class_store().version(code) is None
+        assert teacher.session_state["_class_forget"] == code

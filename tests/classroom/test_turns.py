@@ -69,3 +69,35 @@ def test_a_failing_run_gives_its_turn_back():
     t0 = time.monotonic()
     with turns.follower("C"):
         assert time.monotonic() - t0 < 0.2
+
+
+def test_each_class_has_its_own_turn():
+    """A follower of class D runs at once while a follower of class C holds C's turn (one slot per class, not one
+    for the process), and the turns are forgotten once no run holds them."""
+    turns, log_c, log_d = Turns(grace_s=0.0, wait_s=10.0), [], []
+    holding = _follow(turns, "C", log_c, hold_s=0.5)
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    _follow(turns, "D", log_d).join(5)
+    assert log_d and log_d[0][1] - t0 < 0.2                 # not behind C's half-second run
+    waiting = _follow(turns, "C", log_c)
+    holding.join(5)
+    waiting.join(5)
+    assert [kind for kind, _ in log_c] == ["start", "end", "start", "end"]
+    assert turns.classes == 0
+
+
+def test_teachers_ends_are_forgotten(monkeypatch):
+    """A thousand classes' teachers ran once: their ends are kept FORGET_S, then pruned."""
+    from app_core.classroom.turns import FORGET_S
+
+    turns = Turns(grace_s=0.0)
+    for i in range(1000):
+        with turns.teacher(f"C{i}"):
+            pass
+    assert turns.classes == 1000
+    real = time.monotonic
+    monkeypatch.setattr(time, "monotonic", lambda: real() + FORGET_S + 1)
+    with turns.teacher("new"):
+        pass
+    assert turns.classes == 1

@@ -3,21 +3,23 @@ on the in-memory store and a real Redis."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import secrets
 import threading
 import time
 
 import pytest
 from starlette.requests import Request
 
-from app_core.classroom import View
+from app_core.classroom import View, codes, followers
 from app_core.classroom.memory import MemoryStore
 from app_core.classroom.redis_store import RedisStore
 from app_core.classroom.turns import Turns
 from app_core.classroom.waiting import Busy, ViewWaits
 from app_pages import _class_wait as class_wait
 
-ME = "0123456789abcdef"
+ME = "0123456789abcdef" * 2
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -35,8 +37,8 @@ def test_a_changed_view_is_answered_at_once_and_a_closed_class_with_none(store):
 
     async def asks():
         t0 = time.monotonic()
-        changed = await waits.wait(code, 0, 5.0)
-        closed = await waits.wait("0" * 12, 1, 5.0)
+        changed = await waits.wait(code, ME, 0, 5.0)
+        closed = await waits.wait("0" * 12, ME, 1, 5.0)
         return changed, closed, time.monotonic() - t0
     changed, closed, took = run(asks())
     assert (changed, closed) == (1, None) and took < 0.5
@@ -48,11 +50,11 @@ def test_a_wait_ends_when_the_teacher_publishes_and_after_its_timeout_without(st
 
     async def asks():
         t0 = time.monotonic()
-        quiet = await waits.wait(code, 1, 0.3)
+        quiet = await waits.wait(code, ME, 1, 0.3)
         quiet_s = time.monotonic() - t0
         asyncio.get_running_loop().call_later(0.2, store.publish, code, secret, View("softmax"))
         t1 = time.monotonic()
-        found = await asyncio.gather(*(waits.wait(code, 1, 5.0) for _ in range(5)))
+        found = await asyncio.gather(*(waits.wait(code, f"{i:032x}", 1, 5.0) for i in range(5)))
         return quiet, quiet_s, found, time.monotonic() - t1, waits.waiting
     quiet, quiet_s, found, found_s, left = run(asks())
     assert quiet == 1 and 0.29 <= quiet_s < 1.0                    # the same version after the timeout
@@ -74,24 +76,39 @@ def test_followers_hear_of_a_change_only_once_the_teachers_run_here_is_done():
 
     async def ask():
         threading.Thread(target=teachers_run).start()
-        version = await waits.wait(code, 1, 5.0)
+        version = await waits.wait(code, ME, 1, 5.0)
         return version, time.monotonic()
     version, heard = run(ask())
     assert version == 2 and heard - ended[0] >= 0.09                 # after the run and its grace
 
 
-def test_too_many_waiting_are_told_to_come_back():
+def test_waiting_is_bounded_per_follower_per_class_and_per_process():
+    """A follower id holds one wait (asking again answers the previous ask unchanged); a class at most per_class
+    waits, so a flood on one class leaves another its room; the process at most max_waiting."""
     store = MemoryStore()
-    code, _ = store.create(View("attention"))
-    waits = ViewWaits(store, Turns().until_teacher_done, max_waiting=2)
+    flooded, other = (store.create(View("attention"))[0] for _ in range(2))
+    waits = ViewWaits(store, Turns().until_teacher_done, max_waiting=5, per_class=3)
 
     async def asks():
-        held = [asyncio.create_task(waits.wait(code, 1, 0.5)) for _ in range(2)]
-        await asyncio.sleep(0.05)
-        with pytest.raises(Busy):
-            await waits.wait(code, 1, 0.5)
-        return await asyncio.gather(*held)
-    assert run(asks()) == [1, 1]
+        first = asyncio.create_task(waits.wait(flooded, ME, 1, 5.0))
+        await asyncio.sleep(0.02)
+        again = asyncio.create_task(waits.wait(flooded, ME, 1, 0.3))      # the same follower asks again
+        await asyncio.sleep(0.02)
+        superseded = first.done() and first.result() == 1
+        held = [asyncio.create_task(waits.wait(flooded, f"{i:032x}", 1, 0.3)) for i in range(2)]
+        await asyncio.sleep(0.02)
+        counts = (waits.waiting_on(flooded), waits.waiting)
+        with pytest.raises(Busy):                                         # the class is full
+            await waits.wait(flooded, "f" * 32, 1, 0.3)
+        room = [asyncio.create_task(waits.wait(other, f"{i:032x}", 1, 0.3)) for i in range(2)]
+        await asyncio.sleep(0.02)
+        with pytest.raises(Busy):                                         # the process is full
+            await waits.wait(other, "e" * 32, 1, 0.3)
+        answers = await asyncio.gather(again, *held, *room)
+        return superseded, counts, answers, waits.waiting
+    superseded, counts, answers, left = run(asks())
+    assert superseded and counts == (3, 3)
+    assert answers == [1] * 5 and left == 0
 
 
 def _ask(query: str) -> tuple[int, dict, dict]:
@@ -101,16 +118,62 @@ def _ask(query: str) -> tuple[int, dict, dict]:
     return response.status_code, json.loads(response.body), dict(response.headers)
 
 
-def test_the_route_answers_counts_the_follower_and_refuses_malformed_asks(monkeypatch):
-    monkeypatch.delenv("ATLAS_REDIS_URL", raising=False)
-    class_wait._waits.cache_clear()
-    from app_core.classroom import class_store
+@pytest.fixture
+def memory_route(monkeypatch):
+    """The wait route on a fresh in-memory store of this process (ATLAS_CLASS_KEY unset: the store's own key)."""
+    from app_core import classroom
 
-    code, _ = class_store().create(View("attention"))
-    status, body, headers = _ask(f"code={code.lower()}&seen=0&me={ME}")
+    monkeypatch.delenv("ATLAS_REDIS_URL", raising=False)
+    monkeypatch.delenv(followers.KEY_ENV, raising=False)
+    monkeypatch.setattr(classroom, "_store_for", functools.cache(lambda url, most: MemoryStore()))
+    class_wait._waits.cache_clear()
+    yield classroom.class_store()
+    class_wait._waits.cache_clear()
+
+
+def test_the_route_answers_and_counts_a_follower_the_server_issued(memory_route):
+    from app_core.classroom import follower_key
+
+    store = memory_route
+    code, _ = store.create(View("attention"))
+    me = followers.issue(follower_key(), code)
+    status, body, headers = _ask(f"code={code.lower()}&seen=0&me={me}")
     assert (status, body) == (200, {"version": 1}) and headers["cache-control"] == "no-store"
-    assert class_store().followers(code) == 1                       # the ask was the follower's heartbeat
-    assert _ask(f"code=ZZZZ-ZZZZ-ZZZZ&seen=1&me={ME}")[:2] == (200, {"closed": True})
-    for bad in (f"code=nope&seen=1&me={ME}", f"code={code}&seen=-1&me={ME}", f"code={code}&seen=1&me=<b>",
-                f"code={code}&seen=1", f"code={code}&seen={'9' * 40}&me={ME}"):
-        assert _ask(bad)[0] == 400, bad
+    assert store.followers(code) == 1                                  # the ask was the follower's heartbeat
+    closed = codes.new_code()
+    assert _ask(f"code={closed}&seen=1&me={followers.issue(follower_key(), closed)}")[:2] == (200, {"closed": True})
+
+
+def test_invented_follower_ids_are_refused_and_never_counted(memory_route):
+    """Any 32 hex digits, an id of another class, an id signed with another key: 403, not a follower."""
+    from app_core.classroom import follower_key
+
+    store = memory_route
+    code, _ = store.create(View("attention"))
+    other, _ = store.create(View("attention"))
+    real = followers.issue(follower_key(), code)
+    assert _ask(f"code={code}&seen=0&me={real}")[0] == 200
+    invented = [secrets.token_hex(16) for _ in range(100)]
+    invented += [followers.issue(follower_key(), other), followers.issue(b"another key", code),
+                 real[:16] + ("0" if real[16] != "0" else "1") + real[17:]]
+    for me in invented:
+        assert _ask(f"code={code}&seen=0&me={me}")[0] == 403, me
+    assert store.followers(code) == 1 and store.followers(other) == 0
+
+
+def test_every_malformed_ask_is_a_400(memory_route):
+    from app_core.classroom import follower_key
+
+    code, _ = memory_route.create(View("attention"))
+    me = followers.issue(follower_key(), code)
+    bad = ["", f"code=nope&seen=1&me={me}", f"code={code}&seen=-1&me={me}", f"code={code}&seen=1&me=<b>",
+           f"code={code}&seen=1", f"code={code}&seen={'9' * 40}&me={me}", f"code={code}&seen=%C2%B2&me={me}",
+           f"code={code}&seen=%D9%A3&me={me}", f"code={code}&seen=1&me={me.upper()}",
+           f"code={code}&seen=1&me={me}&x=1", f"code={code}&code={code}&seen=1&me={me}",
+           f"code={code}&seen=1&seen=2&me={me}", f"code={code}%0A&seen=1&me={me}", f"code={code}&seen=1%20&me={me}",
+           f"code=UUUUUUUUUUUU&seen=1&me={me}", f"code={code}&seen=1&me={me}&" + "y" * 5000,
+           f"code={code}&seen=1&me={me}%00"]
+    for query in bad:
+        status, body, _ = _ask(query)
+        assert status == 400 and "error" in body, (query, status)
+    assert memory_route.followers(code) == 0

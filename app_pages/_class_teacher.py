@@ -1,0 +1,216 @@
+"""The teacher's side of a live class: "Start a class", the class's panel (join code, join link, QR code, End
+class), the live strip (followers, the class's answers, Reveal) and the key cookie.
+
+The teacher's key (code.secret) lives in the session and, so that a reload or a new tab keeps the class, in an
+HttpOnly cookie that only the server sets (_class_key.py): keep_key() hands the key courier (_class_js.KEY_JS) a
+one-time ticket, and clears the cookie once the class has ended. The key is never in the page's address, a link
+or the page itself. A button's store call that fails changes nothing: End class during an outage leaves the class,
+its key and its cookie as they were, and says so.
+"""
+from __future__ import annotations
+
+import functools
+import time
+
+import streamlit as st
+
+from app_core.classroom import ClassClosed, ClassesFull, NotTeacher, StoreUnavailable, View, class_store, codes
+from app_core.classroom.views import join_link, qr_png, read_question_key
+from app_core.lessons import load_catalog
+from app_pages import _class_js as class_js
+from app_pages import _class_key as class_key
+from app_pages import _class_wait as class_wait
+from app_pages._class_state import (
+    FORGET,
+    HERE,
+    HERE_S,
+    KEY_TICKET,
+    MAX_STARTED,
+    PUBLISHED,
+    REMEMBERED,
+    STARTED,
+    STRIP_S,
+    TEACHING,
+    TROUBLE,
+    trouble,
+    unreachable_message,
+)
+from app_pages._i18n import _, language, ngettext
+
+QR_PX = 330                       # the whole panel fits the popover at 768 px: no scrolling to the code
+BAR_PX = 150                      # one answer's bar on the teacher's strip
+
+
+def step_question(key: str | None):
+    """(lesson, n, question) of a question key, if its lesson reads and the step has a question."""
+    step = read_question_key(key)
+    lesson = load_catalog().get(step[0]) if step else None
+    if lesson is None:
+        return None
+    n = step[1]
+    question = lesson.step(n).question if 1 <= n <= len(lesson.steps) else None
+    return (lesson, n, question) if question is not None else None
+
+
+def stop_teaching() -> None:
+    """The class is over for this session (ended, or its key refused): the cookie is cleared too."""
+    ss = st.session_state
+    teaching = ss.pop(TEACHING, None)
+    ss.pop(PUBLISHED, None)
+    ss.pop(KEY_TICKET, None)
+    if teaching:
+        ss[FORGET] = teaching[0]
+
+
+# ------------------------------------------------------------------------------------------------ key cookie
+def keep_key() -> None:
+    """The browser's key cookie follows the session: a ticket to swap while it does not hold the class taught here,
+    a clearing once the class is over. Only where the server serves the key route (app.py); else the class lives in
+    the session alone."""
+    ss = st.session_state
+    if not class_wait.served():
+        return
+    teaching = ss.get(TEACHING)
+    if teaching and ss.get(REMEMBERED) != teaching and (ss.get(KEY_TICKET) or (None,))[0] != teaching:
+        try:
+            ss[KEY_TICKET] = (teaching, class_store().issue_ticket(codes.teacher_token(*teaching)))
+        except StoreUnavailable:
+            return                                  # the next run asks again
+    if ss.get(KEY_TICKET):
+        teaching, ticket = ss[KEY_TICKET]
+        if _courier({"ticket": ticket}, ticket):
+            ss[REMEMBERED] = teaching
+            ss.pop(KEY_TICKET, None)
+    elif ss.get(FORGET):
+        if _courier({"forget": ss[FORGET]}, "forget:" + ss[FORGET]):
+            ss.pop(FORGET, None)
+            ss.pop(REMEMBERED, None)
+
+
+def _courier(data: dict, done_id: str) -> bool:
+    """Draws the key courier with data; whether it said it is done (or failed: tried no more)."""
+    result = class_js.key_courier(key="class_key", data={"url": class_key.KEY_PATH, **data},
+                                  on_done_change=lambda: None, width="content", height=0)
+    return result.done in (done_id, "failed:" + done_id)
+
+
+# ------------------------------------------------------------------------------------------------ buttons
+def _start_class() -> None:
+    ss = st.session_state
+    if ss.get(STARTED, 0) >= MAX_STARTED:
+        ss[TROUBLE] = _("This page has started {n} classes: open the app in a new tab to start another.").format(
+            n=MAX_STARTED)
+        return
+    try:
+        code, secret = class_store().create(View("attention"))
+    except StoreUnavailable as err:
+        trouble(err)
+        return
+    except ClassesFull:
+        ss[TROUBLE] = _("The server holds as many classes as it can just now: try again in a few minutes.")
+        return
+    ss[STARTED] = ss.get(STARTED, 0) + 1
+    ss[TEACHING] = (code, secret)
+    ss[HERE] = time.monotonic()
+    ss.pop(PUBLISHED, None)
+    ss.pop(FORGET, None)
+
+
+def _end_class() -> None:
+    """Ends the class in the store first: while the store cannot be reached, the class and its key stay."""
+    teaching = st.session_state.get(TEACHING)
+    if not teaching:
+        return
+    try:
+        class_store().end(*teaching)
+    except (NotTeacher, ClassClosed):
+        pass
+    except StoreUnavailable as err:
+        trouble(err, _("The class could not be ended: the class server cannot be reached just now. The class goes "
+                       "on; press End class again once it answers."))
+        return
+    stop_teaching()
+
+
+def _reveal() -> None:
+    teaching = st.session_state.get(TEACHING)
+    if teaching:
+        try:
+            class_store().reveal(*teaching)
+        except (NotTeacher, ClassClosed):
+            stop_teaching()
+        except StoreUnavailable as err:
+            trouble(err)
+
+
+@functools.lru_cache(maxsize=8)
+def _qr(link: str) -> bytes:
+    return qr_png(link)
+
+
+def class_button(where) -> None:
+    """In the presenter row: "Start a class" (icon only: the row is full); a class's own panel is on its line."""
+    if not st.session_state.get(TEACHING):
+        where.button("", key="w_class_start", icon=":material/groups:", on_click=_start_class, type="tertiary",
+                     help=_("Start a class") + ": " + _("Students who open the join link follow this screen: page, "
+                                                      "tab, text and settings"))          # the row is full at 1024 px
+
+
+def class_popover(code: str) -> None:
+    """The class's panel on the teacher's line: join code, link, QR code, End class."""
+    link = join_link(st.context.url, code)
+    with st.popover(codes.shown(code), icon=":material/groups:", key="class_panel",
+                    help=_("The class: join code, link and QR code")):
+        with st.container(horizontal=True, vertical_alignment="center", gap="small"):
+            st.markdown("### " + _("Join code: **{code}**").format(code=codes.shown(code)), width="stretch")
+            st.button(_("End class"), key="w_class_end", icon=":material/logout:", on_click=_end_class)
+        st.code(link, language=None, wrap_lines=True)
+        st.image(_qr(link), width=QR_PX)
+
+
+def _labels(question) -> list[tuple[str, str]]:
+    """(answer as stored, its label) in the order the bars show them."""
+    if question.kind == "choice":
+        return [(str(i), c[language()]) for i, c in enumerate(question.choices, start=1)]
+    return [("right", _("Right answer")), ("wrong", _("Not right"))]
+
+
+@st.fragment(run_every=STRIP_S)
+def teacher_strip() -> None:
+    """The class at a glance on the teacher's screen, in one row: how many follow, a bar per answer, n of m
+    answered, Reveal."""
+    ss = st.session_state
+    teaching = ss.get(TEACHING)
+    if not teaching:
+        return
+    code, secret = teaching
+    store = class_store()
+    try:
+        if time.monotonic() - ss.get(HERE, 0.0) >= HERE_S:
+            store.teacher_here(code, secret)
+            ss[HERE] = time.monotonic()
+        state = store.state(code)
+        following = store.followers(code)
+        counts = store.answers(code, secret) if state.view.question else {}
+    except (NotTeacher, ClassClosed):
+        stop_teaching()
+        st.rerun(scope="app")
+    except StoreUnavailable as err:
+        st.caption(":material/cloud_off: " + unreachable_message(err.slow))
+        return
+    found = step_question(state.view.question)
+    with st.container(horizontal=True, vertical_alignment="center", gap="small", key="class_strip"):
+        st.caption(ngettext("{n} student follows", "{n} students follow", following).format(n=following),
+                   width="content")
+        if found is None:
+            return
+        answered = sum(counts.values())
+        with st.container(horizontal=True, vertical_alignment="center", gap="small", key="class_answers"):
+            for value, label in _labels(found[2]):
+                n = counts.get(value, 0)
+                st.progress(n / answered if answered else 0.0, text=f"{label} · {n}", width=BAR_PX)
+            st.caption(_("{n} of {m} answered").format(n=answered, m=max(following, answered)), width="content")
+            if state.view.revealed:
+                st.caption(":material/visibility: " + _("Revealed on every screen"), width="content")
+            else:
+                st.button(_("Reveal"), key="w_class_reveal", icon=":material/visibility:", on_click=_reveal)
