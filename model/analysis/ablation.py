@@ -1,9 +1,9 @@
 """Head ablation: switch attention heads off and see how the next-token prediction changes.
 
-A switched-off head adds nothing to its layer's attention output (its mixed values are zeroed before the output
-projection, the same as zeroing its columns of o_proj). The ablation travels as an argument through the forward
-pass (Block.__call__'s heads_off), so the shared weights are never touched and concurrent calls are safe. The
-blocks before the first ablated layer are unchanged, so the pass restarts from the trace's nearest checkpoint.
+A switched-off head adds nothing to its layer's attention output (its z, pattern @ v, is zeroed before the output
+projection, the same as zeroing its columns of o_proj): a hook at blocks.{layer}.attn.hook_z for this call only,
+so the shared weights are never touched and concurrent calls are safe. The blocks before the first ablated layer
+are unchanged, so the pass restarts from the trace's nearest checkpoint.
 """
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 
-from model.decoder.core import CHECKPOINT_EVERY, Decoder
+from model.decoder.core import Decoder
+from model.decoder.hooks import Hook
 from model.decoder.trace import ForwardTrace
 
 
@@ -43,12 +44,10 @@ def ablate_heads(lm: Decoder, trace: ForwardTrace, heads: Iterable[tuple[int, in
     off = heads_off_by_layer(lm, heads)
     if not off:
         return trace.next_token_logits.copy()
-    first = min(off)
-    start = first - first % CHECKPOINT_EVERY
-    with torch.inference_mode(), lm.pass_threads(trace.n_tokens):
-        pos = lm.positions_for(trace)
-        x = torch.from_numpy(trace.checkpoints[start].copy())                  # [T, D]
-        for i in range(start, lm.config.n_layers):
-            x = lm.blocks[i](x, pos.cos, pos.sin, pos.mask, heads_off=off.get(i))
-        last = lm.final_norm(x[-1])                                             # [D]
-        return lm.lm_head.logits(last).numpy()
+
+    def switch_off(z: torch.Tensor, hook: Hook) -> torch.Tensor:                 # [1, H, T, hd]
+        return z.masked_fill(off[hook.layer][None, :, None, None], 0.0)
+
+    with torch.inference_mode():
+        x = lm.rerun(trace, min(off), hooks={f"blocks.{layer}.attn.hook_z": switch_off for layer in off})
+        return lm.lm_head.logits(lm.final_norm(x[0, -1])).numpy()

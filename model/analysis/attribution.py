@@ -16,6 +16,7 @@ import torch
 
 from model.analysis.stream import check_position
 from model.decoder.core import Decoder
+from model.decoder.hooks import Hook
 from model.decoder.trace import ForwardTrace
 
 
@@ -47,18 +48,18 @@ def logit_attribution(lm: Decoder, trace: ForwardTrace, token_id: int, position:
     p = check_position(trace, position)
     heads = torch.empty(cfg.n_layers, cfg.n_heads, cfg.d_model)                 # [L, H, D]
     mlps = torch.empty(cfg.n_layers, cfg.d_model)                               # [L, D]
-    out_biases = torch.zeros(cfg.d_model)                                       # [D]
-    with torch.inference_mode(), lm.pass_threads(trace.n_tokens):
-        pos = lm.positions_for(trace)
-        x = torch.from_numpy(trace.checkpoints[0].copy())                      # [T, D]
-        embedding = x[p].clone()                                                # [D]
-        for i, block in enumerate(lm.blocks):
-            parts = block.parts(x, pos.cos, pos.sin, pos.mask, keep_scores=False)
-            heads[i] = block.attn.head_outputs(parts.attn.mixed[:, p])         # [H, D]
-            if block.attn.b_o is not None:
-                out_biases += block.attn.b_o
-            mlps[i] = parts.mlp.out[p]
-            x = parts.out
+
+    def read(t: torch.Tensor, hook: Hook) -> None:                              # z [1, H, T, hd] or [1, T, D]
+        if hook.name.endswith("hook_z"):
+            heads[hook.layer] = lm.blocks[hook.layer].attn.head_outputs(t[0, :, p])   # [H, D]
+        else:
+            mlps[hook.layer] = t[0, p]
+
+    out_biases = sum((b.attn.b_o for b in lm.blocks if b.attn.b_o is not None), torch.zeros(cfg.d_model))  # [D]
+    with torch.inference_mode():
+        x = lm.rerun(trace, 0, hooks={f"blocks.{i}.{point}": read for i in range(cfg.n_layers)
+                                      for point in ("attn.hook_z", "hook_mlp_out")})[0]   # [T, D]
+        embedding = torch.from_numpy(trace.checkpoints[0][p].copy())             # [D]
         norm = lm.out_norm
         inv_scale = norm.statistics(x)[1][p]                                   # [1], as the norm computes it
         unembed = lm.lm_head.rows(torch.tensor([token_id]))[0].double()         # [D]

@@ -1,8 +1,8 @@
 """One token's path through one decoder block, step by step, with the forward pass's own numbers.
 
-block_walk re-runs the blocks from the trace's nearest checkpoint and records the chosen block with Block.parts,
-which performs the same operations in the same order as the forward pass (tests check bit-equality), then slices
-out the chosen position: its vectors, and for attention its query row against every key.
+block_walk re-runs the blocks from the trace's nearest checkpoint and reads the chosen block at every one of its hook
+points (hooks that change nothing: the forward pass's own operations and numbers, which tests check bit for bit),
+then slices out the chosen position: its vectors, and for attention its query row against every key.
 """
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
-from model.analysis.stream import check_layer, check_position, layer_input
+from model.analysis.stream import check_layer, check_position
 from model.decoder.blocks import Norm
 from model.decoder.core import Decoder
+from model.decoder.hooks import block_points, capture
 from model.decoder.trace import ForwardTrace
 
 NEAR_ZERO = 0.05  # |silu(gate)| below this counts as a (nearly) closed gate
@@ -77,27 +79,34 @@ def block_walk(lm: Decoder, trace: ForwardTrace, layer: int, position: int) -> B
     p = check_position(trace, position)
     cfg = lm.config
     block = lm.blocks[layer]
-    with torch.inference_mode(), lm.pass_threads(trace.n_tokens):
+    seen: dict[str, torch.Tensor] = {}
+    with torch.inference_mode():
         pos = lm.positions_for(trace)
-        x = layer_input(lm, trace, layer, pos)                                 # [T, D]
-        parts = block.parts(x, pos.cos, pos.sin, pos.mask)
-        att, mlp = parts.attn, parts.mlp
-        head_out = block.attn.head_outputs(att.mixed[:, p])                   # [H, D]
-        masked = att.scores[:, p].masked_fill(~pos.mask[p], float("-inf"))     # [H, T]
+        lm.rerun(trace, layer, layer + 1, capture([f"blocks.{layer}.{p}" for p in block_points(cfg)], seen), pos)
+        at = {name.split(".", 2)[2]: t[0] for name, t in seen.items()}         # point -> [T, ...] or [heads, T, ...]
+        x, mid = at["hook_resid_pre"], at["hook_resid_mid"]                     # [T, D] each
+        gated = cfg.mlp == "swiglu"
+        gate = at["mlp.hook_pre"] if gated else None                           # [T, F]
+        up = at["mlp.hook_pre_linear" if gated else "mlp.hook_pre"]            # [T, F]
+        act = F.silu(gate) if gated else at["mlp.hook_post"]                   # [T, F]
+        scores, z = at["attn.hook_attn_scores"], at["attn.hook_z"]             # [H, T, T], [H, T, hd]
+        masked = scores[:, p].masked_fill(~pos.mask[p], float("-inf"))         # [H, T]
         return BlockWalk(
             layer=layer, position=p, token_id=trace.token_ids[p],
             x=_frozen(x[p]),
-            attn_norm=_norm_step(x, block.attn_norm, parts.attn_in, p),
-            q=_frozen(att.q[:, p]), k=_frozen(att.k), v=_frozen(att.v),
+            attn_norm=_norm_step(x, block.attn_norm, at["ln1.hook_normalized"], p),
+            q=_frozen(at["attn.hook_q"][:, p]), k=_frozen(at["attn.hook_k"]), v=_frozen(at["attn.hook_v"]),
             kv_head=_frozen(torch.arange(cfg.n_heads) // cfg.group_size),
             rope_cos=_frozen(pos.cos), rope_sin=_frozen(pos.sin),
-            q_rot=_frozen(att.q_rot[:, p]), k_rot=_frozen(att.k_rot),
-            scores=_frozen(att.scores[:, p]), mask=_frozen(pos.mask[p]), masked_scores=_frozen(masked),
-            pattern=_frozen(att.pattern[:, p]), mixed=_frozen(att.mixed[:, p]), head_out=_frozen(head_out),
-            attn_out=_frozen(att.out[p]), mid=_frozen(parts.mid[p]),
-            mlp_norm=_norm_step(parts.mid, block.mlp_norm, parts.mlp_in, p),
-            gate=_frozen(None if mlp.gate is None else mlp.gate[p]), act=_frozen(mlp.act[p]), up=_frozen(mlp.up[p]),
-            product=_frozen(mlp.product[p]), mlp_out=_frozen(mlp.out[p]), out=_frozen(parts.out[p]))
+            q_rot=_frozen(at["attn.hook_rot_q"][:, p]), k_rot=_frozen(at["attn.hook_rot_k"]),
+            scores=_frozen(scores[:, p]), mask=_frozen(pos.mask[p]), masked_scores=_frozen(masked),
+            pattern=_frozen(at["attn.hook_pattern"][:, p]), mixed=_frozen(z[:, p]),
+            head_out=_frozen(block.attn.head_outputs(z[:, p])),
+            attn_out=_frozen(at["hook_attn_out"][p]), mid=_frozen(mid[p]),
+            mlp_norm=_norm_step(mid, block.mlp_norm, at["ln2.hook_normalized"], p),
+            gate=_frozen(None if gate is None else gate[p]), act=_frozen(act[p]), up=_frozen(up[p]),
+            product=_frozen(at["mlp.hook_post"][p]), mlp_out=_frozen(at["hook_mlp_out"][p]),
+            out=_frozen(at["hook_resid_post"][p]))
 
 
 def _norm_step(x: torch.Tensor, norm: Norm, out: torch.Tensor, p: int) -> NormStep:

@@ -5,18 +5,19 @@ Both score the log-probability of one target token at the last position, log p(t
   one space, occlusion_token), all of them one batch; the score is the change
   log p(target | occluded) - log p(target | tokens) (negative: the token supported the target);
 - gradient x input: d log p(target) / d e_p . e_p for each position's token embedding e_p (the first-order estimate
-  of removing the token), by torch autograd through the float32 forward (model.analysis.batched_forward).
+  of removing the token), by torch autograd through the float32 forward (Decoder.run_blocks under autograd), the
+  embeddings made a leaf tensor by a hook at hook_embed.
 Neither is what attention shows: a head may look at a token the prediction does not depend on.
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
-from model.analysis.batched_forward import batch_size, project, run_from
 from model.analysis.token_args import check_id
-from model.decoder.blocks import dense
 from model.decoder.core import Decoder
+from model.decoder.hooks import Hook
 
 MAX_ATTRIBUTION_TOKENS = 128   # occlusion runs T texts of T tokens
 
@@ -43,16 +44,14 @@ def occlusion(lm: Decoder, ids: list[int], target: int, replacement: int | None 
     variants = torch.tensor(ids).repeat(T + 1, 1)                                     # [T + 1, T]: row T unchanged
     variants[torch.arange(T), torch.arange(T)] = replacement
     scores = np.empty(T + 1)
-    step = batch_size(lm, T)
+    step = lm.variants_per_batch(T)
     with torch.inference_mode():
         pos = lm.positions(T)
         for first in range(0, T + 1, step):
             rows = variants[first:first + step]                                         # [B, T]
-            x = torch.stack([lm.embed(row) for row in rows])                            # [B, T, D]
-            with lm.pass_threads(rows.shape[0] * T):
-                final = run_from(lm, x, 0, pos)                                         # [B, D]
-                logprobs = torch.log_softmax(lm.lm_head.logits(final).double(), dim=-1)    # [B, V]
-            scores[first:first + rows.shape[0]] = logprobs[:, target].numpy()
+            x = lm.run_blocks(lm.embed_tokens(rows), pos)                               # [B, T, D]
+            logits = lm.lm_head.logits(lm.final_norm(x[:, -1]))                         # [B, V]
+            scores[first:first + rows.shape[0]] = torch.log_softmax(logits.double(), dim=-1)[:, target].numpy()
     return scores[:T] - scores[T]
 
 
@@ -60,11 +59,14 @@ def gradient_x_input(lm: Decoder, ids: list[int], target: int) -> np.ndarray:
     """[T] float64: the gradient of log p(target) with respect to each token embedding, dotted with it."""
     check_length(lm, ids)
     target = check_id(lm, target, "The target")
-    T = len(ids)
+    leaf: list[torch.Tensor] = []
+
+    def as_leaf(tokens: torch.Tensor, hook: Hook) -> torch.Tensor:                    # [1, T, D]
+        leaf.append(tokens.detach().clone().requires_grad_(True))
+        return leaf[0]
+
     with torch.enable_grad():
-        tokens = lm.embedding.rows(torch.tensor(ids)).detach().clone().requires_grad_(True)   # [T, D]
-        x = tokens if lm.position_embedding is None else tokens + dense(lm.position_embedding)[:T]   # [T, D]
-        final = run_from(lm, x[None], 0, lm.positions(T))                              # [1, D]
-        logits = project(final[0], lm.lm_head.dequantized())                           # [V]
-        torch.log_softmax(logits, dim=-1)[target].backward()
-    return (tokens.grad.double() * tokens.detach().double()).sum(-1).numpy()
+        x = lm.embed_tokens(torch.tensor([ids]), {"hook_embed": as_leaf})               # [1, T, D]
+        final = lm.final_norm(lm.run_blocks(x, lm.positions(len(ids)))[0, -1])          # [D]
+        torch.log_softmax(F.linear(final, lm.lm_head.dequantized()), dim=-1)[target].backward()
+    return (leaf[0].grad[0].double() * leaf[0].detach()[0].double()).sum(-1).numpy()

@@ -1,8 +1,9 @@
 """The residual stream of a traced text, replayed with the decoder's own blocks, and its size layer by layer.
 
 A ForwardTrace keeps the residual stream only every CHECKPOINT_EVERY layers. The helpers here re-run the model's
-blocks from a checkpoint (as LanguageModel.layer_detail does), so every number is the forward pass's own, bit for
-bit; nothing here re-implements a block. Callers wrap them in torch.inference_mode().
+blocks from a checkpoint (Decoder.rerun, as LanguageModel.layer_detail does), reading what they need at the blocks'
+hook points, so every number is the forward pass's own, bit for bit; nothing here re-implements a block. Callers
+wrap them in torch.inference_mode().
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.decoder.core import CHECKPOINT_EVERY, Decoder, Positions
+from model.decoder.core import Decoder, Positions
+from model.decoder.hooks import Hook
 from model.decoder.trace import ForwardTrace
 
 
@@ -43,39 +45,33 @@ def check_position(trace: ForwardTrace, position: int) -> int:
 
 def layer_input(lm: Decoder, trace: ForwardTrace, layer: int, pos: Positions) -> torch.Tensor:
     """The residual stream entering `layer` ([T, D] float32), re-run from the nearest checkpoint."""
-    start = layer - layer % CHECKPOINT_EVERY
-    x = torch.from_numpy(trace.checkpoints[start].copy())                  # [T, D]
-    for block in lm.blocks[start:layer]:
-        x = block(x, pos.cos, pos.sin, pos.mask)
-    return x
+    return lm.rerun(trace, layer, layer, pos=pos)[0]
 
 
 def residual_stream(lm: Decoder, trace: ForwardTrace, pos: Positions) -> Iterator[torch.Tensor]:
     """The residual stream after the embedding, then after every layer: n_layers + 1 tensors [T, D]."""
-    x = torch.from_numpy(trace.checkpoints[0].copy())                      # [T, D]
-    yield x
-    for block in lm.blocks:
-        x = block(x, pos.cos, pos.sin, pos.mask)
-        yield x
+    x = torch.from_numpy(trace.checkpoints[0].copy())[None]                # [1, T, D]
+    yield x[0]
+    for i in range(lm.config.n_layers):
+        x = lm.run_blocks(x, pos, start=i, stop=i + 1)
+        yield x[0]
 
 
 def residual_norms(lm: Decoder, trace: ForwardTrace) -> ResidualNorms:
     """Norm of every position's residual stream after every layer, and of each layer's attention and MLP outputs.
 
-    One pass through the blocks (Block.parts without scores): about the cost of one forward pass.
+    One pass through the blocks, the norms taken at their hook points: about the cost of one forward pass.
     """
     L, T = lm.config.n_layers, trace.n_tokens
     resid = np.empty((L + 1, T), dtype=np.float32)
     attn = np.empty((L, T), dtype=np.float32)
     mlp = np.empty((L, T), dtype=np.float32)
-    with torch.inference_mode(), lm.pass_threads(trace.n_tokens):
-        pos = lm.positions_for(trace)
-        x = torch.from_numpy(trace.checkpoints[0].copy())                  # [T, D]
-        resid[0] = torch.linalg.vector_norm(x, dim=-1).numpy()
-        for i, block in enumerate(lm.blocks):
-            parts = block.parts(x, pos.cos, pos.sin, pos.mask, keep_scores=False)
-            attn[i] = torch.linalg.vector_norm(parts.attn.out, dim=-1).numpy()
-            mlp[i] = torch.linalg.vector_norm(parts.mlp.out, dim=-1).numpy()
-            x = parts.out
-            resid[i + 1] = torch.linalg.vector_norm(x, dim=-1).numpy()
+    into = {"hook_attn_out": attn, "hook_mlp_out": mlp, "hook_resid_post": resid[1:]}
+
+    def norms(x: torch.Tensor, hook: Hook) -> None:                       # x [1, T, D]
+        into[hook.name.split(".", 2)[2]][hook.layer] = torch.linalg.vector_norm(x[0], dim=-1).numpy()
+
+    with torch.inference_mode():
+        resid[0] = torch.linalg.vector_norm(torch.from_numpy(trace.checkpoints[0].copy()), dim=-1).numpy()
+        lm.rerun(trace, 0, hooks={f"blocks.{i}.{point}": norms for i in range(L) for point in into})
     return ResidualNorms(resid=resid, attn=attn, mlp=mlp)

@@ -3,8 +3,11 @@ mix in one native call where the kernels are built, model/native/attention.py).
 
 One class per concept, as in nanoGPT: Norm (RMSNorm or LayerNorm), Attention (grouped-query, optional q/k/v and
 output biases, optional per-head q/k RMSNorm, RoPE or none), SwiGLU and GeluMLP, and the pre-norm Block. Which parts
-a block uses comes from the ModelConfig the GGUF reader built. Weights are read-only tensors shared by every caller;
-a call keeps all its state in local variables, so one model can serve many Streamlit sessions at once.
+a block uses comes from the ModelConfig the GGUF reader built. This is the one description of a block that every
+full pass and analysis runs: a batch axis (B sequences; B = 1 for a trace), named hook points passed per call
+(model/decoder/hooks.py: reading or changing any intermediate), optionally after shared past positions' keys and
+values. Weights are read-only tensors shared by every caller; a call keeps all its state in local variables, so one
+model can serve many Streamlit sessions at once.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from model.decoder.config import ModelConfig
+from model.decoder.hooks import NO_HOOKS, PointHooks
 from model.decoder.int8_blocks import int8_blocks_of
 from model.decoder.matrices import QuantizedMatrix
 from model.decoder.rope import apply_rope
@@ -37,7 +41,10 @@ def linear(x: torch.Tensor, w: Weight, bias: torch.Tensor | None = None) -> torc
     holding int8-coded values (the built-in model's) is multiplied as codes by the native kernel up to NATIVE_ROWS
     rows, or at any number of rows where torch has fewer threads than the kernel (the app keeps torch one core
     below); else by MKL. In the kernel a row's numbers do not depend on the rows beside it; parts it multiplies
-    write their columns of one output (no copy to join them)."""
+    write their columns of one output (no copy to join them). Under autograd (x asks for gradients): F.linear on
+    the dense weight."""
+    if x.requires_grad:
+        return F.linear(x, dense(w), bias)
     if isinstance(w, torch.Tensor):
         coded = _coded(w, x.numel() // x.shape[-1])
         if coded is None:
@@ -121,18 +128,17 @@ class Norm:
 
 
 @dataclass(frozen=True)
-class AttentionIntermediates:
-    """Named tensors of one attention layer (TransformerLens style)."""
+class Record:
+    """Where a one-sequence pass (B = 1) writes a layer's pattern [H, T, T] (float32 or float16) and its rotated keys
+    and values [KV, T, hd] (the trace's own arrays: no copies); None: not kept."""
 
-    q: torch.Tensor        # [H, T, hd] queries going into RoPE (after the bias and the q norm, when the model has them)
-    k: torch.Tensor        # [KV, T, hd]
-    v: torch.Tensor        # [KV, T, hd]
-    q_rot: torch.Tensor    # [H, T, hd] after RoPE (== q without RoPE)
-    k_rot: torch.Tensor    # [KV, T, hd]
-    scores: torch.Tensor | None  # [H, T, T] before the mask (only when asked for)
-    pattern: torch.Tensor  # [H, T, T]
-    mixed: torch.Tensor    # [H, T, hd] pattern @ v per head (zero for switched-off heads), before the projection
-    out: torch.Tensor      # [T, d_model] after the output projection (and its bias)
+    pattern: torch.Tensor | None = None
+    keys: torch.Tensor | None = None
+    values: torch.Tensor | None = None
+
+
+NO_RECORD = Record()
+Past = tuple[torch.Tensor, torch.Tensor]   # rotated keys and values [KV, n, hd] of the n positions before a pass's
 
 
 class Attention:
@@ -149,122 +155,136 @@ class Attention:
         self.k_norm = k_norm        # [hd] or None
 
     def project(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """q [H, T, hd], k and v [KV, T, hd] of the normed stream h [T, D]: projections, biases, q/k norms."""
+        """q [..., H, T, hd], k and v [..., KV, T, hd] of the normed stream h [..., T, D]."""
         return self.heads(linear(h, self.w_qkv, self.b_qkv))
 
     def heads(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """q [H, T, hd], k and v [KV, T, hd] (views, then q/k norms) of the fused projection qkv [T, (H + 2 KV) hd]."""
+        """q [..., H, T, hd], k and v [..., KV, T, hd] (views, then q/k norms) of the fused projection
+        qkv [..., T, (H + 2 KV) hd]."""
         cfg = self.cfg
-        T = qkv.shape[0]
         q, k, v = qkv.split((cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim,
                              cfg.n_kv_heads * cfg.head_dim), dim=-1)
-        q = q.view(T, cfg.n_heads, cfg.head_dim).transpose(0, 1)               # [H, T, hd]
-        k = k.view(T, cfg.n_kv_heads, cfg.head_dim).transpose(0, 1)            # [KV, T, hd]
-        v = v.view(T, cfg.n_kv_heads, cfg.head_dim).transpose(0, 1)            # [KV, T, hd]
+        q = q.unflatten(-1, (cfg.n_heads, cfg.head_dim)).transpose(-3, -2)       # [..., H, T, hd]
+        k = k.unflatten(-1, (cfg.n_kv_heads, cfg.head_dim)).transpose(-3, -2)    # [..., KV, T, hd]
+        v = v.unflatten(-1, (cfg.n_kv_heads, cfg.head_dim)).transpose(-3, -2)    # [..., KV, T, hd]
         if self.q_norm is not None:
-            q = rms_norm(q, self.q_norm, cfg.norm_eps)                         # [H, T, hd]
-            k = rms_norm(k, self.k_norm, cfg.norm_eps)                         # [KV, T, hd]
+            q = rms_norm(q, self.q_norm, cfg.norm_eps)                         # [..., H, T, hd]
+            k = rms_norm(k, self.k_norm, cfg.norm_eps)                         # [..., KV, T, hd]
         return q, k, v
 
     def rotate(self, x: torch.Tensor, cos, sin) -> torch.Tensor:
-        """RoPE on q or k [n, T, hd]; the identity for a model without RoPE (cos is None)."""
+        """RoPE on q or k [..., n, T, hd]; the identity for a model without RoPE (cos is None)."""
         return x if cos is None else apply_rope(x, cos, sin)
 
-    def __call__(self, h: torch.Tensor, cos, sin, mask: torch.Tensor, keep_scores: bool = False,
-                 pattern_out: torch.Tensor | None = None, heads_off: torch.Tensor | None = None,
-                 kv_out: tuple[torch.Tensor, torch.Tensor] | None = None) -> AttentionIntermediates:
-        """Scores, softmax under the mask and the mix of values: in one native call (one_query_attention.c's
-        prompt_attention: the rows split across the cores, the masked keys never multiplied; causal rows hold the
-        generation step's numbers), else with torch (attend_with_torch). The forward pass writes the pattern straight
-        into the trace (pattern_out, possibly float16) and keeps no scores; layer_detail asks for float32 scores and
-        pattern. Either way the numbers are computed the same way.
-        mask [T, T] bool: True where query i may attend key j.
-        heads_off ([H] bool) zeroes those heads' mixed values before the output projection (head ablation).
-        kv_out ([KV, T, hd] each) receives the rotated keys and the values (what a generation's cache holds)."""
-        qkv = linear(h, self.w_qkv, self.b_qkv)                                # [T, (H + 2 KV) hd]
-        q, k, v = self.heads(qkv)
-        if self.q_norm is None and cos is not None and elementwise.available() and not qkv.requires_grad:
-            cfg = self.cfg
-            held = kv_out if kv_out is not None else tuple(torch.empty(cfg.n_kv_heads, qkv.shape[0], cfg.head_dim)
-                                                            for _ in range(2))
+    def __call__(self, h: torch.Tensor, cos, sin, mask: torch.Tensor, hooks: PointHooks = NO_HOOKS,
+                 past: Past | None = None, record: Record = NO_RECORD) -> torch.Tensor:
+        """The attention output [B, T, D] of the normed stream h [B, T, D] (positions n..n+T-1 after the n
+        positions of past, whose keys and values every sequence shares; none: n = 0), cos / sin [T, hd/2] of its
+        positions, mask [T, n + T] bool (True where query i may attend key j); hooks at its attn.* points.
+        One sequence without past goes through native calls where the kernels are built: queries and keys rotated
+        with the values beside them (elementwise.split_rotate), then scores, softmax and the mix of values in one
+        call (one_query_attention.c's prompt_attention: rows across the cores, masked keys never multiplied; causal
+        rows hold the generation step's numbers); else torch (attend_with_torch), the same maths."""
+        cfg = self.cfg
+        qkv = linear(h, self.w_qkv, self.b_qkv)                                # [B, T, (H + 2 KV) hd]
+        B, T = qkv.shape[:2]
+        fused = B == 1 and self.q_norm is None and cos is not None and not qkv.requires_grad and \
+            elementwise.available() and not hooks.has(*QKV_POINTS)
+        if fused:
+            k_rot, v = (record.keys, record.values) if record.keys is not None else \
+                (torch.empty(cfg.n_kv_heads, T, cfg.head_dim), torch.empty(cfg.n_kv_heads, T, cfg.head_dim))
             q_rot = torch.from_numpy(elementwise.split_rotate(                       # [H, T, hd]
-                qkv.numpy(), cos.numpy(), sin.numpy(), cfg.n_heads, cfg.n_kv_heads, held[0].numpy(),
-                held[1].numpy(), torch.get_num_threads()))
-            k_rot, kv_out = held[0], held                                      # [KV, T, hd], values held beside
+                qkv[0].numpy(), cos.numpy(), sin.numpy(), cfg.n_heads, cfg.n_kv_heads, k_rot.numpy(), v.numpy(),
+                torch.get_num_threads()))[None]
+            k_rot, v = k_rot[None], v[None]                                    # [1, KV, T, hd] each
         else:
-            q_rot = self.rotate(q, cos, sin)                                   # [H, T, hd]
-            k_rot = self.rotate(k, cos, sin)                                   # [KV, T, hd]
-            if kv_out is not None:
-                kv_out[0].copy_(k_rot)
-                kv_out[1].copy_(v)
-        attend = self.attend_natively if attention_kernel.available() and not q_rot.requires_grad else \
-            self.attend_with_torch
-        scores, pattern, mixed = attend(q_rot, k_rot if kv_out is None else kv_out[0],
-                                        v if kv_out is None else kv_out[1], mask, keep_scores, pattern_out)
-        if heads_off is not None:
-            mixed[heads_off] = 0.0
-        return AttentionIntermediates(q, k, v, q_rot, k_rot, scores, pattern, mixed, self.output(mixed))
+            q, k, v = self.heads(qkv)
+            q, k, v = hooks("attn.hook_q", q), hooks("attn.hook_k", k), hooks("attn.hook_v", v)
+            q_rot = hooks("attn.hook_rot_q", self.rotate(q, cos, sin))          # [B, H, T, hd]
+            k_rot = hooks("attn.hook_rot_k", self.rotate(k, cos, sin))          # [B, KV, T, hd]
+            if record.keys is not None:
+                record.keys.copy_(k_rot[0])
+                record.values.copy_(v[0])
+        if past is not None:
+            n = past[0].shape[1]
+            k_rot = torch.cat((past[0].expand(B, cfg.n_kv_heads, n, cfg.head_dim), k_rot), dim=2)  # [B, KV, Tk, hd]
+            v = torch.cat((past[1].expand(B, cfg.n_kv_heads, n, cfg.head_dim), v), dim=2)          # [B, KV, Tk, hd]
+        native = B == 1 and past is None and not q_rot.requires_grad and attention_kernel.available()
+        attend = self.attend_natively if native else self.attend_with_torch
+        z = hooks("attn.hook_z", attend(q_rot, k_rot, v, mask, hooks, record))  # [B, H, T, hd]
+        return self.output(z)
 
     def attend_natively(self, q_rot: torch.Tensor, k_rot: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
-                        keep_scores: bool, pattern_out: torch.Tensor | None):
-        """(scores or None, pattern [H, T, T], mixed [H, T, hd]) in one native call (see __call__)."""
+                        hooks: PointHooks, record: Record) -> torch.Tensor:
+        """z [1, H, T, hd] of one sequence in one native call (see __call__). Its pattern goes straight into
+        record.pattern unless a hook reads the scores or the pattern; a hook that changes them has the pattern and
+        z recomputed from what it left, with torch."""
         cfg = self.cfg
-        T = q_rot.shape[1]
-        pattern = torch.empty(cfg.n_heads, T, T) if pattern_out is None else pattern_out   # [H, T, T]
-        scores = torch.empty(cfg.n_heads, T, T) if keep_scores else None             # [H, T, T]
+        T = q_rot.shape[2]
+        hooked = hooks.has("attn.hook_attn_scores", "attn.hook_pattern")
+        pattern = record.pattern if record.pattern is not None and not hooked else torch.empty(cfg.n_heads, T, T)
+        scores = torch.empty(cfg.n_heads, T, T) if hooks.has("attn.hook_attn_scores") else None   # [H, T, T]
         mixed = attention_kernel.prompt_attention(
-            q_rot.numpy(), k_rot.numpy(), v.numpy(), mask.numpy(), 1.0 / math.sqrt(cfg.head_dim), pattern.numpy(),
-            None if scores is None else scores.numpy(), torch.get_num_threads())      # [T, H, hd]
-        return scores, pattern, torch.from_numpy(mixed).transpose(0, 1)               # mixed [H, T, hd] (a view)
+            q_rot[0].numpy(), k_rot[0].numpy(), v[0].numpy(), mask.numpy(), 1.0 / math.sqrt(cfg.head_dim),
+            pattern.numpy(), None if scores is None else scores.numpy(), torch.get_num_threads())   # [T, H, hd]
+        z = torch.from_numpy(mixed).transpose(0, 1)[None]                            # [1, H, T, hd] (a view)
+        if not hooked:
+            return z
+        pattern, recompute = pattern[None], False                                    # [1, H, T, T]
+        if scores is not None:
+            scores, recompute = hooks.changes("attn.hook_attn_scores", scores[None])
+            if recompute:
+                pattern = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+        pattern, changed = hooks.changes("attn.hook_pattern", pattern)
+        if recompute or changed:
+            z = self.mix(pattern, v)
+        if record.pattern is not None:
+            record.pattern.copy_(pattern[0])
+        return z
 
     def attend_with_torch(self, q_rot: torch.Tensor, k_rot: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
-                          keep_scores: bool, pattern_out: torch.Tensor | None):
-        """(scores or None, pattern [H, T, T], mixed [H, T, hd]) in batched products: as many KV groups at a time as
-        keep the float32 scores within SCORES_BYTES (every group of a 512-token text: two products a layer, not two
-        per group), so memory stays bounded on long texts."""
+                          hooks: PointHooks, record: Record) -> torch.Tensor:
+        """z [B, H, T, hd] in batched products: as many KV groups at a time as keep the float32 scores within
+        SCORES_BYTES (every group of a 512-token text: two products a layer, not two per group), so memory stays
+        bounded on long texts; all of them where a hook reads the scores or the pattern. Differentiable."""
         cfg = self.cfg
-        T = q_rot.shape[1]
-        g, hd = cfg.group_size, cfg.head_dim
-        scale = 1.0 / math.sqrt(hd)
-        scores = torch.empty(cfg.n_heads, T, T) if keep_scores else None       # [H, T, T]
-        pattern = torch.empty(cfg.n_heads, T, T) if pattern_out is None else pattern_out  # [H, T, T]
-        mixed = torch.empty(cfg.n_heads, T, hd)                                # [H, T, hd]
-        hidden = ~mask                                                         # [T, T] True where j may not be seen
-        step = max(1, SCORES_BYTES // (4 * g * T * T))                         # KV groups per batched product
+        B, _, T, hd = q_rot.shape
+        Tk, g = k_rot.shape[2], cfg.group_size
+        hidden = ~mask                                                         # [T, Tk] True where j may not be seen
+        hooked = hooks.has("attn.hook_attn_scores", "attn.hook_pattern")
+        step = cfg.n_kv_heads if hooked else max(1, SCORES_BYTES // (4 * B * g * T * Tk))   # KV groups a product
+        z = []
         for first in range(0, cfg.n_kv_heads, step):
             kvs = slice(first, min(first + step, cfg.n_kv_heads))              # KV heads of this batch
             heads = slice(kvs.start * g, kvs.stop * g)                         # the query heads reading them
             n = kvs.stop - kvs.start
-            q_groups = q_rot[heads].reshape(n, g * T, hd)                      # [n, g T, hd]
-            group_scores = torch.bmm(q_groups, k_rot[kvs].transpose(1, 2)).mul_(scale).view(n * g, T, T)
-            if keep_scores:
-                scores[heads] = group_scores                                   # [n g, T, T]
-            group_pattern = torch.softmax(group_scores.masked_fill_(hidden, float("-inf")), dim=-1)  # [n g, T, T]
-            pattern[heads] = group_pattern
-            torch.bmm(group_pattern.view(n, g * T, T), v[kvs], out=mixed[heads].view(n, g * T, hd))  # [n, g T, hd]
-        return scores, pattern, mixed
+            q_groups = q_rot[:, heads].reshape(B, n, g * T, hd)                # [B, n, g T, hd]
+            scores = torch.matmul(q_groups, k_rot[:, kvs].transpose(-1, -2)).mul(1.0 / math.sqrt(hd))
+            scores = hooks("attn.hook_attn_scores", scores.view(B, n * g, T, Tk))   # [B, n g, T, Tk]
+            pattern = hooks("attn.hook_pattern", torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1))
+            if record.pattern is not None:
+                record.pattern[heads] = pattern[0]
+            z.append(self.mix(pattern, v[:, kvs]))                             # [B, n g, T, hd]
+        return z[0] if len(z) == 1 else torch.cat(z, dim=1)
 
-    def output(self, mixed: torch.Tensor) -> torch.Tensor:
-        """The output projection (and bias) of every head's mixed values [H, T, hd] -> [T, D]."""
-        T = mixed.shape[1]
-        return linear(mixed.transpose(0, 1).reshape(T, -1), self.w_o, self.b_o)
+    def mix(self, pattern: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """pattern [B, n g, T, Tk] @ each query head's KV head of v [B, n, Tk, hd] -> z [B, n g, T, hd]."""
+        B, heads, T, Tk = pattern.shape
+        n = v.shape[1]
+        return torch.matmul(pattern.reshape(B, n, heads // n * T, Tk), v).view(B, heads, T, -1)
 
-    def head_outputs(self, mixed: torch.Tensor) -> torch.Tensor:
-        """Each head's share of the output projection (no bias) for one position's mixed [H, hd] -> [H, D]."""
+    def output(self, z: torch.Tensor) -> torch.Tensor:
+        """The output projection (and bias) of every head's z [..., H, T, hd] -> [..., T, D]."""
+        return linear(z.transpose(-3, -2).flatten(-2), self.w_o, self.b_o)
+
+    def head_outputs(self, z: torch.Tensor) -> torch.Tensor:
+        """Each head's share of the output projection (no bias) for one position's z [H, hd] -> [H, D]."""
         cfg = self.cfg
         w_o = dense(self.w_o).view(cfg.d_model, cfg.n_heads, cfg.head_dim)    # [D, H, hd]
-        return torch.einsum("dhk,hk->hd", w_o, mixed)                          # [H, D]
+        return torch.einsum("dhk,hk->hd", w_o, z)                              # [H, D]
 
 
-@dataclass(frozen=True)
-class MLPIntermediates:
-    """Named tensors of one MLP: SwiGLU down(silu(gate) * up), or GELU down(gelu(up)) with gate None."""
-
-    gate: torch.Tensor | None  # [T, F] gate projection (SwiGLU only)
-    act: torch.Tensor          # [T, F] silu(gate), or gelu(up)
-    up: torch.Tensor           # [T, F] up projection (with its bias)
-    product: torch.Tensor      # [T, F] silu(gate) * up, or gelu(up): what the down projection reads
-    out: torch.Tensor          # [T, d_model] down projection (with its bias)
+QKV_POINTS = ("attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_rot_q", "attn.hook_rot_k")
 
 
 class SwiGLU:
@@ -275,23 +295,24 @@ class SwiGLU:
         self.w_gate_up = w_gate_up      # [2 F, D]: W_gate, W_up stacked by rows
         self.w_down = w_down            # [D, F]
 
-    def __call__(self, h: torch.Tensor) -> torch.Tensor:
-        return linear(self.product(linear(h, self.w_gate_up)), self.w_down)    # [T, D]
+    def __call__(self, h: torch.Tensor, hooks: PointHooks = NO_HOOKS) -> torch.Tensor:
+        """[..., T, D] -> [..., T, D]; hooks at mlp.hook_pre (gate), mlp.hook_pre_linear (up), mlp.hook_post."""
+        gate_up = linear(h, self.w_gate_up)                              # [..., T, 2F]
+        gate, up = gate_up.split(self.d_ff, dim=-1)                      # [..., T, F] each, views of one buffer
+        gate, changed = hooks.changes("mlp.hook_pre", gate)
+        up, changed_too = hooks.changes("mlp.hook_pre_linear", up)
+        product = F.silu(gate) * up if changed or changed_too else self.product(gate_up)   # [..., T, F]
+        return linear(hooks("mlp.hook_post", product), self.w_down)
 
     def product(self, gate_up: torch.Tensor) -> torch.Tensor:
-        """silu(gate) * up of gate_up [T, 2F] -> [T, F]: in one native call across the cores where the kernels are
-        built (model/native/elementwise.py), else torch."""
-        if elementwise.available() and gate_up.dim() == 2 and not gate_up.requires_grad:
-            return torch.from_numpy(elementwise.swiglu_rows(gate_up.numpy(), torch.get_num_threads()))  # [T, F]
-        gate, up = gate_up.split(self.d_ff, dim=-1)                      # [T, F] each, views of one buffer
-        return F.silu(gate).mul_(up)                                     # [T, F]
-
-    def parts(self, h: torch.Tensor) -> MLPIntermediates:
-        """__call__ with every intermediate kept (the same product; silu(gate) on its own for the views)."""
-        gate_up = linear(h, self.w_gate_up)                              # [T, 2F]
-        gate, up = gate_up.split(self.d_ff, dim=-1)                      # [T, F] each
-        product = self.product(gate_up)                                  # [T, F]
-        return MLPIntermediates(gate, F.silu(gate), up, product, linear(product, self.w_down))
+        """silu(gate) * up of gate_up [..., 2F] -> [..., F]: in one native call across the cores where the kernels
+        are built (model/native/elementwise.py), else torch."""
+        if elementwise.available() and not gate_up.requires_grad:
+            rows = gate_up.reshape(-1, gate_up.shape[-1]).numpy()                                   # [rows, 2F]
+            product = elementwise.swiglu_rows(rows, torch.get_num_threads())                        # [rows, F]
+            return torch.from_numpy(product).view(*gate_up.shape[:-1], self.d_ff)
+        gate, up = gate_up.split(self.d_ff, dim=-1)                      # [..., F] each
+        return F.silu(gate) * up                                         # [..., F]
 
 
 class GeluMLP:
@@ -302,30 +323,15 @@ class GeluMLP:
         self.w_up, self.b_up = w_up, b_up          # [F, D], [F]
         self.w_down, self.b_down = w_down, b_down  # [D, F], [D]
 
-    def __call__(self, h: torch.Tensor) -> torch.Tensor:
-        return linear(F.gelu(linear(h, self.w_up, self.b_up), approximate="tanh"), self.w_down, self.b_down)
-
-    def parts(self, h: torch.Tensor) -> MLPIntermediates:
-        up = linear(h, self.w_up, self.b_up)                            # [T, F]
-        act = F.gelu(up, approximate="tanh")                             # [T, F]
-        return MLPIntermediates(None, act, up, act, linear(act, self.w_down, self.b_down))
-
-
-@dataclass(frozen=True)
-class BlockIntermediates:
-    """Named tensors of one block, in the order the block computes them."""
-
-    x: torch.Tensor          # [T, D] residual stream in
-    attn_in: torch.Tensor    # [T, D] attn_norm(x)
-    attn: AttentionIntermediates
-    mid: torch.Tensor        # [T, D] x + attn.out
-    mlp_in: torch.Tensor     # [T, D] mlp_norm(mid)
-    mlp: MLPIntermediates
-    out: torch.Tensor        # [T, D] mid + mlp.out: the next block's input
+    def __call__(self, h: torch.Tensor, hooks: PointHooks = NO_HOOKS) -> torch.Tensor:
+        """[..., T, D] -> [..., T, D]; hooks at mlp.hook_pre (up, before GELU) and mlp.hook_post."""
+        up = hooks("mlp.hook_pre", linear(h, self.w_up, self.b_up))     # [..., T, F]
+        act = hooks("mlp.hook_post", F.gelu(up, approximate="tanh"))    # [..., T, F]
+        return linear(act, self.w_down, self.b_down)
 
 
 class Block:
-    """Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x))."""
+    """Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x)), with hooks at its named points."""
 
     def __init__(self, cfg: ModelConfig, take: Take):
         """take(name) pops this block's tensor "<name>" (e.g. "attn_qkv.weight"). Float32 q/k/v and gate/up come
@@ -348,23 +354,13 @@ class Block:
             self.mlp = GeluMLP(take("ffn_up.weight"), take("ffn_up.bias"), take("ffn_down.weight"),
                                take("ffn_down.bias"))
 
-    def attention(self, x: torch.Tensor, cos, sin, mask, keep_scores: bool = False,
-                  pattern_out: torch.Tensor | None = None, heads_off: torch.Tensor | None = None,
-                  kv_out: tuple[torch.Tensor, torch.Tensor] | None = None) -> AttentionIntermediates:
-        return self.attn(self.attn_norm(x), cos, sin, mask, keep_scores, pattern_out, heads_off, kv_out)
-
-    def __call__(self, x: torch.Tensor, cos, sin, mask, pattern_out: torch.Tensor | None = None,
-                 heads_off: torch.Tensor | None = None,
-                 kv_out: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-        x = x + self.attention(x, cos, sin, mask, pattern_out=pattern_out, heads_off=heads_off,
-                               kv_out=kv_out).out                              # [T, D]
-        return x + self.mlp(self.mlp_norm(x))                                  # [T, D]
-
-    def parts(self, x: torch.Tensor, cos, sin, mask, keep_scores: bool = True) -> BlockIntermediates:
-        """__call__ step by step with every intermediate kept (the same operations in the same order)."""
-        attn_in = self.attn_norm(x)                                            # [T, D]
-        attn = self.attn(attn_in, cos, sin, mask, keep_scores)
-        mid = x + attn.out                                                     # [T, D]
-        mlp_in = self.mlp_norm(mid)                                            # [T, D]
-        mlp = self.mlp.parts(mlp_in)
-        return BlockIntermediates(x, attn_in, attn, mid, mlp_in, mlp, mid + mlp.out)
+    def __call__(self, x: torch.Tensor, cos, sin, mask: torch.Tensor, hooks: PointHooks = NO_HOOKS,
+                 past: Past | None = None, record: Record = NO_RECORD) -> torch.Tensor:
+        """The block's output [B, T, D] for the stream x [B, T, D] entering it (cos, sin, mask, past, record: see
+        Attention.__call__; hooks: this block's points, model.decoder.hooks.BLOCK_POINTS)."""
+        x = hooks("hook_resid_pre", x)                                                 # [B, T, D]
+        attn_in = hooks("ln1.hook_normalized", self.attn_norm(x))                      # [B, T, D]
+        attn_out = hooks("hook_attn_out", self.attn(attn_in, cos, sin, mask, hooks, past, record))
+        mid = hooks("hook_resid_mid", x + attn_out)                                    # [B, T, D]
+        mlp_out = hooks("hook_mlp_out", self.mlp(hooks("ln2.hook_normalized", self.mlp_norm(mid)), hooks))
+        return hooks("hook_resid_post", mid + mlp_out)                                 # [B, T, D]

@@ -1,20 +1,23 @@
 """The Decoder: embeddings, the blocks (model.decoder.blocks) and the LM head, run on a text to record a ForwardTrace.
 
 Every architecture is the same loop: token embeddings (+ learned position embeddings for GPT-2), pre-norm blocks
-under a mask (causal by default, or any narrower one the caller allows), the final norm and the LM head. Weights are
-read-only and shared; a pass keeps its state in local variables, so one model serves many sessions at once.
+under a mask (causal by default, or any narrower one the caller allows), the final norm and the LM head. A pass takes
+hooks at named points (model/decoder/hooks.py) for that call only. Weights are read-only and shared; a pass keeps its
+state in local variables, so one model serves many sessions at once.
 """
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
-from model.decoder.blocks import Attention, Block, Norm, Weight, dense, runs_natively
+from model.decoder.blocks import Attention, Block, Norm, Past, Record, Weight, dense, runs_natively
 from model.decoder.config import ModelConfig
 from model.decoder.embedding import embedding_table
+from model.decoder.hooks import HookFn, Hooks, capture, hook_names
 from model.decoder.matrices import QuantizedMatrix
 from model.decoder.rope import rope_cos_sin
 from model.decoder.trace import ForwardTrace, LayerDetail
@@ -24,6 +27,9 @@ DEFAULT_MAX_TOKENS = 512
 CHECKPOINT_EVERY = 6  # keep every 6th layer's input: layer_detail re-runs at most 5 blocks; 1/6 of the memory
 FLOAT32_ATTENTION_BYTES = 64 * 2**20  # keep attention in float32 up to this size (T <= 249 here), float16 above
 LOGPROB_ROWS = 64     # positions whose logits over the whole vocabulary are computed at a time (token_logprobs)
+BATCH_BYTES = 64 * 2**20   # float32 scores (and MLP activations) of one batch of sequences (variants_per_batch)
+DETAIL_POINTS = ("attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_rot_q", "attn.hook_rot_k",
+                 "attn.hook_attn_scores", "attn.hook_pattern")
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,12 @@ class Positions:
     cos: torch.Tensor | None   # [T, hd/2] (None: the model has no RoPE)
     sin: torch.Tensor | None   # [T, hd/2]
     mask: torch.Tensor         # [T, T] bool, True where query i may attend key j
+
+    def rows_from(self, n: int) -> Positions:
+        """What positions n.. need when positions 0..n-1 come as past keys and values: their angles, their rows of
+        the mask over every key ([T - n, T])."""
+        cos, sin = (None, None) if self.cos is None else (self.cos[n:], self.sin[n:])
+        return Positions(cos, sin, self.mask[n:])
 
 
 class Decoder:
@@ -92,6 +104,26 @@ class Decoder:
             x = x + self.position_embedding[start:start + ids.shape[0]]              # [n, D]
         return x
 
+    def embed_tokens(self, ids: torch.Tensor, hooks: Hooks | None = None) -> torch.Tensor:
+        """The stream entering block 0 for ids [B, T] at positions 0..T-1: [B, T, D], through the hooks at
+        hook_embed and hook_pos_embed."""
+        hooks = self.hooks(hooks)
+        B, T = ids.shape
+        x = hooks.model("hook_embed", self.embedding.rows(ids.reshape(-1)).view(B, T, -1))   # [B, T, D]
+        if self.position_embedding is not None:
+            table = self.position_embedding[:T].expand(B, T, -1)                     # [B, T, D] (a view)
+            x = x + hooks.model("hook_pos_embed", table.clone() if hooks.model.has("hook_pos_embed") else table)
+        return x
+
+    def hooks(self, hooks: Mapping[str, HookFn] | Hooks | None) -> Hooks:
+        """hooks ({point name: f(tensor, hook)}) checked against this model's points (ValueError naming the valid
+        ones otherwise)."""
+        return hooks if isinstance(hooks, Hooks) else Hooks(hooks, self.config)
+
+    def hook_names(self) -> list[str]:
+        """Every hook point of this model, in the order a pass reaches them (model/decoder/hooks.py)."""
+        return hook_names(self.config)
+
     def rope_tables(self, positions) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """cos and sin [T, hd/2] of the rotation angles at these positions, None, None without RoPE."""
         cfg = self.config
@@ -117,11 +149,13 @@ class Decoder:
     def final_norm(self, x: torch.Tensor) -> torch.Tensor:
         return self.out_norm(x)
 
-    def run(self, text: str, max_tokens: int | None = None, allowed: np.ndarray | None = None) -> ForwardTrace:
+    def run(self, text: str, max_tokens: int | None = None, allowed: np.ndarray | None = None,
+            hooks: Mapping[str, HookFn] | None = None) -> ForwardTrace:
         """Tokenize text (cut to max_tokens: by default DEFAULT_MAX_TOKENS or the model's context, whichever is
         smaller), run the decoder, and record attention and next-token logits.
         allowed: [T, T] bool mask for the tokens run (True where query i may attend key j <= i), applied in every
-        layer; None is the causal mask."""
+        layer; None is the causal mask.
+        hooks: {point name: f(tensor, hook)} for this pass only (model/decoder/hooks.py; self.hook_names())."""
         max_tokens = self.check_max_tokens(min(DEFAULT_MAX_TOKENS, self.config.max_positions)
                                            if max_tokens is None else max_tokens)
         if not isinstance(text, str) or not text.strip():
@@ -131,40 +165,72 @@ class Decoder:
             raise ValueError("The text has no tokens this model can read (only bytes outside its vocabulary). "
                              "Type some ordinary text.")
         ids = all_ids[:max_tokens]
-        return self.run_ids(ids, text=text, n_tokens_total=len(all_ids), allowed=allowed)
+        return self.run_ids(ids, text=text, n_tokens_total=len(all_ids), allowed=allowed, hooks=hooks)
 
     def run_ids(self, ids: list[int], text: str = "", n_tokens_total: int | None = None,
-                allowed: np.ndarray | None = None) -> ForwardTrace:
-        """Run the decoder on token ids (at most the context length)."""
+                allowed: np.ndarray | None = None, hooks: Mapping[str, HookFn] | None = None) -> ForwardTrace:
+        """Run the decoder on token ids (at most the context length). A pass with hooks records what they made
+        (its checkpoints: the stream entering a block, before its hooks) and no keys and values (a generation
+        starts from none of them)."""
         cfg = self.config
         T = len(ids)
         if not 1 <= T <= cfg.max_positions:
             raise ValueError(f"Need 1 to {cfg.max_positions} tokens, got {T}")
         if allowed is not None:
             allowed = check_allowed(allowed, T)
+        hooks = self.hooks(hooks)
         n_values = cfg.n_layers * cfg.n_heads * T * T
         dtype = np.float32 if 4 * n_values <= FLOAT32_ATTENTION_BYTES else np.float16
         attention = np.empty((cfg.n_layers, cfg.n_heads, T, T), dtype=dtype)       # [L, H, T, T]
         kv_shape = (cfg.n_layers, cfg.n_kv_heads, T, cfg.head_dim)
-        keys, values = (None, None) if allowed is not None else \
+        keys, values = (None, None) if allowed is not None or hooks else \
             (np.empty(kv_shape, np.float32), np.empty(kv_shape, np.float32))         # [L, KV, T, hd] each
         checkpoints: dict[int, np.ndarray] = {}
         with torch.inference_mode(), self.pass_threads(T):
             pos = self.positions(T, allowed)
-            x = self.embed(torch.tensor(ids))                                      # [T, D]
+            x = self.embed_tokens(torch.tensor([ids]), hooks)                      # [1, T, D]
             for i, block in enumerate(self.blocks):
                 if i % CHECKPOINT_EVERY == 0:
-                    checkpoints[i] = _read_only(x.numpy().copy())                  # [T, D]
-                kv_out = None if keys is None else (torch.from_numpy(keys[i]), torch.from_numpy(values[i]))
-                x = block(x, pos.cos, pos.sin, pos.mask, pattern_out=torch.from_numpy(attention[i]), kv_out=kv_out)
-            final = self.final_norm(x)                                             # [T, D]
+                    checkpoints[i] = _read_only(x[0].numpy().copy())               # [T, D]
+                record = Record(torch.from_numpy(attention[i]), *(() if keys is None else
+                                (torch.from_numpy(keys[i]), torch.from_numpy(values[i]))))
+                x = block(x, pos.cos, pos.sin, pos.mask, hooks.layer(i), record=record)   # [1, T, D]
+            final = hooks.model("ln_final.hook_normalized", self.final_norm(x))[0]   # [T, D]
             logits = self.lm_head.logits(final[-1])                                # [V]: only the last position
         return ForwardTrace(
             text=text, token_ids=list(ids), tokens=self.token_strings(ids), attention=_read_only(attention),
             next_token_logits=_read_only(logits.numpy().copy()),
             truncated=(n_tokens_total or T) > T, n_tokens_total=n_tokens_total or T, checkpoints=checkpoints,
             final_hidden=_read_only(final.numpy().copy()), allowed=allowed,
-            keys=None if keys is None else _read_only(keys), values=None if values is None else _read_only(values))
+            keys=None if keys is None else _read_only(keys), values=None if values is None else _read_only(values),
+            hooked=hooks.names)
+
+    def run_blocks(self, x: torch.Tensor, pos: Positions, hooks: Mapping[str, HookFn] | Hooks | None = None,
+                   start: int = 0, stop: int | None = None, past: list[Past] | None = None) -> torch.Tensor:
+        """Blocks start..stop-1 (stop None: to the last) over the stream x [B, T, D] entering block start: the
+        stream leaving block stop-1 [B, T, D]. pos: the positions of x's rows (Positions.rows_from where past holds
+        each layer's keys and values of the positions before them, shared by every sequence). hooks: at the
+        blocks' points (the model's own points are embed_tokens' and run's). Runs under the caller's grad mode."""
+        hooks = self.hooks(hooks)
+        stop = self.config.n_layers if stop is None else stop
+        with self.pass_threads(x.shape[0] * x.shape[1]):
+            for i in range(start, stop):
+                x = self.blocks[i](x, pos.cos, pos.sin, pos.mask, hooks.layer(i), None if past is None else past[i])
+        return x
+
+    def rerun(self, trace: ForwardTrace, first: int, stop: int | None = None,
+              hooks: Mapping[str, HookFn] | Hooks | None = None, pos: Positions | None = None) -> torch.Tensor:
+        """The stream leaving block stop-1 ([1, T, D]; stop None: the last block) re-run from the trace's nearest
+        checkpoint at or before block `first`, with the forward pass's own code (its numbers are the pass's),
+        under the trace's mask (pos: its positions, when the caller has them)."""
+        start = first - first % CHECKPOINT_EVERY
+        x = torch.from_numpy(trace.checkpoints[start].copy())[None]                # [1, T, D]
+        return self.run_blocks(x, pos or self.positions_for(trace), hooks, start, stop)
+
+    def variants_per_batch(self, T: int) -> int:
+        """How many sequences of T tokens one batched pass holds within BATCH_BYTES."""
+        cfg = self.config
+        return max(1, BATCH_BYTES // (4 * T * max(2 * cfg.n_heads * T, 3 * cfg.d_ff)))
 
     def token_logprobs(self, trace: ForwardTrace) -> np.ndarray:
         """[T - 1] float32: log p(token t+1 | tokens <= t) under the trace's own pass (its mask included)."""
@@ -185,16 +251,13 @@ class Decoder:
         the nearest checkpoint with the forward pass's own code: the numbers are exactly the forward's."""
         if not 0 <= layer < self.config.n_layers:
             raise ValueError(f"layer must be from 0 to {self.config.n_layers - 1}, got {layer}")
-        start = layer - layer % CHECKPOINT_EVERY
-        with torch.inference_mode(), self.pass_threads(trace.n_tokens):
+        seen: dict[str, torch.Tensor] = {}
+        with torch.inference_mode():
             pos = self.positions_for(trace)
-            x = torch.from_numpy(trace.checkpoints[start].copy())                  # [T, D]
-            for block in self.blocks[start:layer]:
-                x = block(x, pos.cos, pos.sin, pos.mask)
-            att = self.blocks[layer].attention(x, pos.cos, pos.sin, pos.mask, keep_scores=True)
-        return LayerDetail(layer=layer, q=att.q.numpy(), q_rot=att.q_rot.numpy(), k=att.k.numpy(),
-                           k_rot=att.k_rot.numpy(), v=att.v.numpy(), scores=att.scores.numpy(),
-                           mask=pos.mask.numpy(), pattern=att.pattern.numpy())
+            self.rerun(trace, layer, layer + 1, capture([f"blocks.{layer}.{p}" for p in DETAIL_POINTS], seen), pos)
+        q, k, v, q_rot, k_rot, scores, pattern = (seen[f"blocks.{layer}.{p}"][0].numpy() for p in DETAIL_POINTS)
+        return LayerDetail(layer=layer, q=q, q_rot=q_rot, k=k, k_rot=k_rot, v=v, scores=scores,
+                           mask=pos.mask.numpy(), pattern=pattern)
 
     # ------------------------------------------------------------------------------------------ GQA / MQA
     def with_kv_heads(self, n: int) -> Decoder:

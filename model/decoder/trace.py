@@ -25,6 +25,8 @@ class ForwardTrace:
     #                                                              rotated keys (causal passes only: a generation's
     #                                                              cache, see IncrementalDecoder.start_from)
     values: np.ndarray | None = field(default=None, repr=False)  # [n_layers, n_kv_heads, T, head_dim] float32
+    hooked: tuple[str, ...] = ()   # the hook points the pass ran with (model/decoder/hooks.py): what it recorded is
+    #                               theirs; an analysis re-running blocks from its checkpoints runs them without
 
     @property
     def n_tokens(self) -> int:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.decoder.core import CHECKPOINT_EVERY
+from model.decoder.hooks import capture
 from model.lessons import sparse_masks
 from model.lessons.flash_attention import flash_attention
 from model.lessons.kv_heads import pool_kv_rows
@@ -126,13 +126,11 @@ def test_duplicated_kv_heads_change_nothing_and_mqa_does(lm, story_ids):
 @pytest.mark.parametrize("layer, head, block", [(0, 0, 16), (14, 4, 32), (29, 8, 64)])
 def test_flash_attention_equals_the_forward_pass_head_output(lm, story_ids, layer, head, block):
     trace = lm.run_ids(story_ids)
-    start = layer - layer % CHECKPOINT_EVERY
+    seen = {}
+    names = [f"blocks.{layer}.attn.{point}" for point in ("hook_rot_q", "hook_rot_k", "hook_v", "hook_z")]
     with torch.inference_mode():
-        pos = lm.positions_for(trace)
-        x = torch.from_numpy(trace.checkpoints[start].copy())
-        for b in lm.blocks[start:layer]:
-            x = b(x, pos.cos, pos.sin, pos.mask)
-        att = lm.blocks[layer].attention(x, pos.cos, pos.sin, pos.mask)
+        lm.rerun(trace, layer, layer + 1, capture(names, seen))
+    q_rot, k_rot, v, z = (seen[name][0].numpy() for name in names)
     kv = head // lm.config.group_size
-    run = flash_attention(att.q_rot[head].numpy(), att.k_rot[kv].numpy(), att.v[kv].numpy(), block)
-    np.testing.assert_allclose(run.out, att.mixed[head].numpy(), atol=1e-5, rtol=0)
+    run = flash_attention(q_rot[head], k_rot[kv], v[kv], block)
+    np.testing.assert_allclose(run.out, z[head], atol=1e-5, rtol=0)
