@@ -59,15 +59,7 @@ def describe(path: str | Path) -> ModelInfo:
     except OSError as exc:
         return ModelInfo(path, name, 0, error=f"{path.name} cannot be read ({exc.strerror or exc}).")
     try:
-        G._check_magic(path)
-        try:
-            reader = G._open_reader(path)
-        except G.PastEnd as exc:
-            raise ModelLoadError(f"{path.name} is truncated or damaged: {exc}. Download the file again.") from exc
-        except ModelLoadError:
-            raise
-        except Exception as exc:
-            raise G._corrupt(path, exc) from exc
+        reader = G.open_reader(path)
         try:
             arch = G._architecture(reader, path)
             G._check_complete(reader, path)

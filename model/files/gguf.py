@@ -1,4 +1,5 @@
-"""Find, read, check and dequantize a GGUF file (llama, qwen2, qwen3, gpt2) with the `gguf` package's reader.
+"""Find, read, check and dequantize a GGUF file (llama, qwen2, qwen3, gpt2); its metadata and tensor table are read
+within limits by model.files.gguf_reader (open_reader), its tensors dequantized as the `gguf` package does.
 
 Reading is strict: whatever the decoder would silently ignore or get wrong (an unknown architecture, tensor,
 quantization type, pre-tokenizer or a metadata value that changes the maths) is refused with a ModelLoadError that
@@ -7,8 +8,6 @@ says what is wrong and what to do; so is a damaged file, before anything large i
 from __future__ import annotations
 
 import os
-import struct
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from model.decoder.matrices import QuantizedMatrix, quantized_nbytes
 from model.errors import ModelLoadError
 from model.files.architectures import ARCHITECTURES, NEUTRAL_VALUES, Architecture
 from model.files.fetch import fetch_model
+from model.files.gguf_reader import BoundedReader, OverLimit, PastEnd, StringArray
 from model.files.heap import release_mapped
 from model.files.package import DEFAULT_PACKAGE, INSTALL_HINT, installed_model_path
 from model.files.quants import dequantize, empty_float32
@@ -62,13 +62,7 @@ def read_gguf(path: str | os.PathLike | None = None, keep_quantized: bool | None
     if not path.is_file():
         raise ModelLoadError(f"Model file not found: {path}. Pass the path of a .gguf file (llama, qwen2, qwen3 or "
                              f"gpt2), or omit it to use the default model ({INSTALL_HINT}).")
-    _check_magic(path)
-    try:
-        reader = _open_reader(path)
-    except PastEnd as exc:
-        raise ModelLoadError(f"{path.name} is truncated or damaged: {exc}. Download the file again.") from exc
-    except Exception as exc:  # the gguf package fails deep inside numpy on a damaged file
-        raise _corrupt(path, exc) from exc
+    reader = open_reader(path)
     try:
         arch = _architecture(reader, path)
         _check_complete(reader, path)
@@ -89,10 +83,6 @@ def read_gguf(path: str | os.PathLike | None = None, keep_quantized: bool | None
                      eos_token_id=eos_token_id, chat_template=_field(reader, "tokenizer.chat_template"))
 
 
-class PastEnd(ValueError):
-    """The file declares data (metadata or a tensor) beyond its last byte."""
-
-
 def _check_magic(path: Path) -> None:
     size = path.stat().st_size
     if size == 0:
@@ -104,67 +94,26 @@ def _check_magic(path: Path) -> None:
                              f"Use a .gguf model file as llama.cpp, Ollama or LM Studio download them.")
 
 
-def _open_reader(path: Path):
-    import gguf
+def open_reader(path: Path) -> BoundedReader:
+    """The file's header, metadata and tensor table (model.files.gguf_reader, within its limits), or one
+    ModelLoadError that says what is wrong: not a GGUF, damaged, past a limit, unreadable."""
+    _check_magic(path)
+    try:
+        return _open_reader(path)
+    except PastEnd as exc:
+        raise ModelLoadError(f"{path.name} is truncated or damaged: {exc}. Download the file again.") from exc
+    except OverLimit as exc:
+        raise ModelLoadError(f"{path.name} {exc}. It is damaged or not a model this app can read: use another "
+                             f"file.") from exc
+    except OSError as exc:
+        raise ModelLoadError(f"{path.name} cannot be read ({exc.strerror or exc}).") from exc
+    except Exception as exc:  # a damaged file: a bad type, name or alignment
+        raise _corrupt(path, exc) from exc
 
-    class PlainArrayReader(gguf.GGUFReader):
-        """GGUFReader over a plain ndarray view of the memmap, with string arrays (the 98k vocab and merge strings)
-        read in one loop and number arrays (the 49k token types) as one view: the generic parser makes one
-        or two numpy views per item (0.5 s for SmolLM2). An array's parts are [item type, count, item_0, item_1,
-        ...] as before, data indexing the items; a string item is a memoryview of its bytes (what the gguf package
-        reads from a part: tobytes(), nbytes), a number item a 1-element array."""
 
-        @property
-        def data(self):
-            return self._plain
-
-        @data.setter
-        def data(self, value):
-            self._plain = value.view(np.ndarray)
-
-        def _native(self) -> bool:
-            return self.byte_order != "S" and sys.byteorder == "little"
-
-        def _get(self, offset, dtype, count=1, override_order=None):
-            if not self._native():
-                return super()._get(offset, dtype, count, override_order)
-            dt = np.dtype(dtype)
-            end = int(offset) + dt.itemsize * int(count)
-            if end > len(self._plain):
-                raise PastEnd(f"it declares {end - int(offset):,} bytes of data at byte {int(offset):,}, past its end "
-                              f"({len(self._plain):,} bytes)")
-            return self._plain[offset:end].view(dt)
-
-        def _get_field_parts(self, orig_offs, raw_type):
-            if raw_type != int(gguf.GGUFValueType.ARRAY) or not self._native():
-                return super()._get_field_parts(orig_offs, raw_type)
-            item_type, count = self._get(orig_offs, np.uint32), self._get(orig_offs + 4, np.uint64)
-            gtype, n = gguf.GGUFValueType(int(item_type[0])), int(count[0])
-            if gtype == gguf.GGUFValueType.STRING:
-                size, items = self._string_items(orig_offs + 12, n)
-            elif gtype in self.gguf_scalar_to_np:
-                values = self._get(orig_offs + 12, self.gguf_scalar_to_np[gtype], n)
-                if len(values) != n:
-                    raise ValueError(f"array at offset {orig_offs} runs past the end of the file")
-                size, items = int(values.nbytes), list(values.reshape(n, 1))
-            else:
-                return super()._get_field_parts(orig_offs, raw_type)
-            return 12 + size, [item_type, count, *items], list(range(2, 2 + n)), [gguf.GGUFValueType.ARRAY, gtype]
-
-        def _string_items(self, offs: int, n: int) -> tuple[int, list[memoryview]]:
-            if offs + 8 * n > len(self._plain):
-                raise PastEnd(f"it declares a list of {n:,} strings at byte {offs:,}, more than the file can hold")
-            buffer, start, items = memoryview(self._plain), offs, []
-            unpack = struct.Struct("<Q").unpack_from
-            for _ in range(n):
-                (length,) = unpack(buffer, offs)
-                offs += 8 + length
-                items.append(buffer[offs - length:offs])
-            if offs > len(buffer):
-                raise ValueError(f"string array at offset {start} runs past the end of the file")
-            return offs - start, items
-
-    return PlainArrayReader(path)
+def _open_reader(path: Path) -> BoundedReader:
+    """The reader without open_reader's messages (its errors as gguf_reader raises them)."""
+    return BoundedReader(path)
 
 
 def _corrupt(path: Path, exc: Exception) -> ModelLoadError:
@@ -189,9 +138,13 @@ def _field(reader, key: str):
 
 def _architecture(reader, path: Path) -> Architecture:
     name = _field(reader, "general.architecture")
-    if name not in ARCHITECTURES:
-        raise ModelLoadError(f"{path.name} is a '{name}' model; Attention Atlas runs {', '.join(ARCHITECTURES)} "
-                             f"models only (SmolLM2, Llama 2/3, TinyLlama, Qwen2/2.5, Qwen3, GPT-2, ...).")
+    if name is None:
+        raise ModelLoadError(f"{path.name} does not say what model it holds (it has no general.architecture); it "
+                             f"is not a complete GGUF model file.")
+    if not isinstance(name, str) or name not in ARCHITECTURES:
+        raise ModelLoadError(f"{path.name} is a '{str(name)[:60]}' model; Attention Atlas runs "
+                             f"{', '.join(ARCHITECTURES)} models only (SmolLM2, Llama 2/3, TinyLlama, Qwen2/2.5, "
+                             f"Qwen3, GPT-2, ...).")
     return ARCHITECTURES[name]
 
 
@@ -220,14 +173,14 @@ def _check_supported(reader, path: Path, arch: Architecture, config: ModelConfig
     that changes the maths, extra tensors; also missing tensors and wrong shapes."""
     prefix = f"{arch.name}."
     unsupported = []
-    for key in reader.fields:
-        value = _field(reader, key)
+    for key, field in reader.fields.items():
         short = key.removeprefix(prefix)
-        if key.startswith(prefix) and short in NEUTRAL_VALUES:
-            if value not in NEUTRAL_VALUES[short]:
-                unsupported.append(f"{key} = {value!r}")
-        elif key.startswith(prefix) and short not in arch.known_keys:
-            unsupported.append(f"{key} = {value!r}")
+        if not key.startswith(prefix):
+            continue
+        if short in NEUTRAL_VALUES and (field.is_array or field.contents() not in NEUTRAL_VALUES[short]):
+            unsupported.append(f"{key} = {field.summary()}")
+        elif short not in NEUTRAL_VALUES and short not in arch.known_keys:
+            unsupported.append(f"{key} = {field.summary()}")
     if unsupported:
         raise ModelLoadError(f"{path.name} sets {', '.join(unsupported[:6])}: this app does not support that (it "
                              f"computes a plain {arch.name} decoder, so its results would be wrong).")
@@ -307,19 +260,15 @@ def _tokenizer(reader, path: Path) -> Tokenizer:
                              f"it does not load it.") from exc
 
 
-def tokenizer_metadata(reader) -> dict[str, object]:
-    """Every tokenizer.ggml.* value: strings as str, string arrays as lists of bytes, number arrays as lists."""
-    from gguf import GGUFValueType
-
+def tokenizer_metadata(reader: BoundedReader) -> dict[str, object]:
+    """Every tokenizer.ggml.* value: strings as str, string arrays as sequences of bytes (gguf_reader.StringArray:
+    read from the mapped file as they are iterated), number arrays as lists."""
     meta: dict[str, object] = {}
     for key, field in reader.fields.items():
         if not key.startswith("tokenizer.ggml."):
             continue
-        strings = field.types[-1] == GGUFValueType.STRING
-        if field.types[0] == GGUFValueType.ARRAY:
-            parts = field.parts
-            meta[key] = ([bytes(parts[i]) for i in field.data] if strings
-                         else [parts[i][0].item() for i in field.data])
+        if field.is_array:
+            meta[key] = field.value if isinstance(field.value, StringArray) else field.value.tolist()
         else:
             meta[key] = field.contents()
     return meta
