@@ -46,7 +46,10 @@ IMAGE_KEY = "w_circ_image"    # how the charts' camera button saves them (not a 
 IMAGES = {"projector": (N_("PNG, projector size (1024 × 768)"), dict(format="png", width=1024, height=768, scale=1)),
           "print": (N_("PNG, print size (4800 × 3000)"), dict(format="png", width=1600, height=1000, scale=3)),
           "svg": (N_("SVG (vector, 1024 × 768)"), dict(format="svg", width=1024, height=768, scale=1))}
-KIND_NAMES = {"resid": N_("stream (layer × token)"), "head": N_("heads (layer × head)")}
+KIND_NAMES = {"resid": N_("stream"), "head": N_("head outputs")}
+
+
+PATCHING_HEIGHT = 340   # px: the patching map below the pair's two rows of inputs, on a 1024 x 768 first screen
 
 
 def labels(names: dict[str, str]):
@@ -111,16 +114,19 @@ def pair_inputs(lm) -> tuple[str, str, str, str, str] | None:
     left.text_area(_("Text A (clean)"), key=CLEAN.key, height=68, max_chars=S.MAX_PAIR_CHARS, **controls.PERSIST)
     right.text_area(_("Text B (corrupt)"), key=CORRUPT.key, height=68, max_chars=S.MAX_PAIR_CHARS,
                     **controls.PERSIST)
-    with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):    # one row at 1024 px
         with st.popover(_("Examples"), icon=":material/list:"):
             for i, pair in enumerate(PAIRS):
                 st.button(_(pair.title), key=f"w_pair_{i}", on_click=circuit_controls.use_pair, args=(i,))
-        st.text_input(_("Answer (one token)"), key=ANSWER.key, width=112, **controls.PERSIST,
-                      help=_("The token text A should lead to; a leading space usually belongs to the word."))
-        st.text_input(_("Foil (one token)"), key=FOIL.key, width=112, **controls.PERSIST,
-                      help=_("The token text B leads to instead."))
+        st.text_input(_("Answer"), key=ANSWER.key, width=100, **controls.PERSIST,
+                      help=_("One token: the token text A should lead to; a leading space usually belongs to the "
+                             "word."))
+        st.text_input(_("Foil"), key=FOIL.key, width=100, **controls.PERSIST,
+                      help=_("One token: the token text B leads to instead."))
         kind = st.segmented_control(_("Patch"), options=list(KIND_NAMES), format_func=labels(KIND_NAMES),
-                                    key=KIND.key, required=True, **controls.PERSIST)
+                                    key=KIND.key, required=True, **controls.PERSIST,
+                                    help=_("The stream: the residual stream at one layer and token (layer × "
+                                           "token); heads: one head's output at every token (layer × head)."))
     clean, corrupt, answer, foil = (ss[p.key] or "" for p in (CLEAN, CORRUPT, ANSWER, FOIL))
     if not clean.strip() or not corrupt.strip():
         st.info(_("Type both texts."))
@@ -166,7 +172,7 @@ def patching_view(lm) -> None:
             lambda: lm.activation_patching(clean, corrupt, ids[0], ids[1], kind)))
     tokens = traces[1].tokens
     if kind == "resid":
-        fig = vc.patching_heatmap(effects, tokens, words=translated(vc.WORDS),
+        fig = vc.patching_heatmap(effects, tokens, words=translated(vc.WORDS), height=PATCHING_HEIGHT,
                                   title=_("Restored by the stream of text A at (layer, token)"))
         chart(fig, key="w_patch_resid", filename="patching_resid")
         token_legend(tokens)

@@ -93,6 +93,10 @@ VIEWS = {
     "efficient-kv": ("/efficient?view=kv", False),
     "efficient-linear": ("/efficient?view=linear", ("layer", "head")),
     "train": ("/train", False),
+    "circuits-roles": ("/circuits", ("layer", "head")),                # the head the roles map marks
+    "circuits-patching": ("/circuits?view=patching", False),
+    "circuits-patching-zh": ("/circuits?view=patching&lang=zh", False),
+    "circuits-attribution": ("/circuits?view=attribution", ("layer", "head")),
 }
 SHARED_KEYS = ("layer", "head", "sink")
 
