@@ -3,21 +3,31 @@ budget, uploads. A link names a model by its file name without .gguf and is reso
 matching names (never by joining a path), so no link can open a file outside the folder.
 
 Settings (environment): ATLAS_MODELS_DIR (default ~/.cache/attention-atlas/models), ATLAS_MODEL_MEMORY_MB (the loaded
-models' budget), ATLAS_ALLOW_UPLOAD (0: no upload box, for hosted servers), ATLAS_MAX_UPLOAD_MB (default 2048),
-ATLAS_ALLOW_DOWNLOAD (1: a box in the picker that fetches a GGUF from the Hub; off by default: a public server must
-not fetch what strangers name).
+models' budget), ATLAS_ALLOW_UPLOAD (1: an upload box in the picker; off by default: a visitor must not write into a
+public server's models folder), ATLAS_MAX_UPLOAD_MB (default 2048), ATLAS_ALLOW_DOWNLOAD (1: a box in the picker that
+fetches a GGUF from the Hub; off by default: a public server must not fetch what strangers name).
+
+An upload is written into a hidden staging folder (.uploads/), checked as the picker checks a file (GGUF magic,
+metadata within the reader's limits, a supported architecture, every tensor there: describe()), then linked into the
+folder under its own name only if no file has that name (an upload never replaces a model); any failure, a full disk
+included, removes what it wrote.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import gc
 import math
 import os
 import re
+import secrets
+import shutil
 import threading
 import weakref
 from pathlib import Path
 
+from app_core.link import Note, note
 from app_core.model_pool import ModelPool
 from model.files import hub
 from model.files.catalog import ModelInfo, describe, model_files
@@ -27,6 +37,8 @@ from model.files.catalog import ModelInfo, describe, model_files
 DEFAULT_MODEL_MEMORY_MB = 1152
 DEFAULT_MAX_UPLOAD_MB = 2048
 UPLOAD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ +-]{0,150}\.gguf")
+UPLOADS = ".uploads"            # the models folder's hidden staging folder for uploads being checked
+WRITE_CHUNK = 1 << 24
 
 
 def _env_mb(name: str, default: int) -> int:
@@ -48,7 +60,8 @@ def memory_budget_bytes() -> int:
 
 
 def upload_allowed() -> bool:
-    return os.environ.get("ATLAS_ALLOW_UPLOAD", "1").strip() != "0"
+    """Uploads only where the server's owner turned them on (ATLAS_ALLOW_UPLOAD=1)."""
+    return os.environ.get("ATLAS_ALLOW_UPLOAD", "0").strip() == "1"
 
 
 def download_allowed() -> bool:
@@ -109,12 +122,77 @@ def model_key(lm) -> tuple:
         return _KEYS.get(lm, (lm.source,))
 
 
-def save_upload(name: str, data: bytes) -> Path:
-    """Write an uploaded GGUF into the models folder under its own (checked) name, atomically."""
+class UploadRefused(ValueError):
+    """An upload that was not kept (nothing of it left in the models folder): a Note saying why."""
+
+    @property
+    def note(self) -> Note:
+        return self.args[0]
+
+
+def save_upload(name: str, data: bytes) -> ModelInfo:
+    """Keep an uploaded GGUF in the models folder under its own name, once checked; UploadRefused, with nothing
+    left behind, when the name is not usable or taken, the file fails the picker's checks or the disk cannot hold
+    it. Never replaces a file."""
+    if not upload_allowed():
+        raise UploadRefused(note("This server does not take uploads (its owner has not set ATLAS_ALLOW_UPLOAD=1)."))
+    if not UPLOAD_NAME.fullmatch(name):
+        raise UploadRefused(note("{file} is not a usable model file name: use letters, digits, dots, dashes and "
+                                 "underscores, ending in .gguf.", file=name))
     folder = models_dir()
-    folder.mkdir(parents=True, exist_ok=True)
     target = folder / name
-    partial = folder / f".{name}.part"
-    partial.write_bytes(data)
-    os.replace(partial, target)
-    return target
+    if os.path.lexists(target):
+        raise UploadRefused(_taken(name))
+    staging = folder / UPLOADS / secrets.token_hex(8)
+    try:
+        staging.mkdir(parents=True)
+        if shutil.disk_usage(staging).free < len(data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        part = staging / name
+        _write_new(part, data)
+        info = describe(part)
+        if not info.ok:
+            raise UploadRefused(note("{file} was not kept: {reason}", file=name, reason=info.error))
+        _link_new(part, target)
+    except FileExistsError:
+        raise UploadRefused(_taken(name)) from None
+    except OSError as exc:
+        raise UploadRefused(note("{file} was not kept: the models folder cannot take it ({reason}). Free some "
+                                 "space, or ask the server's owner.", file=name,
+                                 reason=exc.strerror or str(exc))) from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            staging.parent.rmdir()                  # when no other upload is being checked
+    return info_of(target)
+
+
+def _taken(name: str) -> Note:
+    return note("{file} is already in the models folder, and an upload never replaces a model. Rename your file "
+                "and upload it again.", file=name)
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """data into a new file at path, flushed to the disk (a full disk fails here, not later)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view, done = memoryview(data), 0
+        while done < len(view):
+            done += os.write(fd, view[done:done + WRITE_CHUNK])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _link_new(part: Path, target: Path) -> None:
+    """part at target, atomically, only if nothing is at target (FileExistsError otherwise): a hard link, or where
+    the disk has none, target made exclusively and then replaced."""
+    try:
+        os.link(part, target)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.replace(part, target)

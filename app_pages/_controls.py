@@ -104,15 +104,13 @@ def _save_upload() -> None:
                                                                           size=format_bytes(upload.size),
                                                                           limit=format_bytes(models.max_upload_bytes()))
         return
-    if not models.UPLOAD_NAME.fullmatch(upload.name):
-        st.session_state[UPLOAD_NOTE] = _("{file} is not a usable model file name: use letters, digits, dots, "
-                                          "dashes and underscores, ending in .gguf.").format(file=upload.name)
+    try:
+        info = models.save_upload(upload.name, upload.getvalue())
+    except models.UploadRefused as refused:
+        st.session_state[UPLOAD_NOTE] = _(refused.note.template).format(**refused.note.values)
         return
-    path = models.save_upload(upload.name, upload.getvalue())
-    info = models.info_of(path)
-    st.session_state[UPLOAD_NOTE] = info.error
-    if info.ok:
-        st.session_state[S.MODEL.key] = info.name
+    st.session_state[UPLOAD_NOTE] = None
+    st.session_state[S.MODEL.key] = info.name
 
 
 def model_picker(where) -> None:
