@@ -131,3 +131,11 @@ ARCHITECTURES = {
 NEUTRAL_VALUES = {"rope.scaling.type": ("none",), "rope.scaling.factor": (0.0, 1.0), "rope.scale_linear": (0.0, 1.0),
                   "expert_count": (0,), "expert_used_count": (0,), "attention.sliding_window": (0,),
                   "attn_logit_softcapping": (0.0,), "final_logit_softcapping": (0.0,)}
+# Every architecture this app loads and its family: the decoders above (model.files.gguf) and the encoders
+# (model.encoders: BERT and T5, as llama.cpp's converter writes them).
+FAMILIES = {**{name: "decoder" for name in ARCHITECTURES}, "bert": "encoder", "t5": "encoder-decoder"}
+
+
+def family(architecture: str) -> str | None:
+    """"decoder", "encoder" or "encoder-decoder" for an architecture this app loads, None for another."""
+    return FAMILIES.get(architecture)

@@ -1,10 +1,12 @@
 """The tokenizer a GGUF describes, from its tokenizer.ggml.* metadata values, or a ValueError saying why this app
 cannot tokenize text exactly as the model expects.
 
-Keys read: tokenizer.ggml.model ("gpt2": byte-level BPE, "llama": SentencePiece), .pre, .tokens, .token_type,
-.merges (gpt2), .scores (llama), .bos_token_id, .eos_token_id, .add_bos_token, .add_space_prefix (llama),
-.add_eos_token, .add_sep_token, .remove_extra_whitespaces (refused when true). Defaults are llama.cpp's: BOS is added
-for SentencePiece and for the Llama 3 family of pre-tokenizers; SentencePiece adds a space prefix.
+Keys read: tokenizer.ggml.model ("gpt2": byte-level BPE, "llama": SentencePiece, "bert": WordPiece, "t5":
+SentencePiece unigram), .pre, .tokens, .token_type, .merges (gpt2), .scores (llama, t5), .bos_token_id,
+.eos_token_id, .unknown_token_id (bert, t5), .add_bos_token, .add_space_prefix (llama, t5), .add_eos_token,
+.add_sep_token, .remove_extra_whitespaces (refused when true for the decoders' kinds), .precompiled_charsmap (t5).
+Defaults are llama.cpp's: BOS is added for SentencePiece, WordPiece and the Llama 3 family of pre-tokenizers, EOS
+([SEP], </s>) for WordPiece and unigram; SentencePiece and unigram add a space prefix, unigram removes extra spaces.
 """
 from __future__ import annotations
 
@@ -14,9 +16,12 @@ from model.tokenizers.base import Tokenizer
 from model.tokenizers.byte_bpe import Tokenizer as ByteLevelBPE
 from model.tokenizers.pretokenizers import pre_tokenizer
 from model.tokenizers.sentencepiece import SentencePieceTokenizer
+from model.tokenizers.unigram import UnigramTokenizer
+from model.tokenizers.wordpiece import WordPieceTokenizer
 
 KEY = "tokenizer.ggml."
-MODELS = {"gpt2": "byte-level BPE: GPT-2, Llama 3, Qwen, SmolLM", "llama": "SentencePiece: Llama 2, TinyLlama, Mistral"}
+MODELS = {"gpt2": "byte-level BPE: GPT-2, Llama 3, Qwen, SmolLM", "llama": "SentencePiece: Llama 2, TinyLlama, Mistral",
+          "bert": "WordPiece: BERT, MiniLM, BGE", "t5": "SentencePiece unigram: T5, Flan-T5"}
 REFUSED_WHEN_TRUE = {
     "add_eos_token": "appends an end-of-sequence token to every text",
     "add_sep_token": "appends a separator token to every text",
@@ -31,6 +36,8 @@ def build_tokenizer(meta: Mapping[str, object], name: str) -> Tokenizer:
     if model not in MODELS:
         raise ValueError(f"its tokenizer model '{model}' (tokenizer.ggml.model) is not supported by this app; "
                          f"supported: {'; '.join(f'{k} ({v})' for k, v in MODELS.items())}")
+    if model in ("bert", "t5"):
+        return _encoder_tokenizer(meta, model)
     for key, what in REFUSED_WHEN_TRUE.items():
         if meta.get(KEY + key):
             raise ValueError(f"its tokenizer {what} (tokenizer.ggml.{key}); this app does not support that")
@@ -50,6 +57,30 @@ def build_tokenizer(meta: Mapping[str, object], name: str) -> Tokenizer:
     bos = _bos(meta, _flag(meta, "add_bos_token", True))
     return SentencePieceTokenizer(tokens, scores, token_types, bos_token_id=bos, eos_token_id=eos,
                                   add_space_prefix=_flag(meta, "add_space_prefix", True))
+
+
+def _encoder_tokenizer(meta: Mapping[str, object], model: str) -> Tokenizer:
+    """WordPiece ("bert") or unigram ("t5"), with the file's special tokens and flags."""
+    tokens = [_bytes(t) for t in _array(meta, "tokens", "vocabulary")]
+    token_types = [int(t) for t in _array(meta, "token_type", "token types")]
+    unknown = _token_id(meta, "unknown_token_id")
+    if unknown is None:
+        raise ValueError("it does not say which token is the unknown one (tokenizer.ggml.unknown_token_id)")
+    eos = _token_id(meta, "eos_token_id")
+    ids = dict(unknown_token_id=unknown, bos_token_id=_token_id(meta, "bos_token_id"),
+               eos_token_id=_token_id(meta, "seperator_token_id") if eos is None and model == "bert" else eos)
+    add_bos, add_eos = _flag(meta, "add_bos_token", model == "bert"), _flag(meta, "add_eos_token", True)
+    for kind, added in (("bos", add_bos), ("eos", add_eos)):
+        if added and ids[f"{kind}_token_id"] is None:
+            raise ValueError(f"it adds a {kind.upper()} token to every text (tokenizer.ggml.add_{kind}_token) but "
+                             f"does not say which (tokenizer.ggml.{kind}_token_id)")
+    if model == "bert":
+        return WordPieceTokenizer(tokens, token_types, add_bos=add_bos, add_eos=add_eos, **ids)
+    charsmap = meta.get(KEY + "precompiled_charsmap")
+    return UnigramTokenizer(tokens, [float(s) for s in _array(meta, "scores", "token scores")], token_types,
+                            add_bos=add_bos, add_eos=add_eos, add_space_prefix=_flag(meta, "add_space_prefix", True),
+                            remove_extra_whitespaces=_flag(meta, "remove_extra_whitespaces", True),
+                            precompiled_charsmap=bytes(charsmap) if charsmap else None, **ids)
 
 
 def _array(meta: Mapping[str, object], key: str, what: str) -> Sequence:

@@ -237,7 +237,7 @@ def test_valid_metadata_builds_both_kinds():
 
 
 @pytest.mark.parametrize("meta, words", [
-    (bpe_meta(**{"tokenizer.ggml.model": "bert"}), r"tokenizer model 'bert' \(tokenizer.ggml.model\) is not supported"),
+    (bpe_meta(**{"tokenizer.ggml.model": "rwkv"}), r"tokenizer model 'rwkv' \(tokenizer.ggml.model\) is not supported"),
     (bpe_meta(**{"tokenizer.ggml.pre": None}), "does not name its pre-tokenizer"),
     (bpe_meta(**{"tokenizer.ggml.pre": "mystery"}), r"pre-tokenizer 'mystery' \(tokenizer.ggml.pre\) is not "
                                                     r"supported.*supported: .*qwen2"),
