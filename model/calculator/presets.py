@@ -1,5 +1,6 @@
-"""Published model shapes (PRESETS, each its config.json), the loaded model's shape (shape_from_config) and a
-GGUF file's tensors by parameter group."""
+"""Published model shapes (PRESETS: decoders, each its config.json; ENCODER_PRESETS and ENCODER_DECODER_PRESETS:
+BERT and T5, for model.calculator.encoder_counts), the loaded model's shape (shape_from_config) and a GGUF file's
+tensors by parameter group."""
 from __future__ import annotations
 
 from model.calculator.shape import Shape, make_shape
@@ -47,6 +48,30 @@ PRESET_SOURCES = {
 }
 CUSTOM = "custom"
 
+# BERT and T5 (count_encoder_parameters / count_encoder_decoder_parameters keys), each its repository's config.json.
+# A BertModel has a pooler (a GGUF of it does not); the original T5 ties its head, T5 v1.1 / Flan-T5 do not.
+_BERT = dict(vocab_size=30522, max_positions=512, token_types=2, pooler=True)
+_FLAN = dict(vocab_size=32128, head_dim=64, mlp="gated-gelu", relative_buckets=32, tied_embeddings=False)
+_T5 = dict(vocab_size=32128, head_dim=64, mlp="relu", relative_buckets=32, tied_embeddings=True)
+ENCODER_PRESETS: dict[str, dict] = {
+    "BERT-base": dict(_BERT, d_model=768, n_layers=12, n_heads=12, d_ff=3072),
+    "BERT-large": dict(_BERT, d_model=1024, n_layers=24, n_heads=16, d_ff=4096),
+}
+ENCODER_DECODER_PRESETS: dict[str, dict] = {
+    "T5-small": dict(_T5, d_model=512, n_layers=6, n_heads=8, d_ff=2048),
+    "T5-base": dict(_T5, d_model=768, n_layers=12, n_heads=12, d_ff=3072),
+    "flan-t5-small": dict(_FLAN, d_model=512, n_layers=8, n_heads=6, d_ff=1024),
+    "flan-t5-base": dict(_FLAN, d_model=768, n_layers=12, n_heads=12, d_ff=2048),
+}
+FAMILY_PRESET_SOURCES = {
+    "BERT-base": "google-bert/bert-base-uncased",
+    "BERT-large": "google-bert/bert-large-uncased",
+    "T5-small": "google-t5/t5-small",
+    "T5-base": "google-t5/t5-base",
+    "flan-t5-small": "google/flan-t5-small",
+    "flan-t5-base": "google/flan-t5-base",
+}
+
 
 def shape_from_config(config) -> Shape:
     """The Shape of a loaded model (model.decoder.config.ModelConfig): its norm, positions, MLP, biases, q/k norm."""
@@ -59,9 +84,10 @@ def shape_from_config(config) -> Shape:
 
 
 def gguf_tensor_group(name: str) -> str:
-    """Which of Breakdown.groups() a llama GGUF tensor belongs to (token_embd, blk.N.attn_q, ffn_up, output, ...)."""
+    """Which of Breakdown.groups() a decoder's (or a BERT's) GGUF tensor belongs to (token_embd, blk.N.attn_q,
+    ffn_up, output, ...)."""
     leaf = name.split(".")[-2] if name.count(".") else name
-    if leaf in ("token_embd", "position_embd"):
+    if leaf in ("token_embd", "position_embd", "token_types"):
         return "embeddings"
     if leaf == "output":
         return "head"

@@ -17,13 +17,23 @@ from transformers import (
 )
 
 from model.calculator.params import (
+    ENCODER_DECODER_PRESETS,
+    ENCODER_PRESETS,
+    FAMILY_PRESET_SOURCES,
     LABELS,
     LIMITS,
     PRESETS,
     Breakdown,
     ShapeError,
     attention_variants,
+    count_encoder_decoder_parameters,
+    count_encoder_parameters,
     count_parameters,
+    encoder_decoder_cache_bytes,
+    encoder_decoder_generation_flops,
+    encoder_decoder_tensor_group,
+    encoder_pass_flops,
+    encoder_shape_from_config,
     forward_flops_per_token,
     gguf_tensor_group,
     kv_cache_bytes,
@@ -463,3 +473,172 @@ def test_forward_flops_counted_by_torch(shape):
     with torch.inference_mode(), FlopCounterMode(display=False) as counter:
         model(torch.arange(L)[None])
     assert counter.get_total_flops() == L * forward_flops_per_token(shape, L).total
+
+
+# ------------------------------------------------------------------------------- encoders and encoder-decoders
+
+def bert_reference(shape: dict):
+    """transformers' BertModel of an encoder shape, on the meta device."""
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(vocab_size=shape["vocab_size"], hidden_size=shape["d_model"],
+                        num_hidden_layers=shape["n_layers"], num_attention_heads=shape["n_heads"],
+                        intermediate_size=shape["d_ff"], max_position_embeddings=shape.get("max_positions", 512),
+                        type_vocab_size=shape.get("token_types", 2))
+    with torch.device("meta"):
+        return BertModel(config, add_pooling_layer=shape.get("pooler", False))
+
+
+def t5_reference(shape: dict):
+    """transformers' T5ForConditionalGeneration of an encoder-decoder shape, on the meta device; an untied head
+    given its own weights (transformers 5 ties T5's head when it builds the model)."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    d = shape["d_model"]
+    config = T5Config(vocab_size=shape["vocab_size"], d_model=d, d_kv=shape.get("head_dim") or d // shape["n_heads"],
+                      d_ff=shape["d_ff"], num_layers=shape["n_layers"],
+                      num_decoder_layers=shape.get("n_decoder_layers"), num_heads=shape["n_heads"],
+                      relative_attention_num_buckets=shape.get("relative_buckets", 32),
+                      feed_forward_proj=shape.get("mlp", "relu"))
+    with torch.device("meta"):
+        model = T5ForConditionalGeneration(config)
+        if not shape.get("tied_embeddings", True):
+            model.lm_head.weight = torch.nn.Parameter(torch.empty(shape["vocab_size"], d))
+    return model
+
+
+def bert_group(name: str) -> str:
+    if name.startswith("embeddings.") and "LayerNorm" not in name:
+        return "embeddings"
+    if "LayerNorm" in name:
+        return "norms"
+    if name.startswith("pooler."):
+        return "pooler"
+    return "attention" if ".attention." in name else "mlp"
+
+
+def t5_group(name: str) -> str:
+    if name == "shared.weight":
+        return "embeddings"
+    if name == "lm_head.weight":
+        return "head"
+    if "relative_attention_bias" in name:
+        return "relative bias"
+    if "EncDecAttention" in name or (name.startswith("decoder.block.") and ".layer.1.layer_norm" in name):
+        return "cross-attention"
+    return "encoder" if name.startswith("encoder.") else "decoder"
+
+
+def grouped(model, group) -> dict[str, int]:
+    sums: dict[str, int] = {}
+    for name, p in model.named_parameters():                    # a tied weight listed once
+        sums[group(name)] = sums.get(group(name), 0) + p.numel()
+    return sums
+
+
+SMALL_ENCODERS = [dict(vocab_size=97, d_model=48, n_layers=3, n_heads=4, d_ff=80, max_positions=33, token_types=3),
+                  dict(vocab_size=50, d_model=32, n_layers=1, n_heads=2, d_ff=64, pooler=True)]
+SMALL_SEQ2SEQ = [dict(vocab_size=77, d_model=40, n_layers=2, n_decoder_layers=3, n_heads=3, head_dim=16, d_ff=56,
+                      mlp="gated-gelu", relative_buckets=8, tied_embeddings=False),
+                 dict(vocab_size=60, d_model=32, n_layers=3, n_heads=4, d_ff=48)]
+
+
+def test_every_family_preset_has_its_source():
+    assert set(FAMILY_PRESET_SOURCES) == set(ENCODER_PRESETS) | set(ENCODER_DECODER_PRESETS)
+
+
+@pytest.mark.parametrize("shape", [*ENCODER_PRESETS.values(), *SMALL_ENCODERS])
+def test_encoder_counts_match_transformers_on_meta_device(shape):
+    model, b = bert_reference(shape), count_encoder_parameters(**shape)
+    assert b.total == model.num_parameters()
+    assert {g: v for g, v in b.groups().items() if v} == grouped(model, bert_group)
+    assert sum(sum(leaves.values()) for leaves in b.parts().values()) == b.total
+
+
+@pytest.mark.parametrize("shape", [*ENCODER_DECODER_PRESETS.values(), *SMALL_SEQ2SEQ])
+def test_encoder_decoder_counts_match_transformers_on_meta_device(shape):
+    model, b = t5_reference(shape), count_encoder_decoder_parameters(**shape)
+    assert b.total == model.num_parameters()
+    assert {g: v for g, v in b.groups().items() if v} == grouped(model, t5_group)
+    assert sum(sum(leaves.values()) for leaves in b.parts().values()) == b.total
+    assert (b.head == 0) == shape.get("tied_embeddings", True)
+
+
+def test_published_encoder_totals():
+    """Model cards: bert-base-uncased 110M (109,482,240), flan-t5-small 77M (76,961,152), t5-small 60M."""
+    assert count_encoder_parameters(**ENCODER_PRESETS["BERT-base"]).total == 109_482_240
+    assert count_encoder_decoder_parameters(**ENCODER_DECODER_PRESETS["flan-t5-small"]).total == 76_961_152
+    assert count_encoder_decoder_parameters(**ENCODER_DECODER_PRESETS["T5-small"]).total == 60_506_624
+
+
+@pytest.mark.parametrize(("count", "bad", "field"), [
+    (count_encoder_parameters, dict(vocab_size=10, d_model=30, n_layers=1, n_heads=4, d_ff=8), "n_heads"),
+    (count_encoder_parameters, dict(vocab_size=10, d_model=32, n_layers=1, n_heads=4, d_ff=8, pooler="yes"), "pooler"),
+    (count_encoder_parameters, dict(vocab_size=10, d_model=32, n_layers=1, n_heads=4, d_ff=8, mlp="relu"), "mlp"),
+    (count_encoder_decoder_parameters, dict(vocab_size=10, d_model=32, n_layers=0, n_heads=4, d_ff=8), "n_layers"),
+    (count_encoder_decoder_parameters, dict(vocab_size=10, d_model=32, n_layers=1, n_heads=4, d_ff=8, mlp="gelu"),
+     "mlp"),
+    (count_encoder_decoder_parameters, dict(d_model=32, n_layers=1, n_heads=4, d_ff=8), "vocab_size"),
+    (count_encoder_decoder_parameters, dict(vocab_size=10, d_model=30, n_layers=1, n_heads=4, d_ff=8), "n_heads"),
+])
+def test_bad_family_shapes_name_the_field(count, bad, field):
+    with pytest.raises(ShapeError) as error:
+        count(**bad)
+    assert error.value.field == field
+
+
+def test_encoder_pass_flops_counted_by_torch():
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import BertConfig, BertModel
+
+    shape = SMALL_ENCODERS[0]
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=97, hidden_size=48, num_hidden_layers=3, num_attention_heads=4, intermediate_size=80,
+                        max_position_embeddings=33, type_vocab_size=3, attn_implementation="eager")
+    model = BertModel(config, add_pooling_layer=False).eval()
+    with torch.inference_mode(), FlopCounterMode(display=False) as counter:
+        model(torch.arange(13)[None])
+    assert counter.get_total_flops() == encoder_pass_flops(shape, 13).total
+
+
+@pytest.mark.parametrize("mlp", ["relu", "gated-gelu"])
+def test_encoder_decoder_generation_flops_counted_by_torch(mlp):
+    """transformers' greedy generate with its cache: the encoder once, the cross keys once, then one decoder row a
+    token."""
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    shape = dict(vocab_size=64, d_model=32, n_layers=2, n_heads=3, head_dim=8, d_ff=40, mlp=mlp)
+    config = T5Config(vocab_size=64, d_model=32, d_kv=8, d_ff=40, num_layers=2, num_heads=3, feed_forward_proj=mlp,
+                      attn_implementation="eager", decoder_start_token_id=0, eos_token_id=1, pad_token_id=0)
+    torch.manual_seed(0)
+    model = T5ForConditionalGeneration(config).eval()
+    with torch.inference_mode(), FlopCounterMode(display=False) as counter:
+        model.generate(torch.arange(2, 9)[None], max_new_tokens=5, min_new_tokens=5, do_sample=False)
+    assert counter.get_total_flops() == encoder_decoder_generation_flops(shape, 7, 5).total
+
+
+def test_encoder_decoder_cache_bytes():
+    shape = ENCODER_DECODER_PRESETS["flan-t5-small"]              # 8 decoder layers, 6 heads of 64
+    cache = encoder_decoder_cache_bytes(shape, source_len=100, target_len=20, batch=2, dtype="fp32")
+    assert cache == {"self": 2 * 8 * 6 * 64 * 20 * 2 * 4, "cross": 2 * 8 * 6 * 64 * 100 * 2 * 4}
+
+
+def test_loaded_encoder_files_tensor_sums(tmp_path):
+    """A BERT and a T5 GGUF (tests/tiny_encoders.py): their tensors add up, group by group, to the count of the
+    shape the loaded model reports."""
+    from model import load_model
+    from tests.tiny_encoders import TinyT5, write_bert, write_t5
+
+    write_bert(tmp_path / "bert.gguf")
+    bert = load_model(tmp_path / "bert.gguf")
+    b = count_encoder_parameters(**encoder_shape_from_config(bert.config))
+    assert tensor_group_sums(bert.tensor_sizes) == {g: v for g, v in b.groups().items() if v}
+    for tiny in (TinyT5(), TinyT5(gated=False, tied=True, head_in_file=False)):
+        write_t5(tmp_path / "t5.gguf", tiny)
+        t5 = load_model(tmp_path / "t5.gguf")
+        c = count_encoder_decoder_parameters(**encoder_shape_from_config(t5.config))
+        sums: dict[str, int] = {}
+        for name, n in t5.tensor_sizes.items():
+            sums[encoder_decoder_tensor_group(name)] = sums.get(encoder_decoder_tensor_group(name), 0) + n
+        assert sums == {g: v for g, v in c.groups().items() if v}
