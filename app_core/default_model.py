@@ -5,6 +5,11 @@ ATLAS_DEFAULT_MODEL (environment; on Community Cloud a root-level secret, which 
 background at server start unless it is there already) or the name of a file in the models folder (with or without
 .gguf). Unset: the built-in model. One fetch per process and value; sessions read its progress while it comes, and
 on failure its reason (the pages then show the built-in model and say why).
+
+A file there is used only if it is what was fetched: its sha256 is checked against the one recorded when it was
+fetched (model.files.hub). For REPO_ID:FILENAME a file that differs or has no record is checked against the Hub and
+fetched again (not used when the Hub cannot be asked); a file named by its name is refused when it differs from its
+record (one put there by hand, without a record, is the owner's and is used).
 """
 from __future__ import annotations
 
@@ -93,11 +98,14 @@ class DefaultModel:
         try:
             source = parse(self.raw)
             path = models.models_dir() / source.file_name
-            if source.repo_id is not None and not path.is_file():
-                path = hub.download(source.repo_id, source.filename, models.models_dir(),
-                                    progress=lambda fraction, message: self._set(fraction=fraction, message=message))
+            if source.repo_id is not None:
+                path = hub.fetched_file(source.repo_id, source.filename, models.models_dir(),
+                                        progress=lambda fraction, message: self._set(fraction=fraction,
+                                                                                     message=message))
             elif not path.is_file():
                 raise ValueError(f"{ENV}={self.raw.strip()}: there is no {source.file_name} in the models folder.")
+            elif (why := hub.changed_since_fetched(path)) is not None:
+                raise ValueError(f"{why}, so it was not used. Fetch it again (python -m model fetch) or remove it.")
             info = models.info_of(path)
             if not info.ok:
                 raise ValueError(f"{path.name} cannot be used: {info.error}")

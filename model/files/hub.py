@@ -7,9 +7,17 @@ Settings (environment, read at every call): HF_ENDPOINT (e.g. https://hf-mirror.
 
 Folder layout: the bytes arrive in `<folder>/.downloads/<name>.<sha256[:16]>.part` (a dot-named folder: the model
 picker lists only *.gguf files directly in the folder), are checked (size, the Hub's sha256 of an LFS file or git
-blob sha1 of another, the GGUF magic), then moved into place with os.replace (atomic). A download cut off by the
-network keeps its .part and the next call resumes it with a Range request; every other failure removes it, so the
-folder is left as it was.
+blob sha1 of another, the GGUF magic), then moved into place with os.replace (atomic), after the record of where
+they came from (`<folder>/.<name>.fetched.json`: repository, file, revision, commit, size, sha256). A download cut
+off by the network keeps its .part and the next call resumes it with a Range request; every other failure removes
+it, so the folder is left as it was.
+
+One download of a name at a time, across threads and processes: `.downloads/<name>.lock` (fcntl) is held from the
+look at what is in the folder to the rename, so a second session waits and then finds the first one's file (never
+resuming from a stale offset or checking a part that is still growing). A file already in the folder is replaced
+only by a newer fetch of the repository file it was fetched from (its record says so); any other is kept and the
+download refused. fetched_file() is the server's default model: the file when it matches the sha256 recorded when it
+was fetched (the Hub not asked), else fetched again.
 """
 from __future__ import annotations
 
@@ -17,10 +25,11 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,61 +127,179 @@ def free_bytes(folder: Path) -> int:
 def download(repo_id: str, filename: str, folder: Path, revision: str = "main",
              progress: Progress | None = None) -> Path:
     """repo_id's filename in folder under its own name, checked; resumes an earlier cut-off download. A file
-    already there with the Hub's sha256 is kept. DownloadError (one line: what to do) on any failure, the folder
-    left as it was (except a network cut's .part, hidden, for the next call to resume)."""
+    already there with the Hub's hash is kept; one that was not fetched from this repository file is never
+    replaced. DownloadError (one line: what to do) on any failure, the folder left as it was (except a network
+    cut's .part, hidden, for the next call to resume)."""
     report = progress or (lambda fraction, message: None)
     report(0.0, f"Asking {endpoint()} about {repo_id}/{filename}…")
     remote = remote_file(repo_id, filename, revision)
-    target = folder / remote.name
-    if remote.sha256 and target.is_file() and target.stat().st_size == remote.size and \
-            sha256_of(target) == remote.sha256:
-        report(1.0, f"{remote.name} is already in the models folder")
-        return target
-    staging = folder / STAGING
-    part = staging / f"{remote.name}.{(remote.sha256 or remote.git_sha1 or 'x')[:16]}.part"
-    have = part.stat().st_size if part.is_file() else 0
-    if remote.size is not None and free_bytes(folder) < remote.size - min(have, remote.size):
-        raise DownloadError(f"Not enough disk space for {remote.name}: it needs {_mb(remote.size - have)} and "
-                            f"{folder} has {_mb(free_bytes(folder))} free. Free some space or set ATLAS_MODELS_DIR "
-                            f"to a larger disk.")
-    made = [p for p in (folder, staging) if not p.exists()]
+    made = [p for p in (folder,) if not p.exists()]
     try:
-        staging.mkdir(parents=True, exist_ok=True)
-        with open(part, "ab") as out:
-            fcntl.flock(out, fcntl.LOCK_EX)     # another download of this file (a second session) finishes first
-            if not part.exists():               # ... and moved it into place
-                return _already_there(remote, target, report)
-            if remote.size is not None and out.tell() > remote.size:
-                out.truncate(0)
-            _fetch_bytes(remote, out, out.tell(), report)
+        with _locked(folder / STAGING, remote.name):
+            return _download_locked(remote, folder, report)
+    except OSError as exc:                      # the staging folder or its lock could not be made
+        raise DownloadError(_cannot_write(folder, exc)) from exc
+    finally:
+        _remove_if_empty(made)
+
+
+def _download_locked(remote: RemoteFile, folder: Path, report: Progress) -> Path:
+    """download's work, under the name's lock: the .part is removed on every failure but a network cut."""
+    target = folder / remote.name
+    part = folder / STAGING / f"{remote.name}.{(remote.sha256 or remote.git_sha1 or 'x')[:16]}.part"
+    try:
+        if target.is_file() and _has_remote_hash(remote, target):
+            _write_record(remote, target, sha256_of(target))
+            report(1.0, f"{remote.name} is in the models folder")
+            return target
+        if target.exists() and not _fetched_from(remote, target):
+            raise DownloadError(f"{remote.name} is already in the models folder, and it was not fetched from "
+                                f"{remote.repo_id}/{remote.filename}: it is kept, not replaced. Remove or rename "
+                                f"it to fetch this one.")
+        _fetch_part(remote, part, folder, report)
         report(1.0, f"Checking {remote.name}…")
-        _check(remote, part)
+        _write_record(remote, target, _check(remote, part))
         os.replace(part, target)
+        return target
     except DownloadError:
-        _discard(part, made)
+        part.unlink(missing_ok=True)
         raise
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
-            _discard(part, made)
+            part.unlink(missing_ok=True)
             raise DownloadError(f"The disk filled up while downloading {remote.name} into {folder}. Free some "
                                 f"space or set ATLAS_MODELS_DIR to a larger disk.") from exc
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            _discard(part, made)
-            raise DownloadError(f"Cannot write into the models folder {folder} ({exc.strerror}). Set "
-                                f"ATLAS_MODELS_DIR to a folder this user can write.") from exc
+            part.unlink(missing_ok=True)
+            raise DownloadError(_cannot_write(folder, exc)) from exc
         raise DownloadError(_cut_off(remote, exc)) from exc
     except Exception as exc:  # noqa: BLE001 - the client's own errors: one line; the .part stays for a resume
         raise DownloadError(_cut_off(remote, exc)) from exc
-    _discard(None, [staging])                   # when no other download has a part there
-    return target
 
 
-def _already_there(remote: RemoteFile, target: Path, report: Progress) -> Path:
-    if not target.is_file():
-        raise DownloadError(f"{remote.name} was being downloaded by another process, which did not finish. Run "
-                            f"the download again.")
-    report(1.0, f"{remote.name} is in the models folder")
-    return target
+def _cannot_write(folder: Path, exc: OSError) -> str:
+    return (f"Cannot write into the models folder {folder} ({exc.strerror or exc}). Set ATLAS_MODELS_DIR to a folder "
+            f"this user can write.")
+
+
+def fetched_file(repo_id: str, filename: str, folder: Path, revision: str = "main",
+                 progress: Progress | None = None) -> Path:
+    """repo_id's filename in folder: the file there when it matches the sha256 recorded when it was fetched from
+    that repository file (the Hub is not asked), else fetched (download: a file there is kept only with the Hub's
+    hash). DownloadError saying why a file there was not used when it cannot be fetched."""
+    target = folder / check_name(filename)
+    why = fetched_mismatch(target, repo_id, filename) if target.is_file() else None
+    if target.is_file() and why is None:
+        return target
+    if why is not None and progress is not None:
+        progress(0.0, f"{why}: asking the Hub…")
+    try:
+        return download(repo_id, filename, folder, revision, progress)
+    except DownloadError as exc:
+        raise DownloadError(f"{why}, so it was not used. {exc}" if why else str(exc)) from exc
+
+
+def record_path(target: Path) -> Path:
+    """Where the record of target's fetch is kept (hidden, beside it)."""
+    return target.with_name(f".{target.name}.fetched.json")
+
+
+def fetched_mismatch(target: Path, repo_id: str, filename: str) -> str | None:
+    """None when target is the file fetched from repo_id's filename, by the sha256 recorded then; else why not."""
+    record = _record(target)
+    if record is None:
+        return f"{target.name} has no record of being fetched from {repo_id}/{filename}"
+    if (record["repo_id"], record["filename"]) != (repo_id, filename):
+        return f"{target.name} was fetched from {record['repo_id']}/{record['filename']}, not {repo_id}/{filename}"
+    got = sha256_of(target)
+    if got != record["sha256"]:
+        return (f"{target.name} does not match the sha256 recorded when it was fetched from {repo_id}/{filename} "
+                f"(sha256 {got[:12]}…, recorded {record['sha256'][:12]}…): it changed on disk")
+    return None
+
+
+def changed_since_fetched(target: Path) -> str | None:
+    """Why target is not the file it was when it was fetched (its sha256 differs from its record's); None when it is,
+    or when it was not fetched here (no record)."""
+    record = _record(target)
+    return None if record is None else fetched_mismatch(target, record["repo_id"], record["filename"])
+
+
+def _record(target: Path) -> dict | None:
+    """target's fetch record, None when there is none or it is not one."""
+    try:
+        record = json.loads(record_path(target).read_text())
+    except (OSError, ValueError):
+        return None
+    keys = ("repo_id", "filename", "sha256")
+    return record if isinstance(record, dict) and all(isinstance(record.get(k), str) for k in keys) else None
+
+
+@contextlib.contextmanager
+def _locked(staging: Path, name: str) -> Iterator[None]:
+    """Hold the lock of name's download (staging/<name>.lock, fcntl.flock): one download of a name at a time, across
+    threads and processes. The lock file is removed on release (staging too when empty); a waiter that got the lock
+    of a removed file takes the new one's."""
+    lock = staging / f"{name}.lock"
+    while True:
+        staging.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:               # the folder went away between the two calls: again
+            continue
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            staging.rmdir()
+
+
+def _has_remote_hash(remote: RemoteFile, path: Path) -> bool:
+    """Whether path has the Hub's size and hash (sha256 of an LFS file, git blob sha1 of another)."""
+    if remote.size is not None and path.stat().st_size != remote.size:
+        return False
+    if remote.sha256:
+        return sha256_of(path) == remote.sha256
+    return remote.git_sha1 is not None and _git_sha1_of(path) == remote.git_sha1
+
+
+def _fetched_from(remote: RemoteFile, target: Path) -> bool:
+    """Whether target's record says it was fetched from remote's repository file."""
+    record = _record(target)
+    return record is not None and (record["repo_id"], record["filename"]) == (remote.repo_id, remote.filename)
+
+
+def _write_record(remote: RemoteFile, target: Path, sha256: str) -> None:
+    """The record of target's fetch from remote (written before target is moved into place)."""
+    record = {"repo_id": remote.repo_id, "filename": remote.filename, "revision": remote.revision,
+              "commit": remote.commit, "size": remote.size, "sha256": sha256}
+    path = record_path(target)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record))
+    os.replace(tmp, path)
+
+
+def _fetch_part(remote: RemoteFile, part: Path, folder: Path, report: Progress) -> None:
+    """remote's bytes into part, resuming what part holds (read now, under the lock)."""
+    have = part.stat().st_size if part.is_file() else 0
+    if remote.size is not None and have > remote.size:
+        part.unlink()
+        have = 0
+    if remote.size is not None and free_bytes(folder) < remote.size - have:
+        raise DownloadError(f"Not enough disk space for {remote.name}: it needs {_mb(remote.size - have)} and "
+                            f"{folder} has {_mb(free_bytes(folder))} free. Free some space or set ATLAS_MODELS_DIR "
+                            f"to a larger disk.")
+    with open(part, "ab") as out:
+        _fetch_bytes(remote, out, have, report)
 
 
 def _cut_off(remote: RemoteFile, exc: Exception) -> str:
@@ -208,13 +335,14 @@ def _fetch_bytes(remote: RemoteFile, out, have: int, report: Progress) -> None:
              displayed_filename=remote.name, tqdm_class=Bar)
 
 
-def _check(remote: RemoteFile, part: Path) -> None:
-    """DownloadError unless part has the Hub's size and hash and starts with the GGUF magic."""
+def _check(remote: RemoteFile, part: Path) -> str:
+    """part's sha256; DownloadError unless part has the Hub's size and hash and starts with the GGUF magic."""
     size = part.stat().st_size
     if remote.size is not None and size != remote.size:
         raise DownloadError(f"{remote.name} arrived with {size:,} bytes instead of the Hub's {remote.size:,}. Run "
                             f"the download again.")
-    if remote.sha256 and (got := sha256_of(part)) != remote.sha256:
+    digest = sha256_of(part)
+    if remote.sha256 and (got := digest) != remote.sha256:
         raise DownloadError(f"{remote.name} does not match the Hub's checksum (sha256 {got[:12]}…, expected "
                             f"{remote.sha256[:12]}…): the bytes were damaged on the way. Run the download again.")
     if remote.git_sha1 and (got := _git_sha1_of(part)) != remote.git_sha1:
@@ -225,6 +353,7 @@ def _check(remote: RemoteFile, part: Path) -> None:
     if head != GGUF_MAGIC:
         raise DownloadError(f"{remote.repo_id}/{remote.filename} is not a GGUF file (it starts with {head!r}, not "
                             f"{GGUF_MAGIC!r}). Pick a .gguf file of a GGUF repository (e.g. Qwen/Qwen3-0.6B-GGUF).")
+    return digest
 
 
 def _client_error(exc: Exception, repo_id: str, filename: str, revision: str) -> str:
@@ -277,10 +406,8 @@ def _git_sha1_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _discard(part: Path | None, made: list[Path]) -> None:
-    """Remove part, then the folders this download made, if empty (deepest first)."""
-    if part is not None:
-        part.unlink(missing_ok=True)
-    for folder in reversed(made):
+def _remove_if_empty(folders: list[Path]) -> None:
+    """Remove the folders a download made, if it left them empty (deepest first)."""
+    for folder in reversed(folders):
         with contextlib.suppress(OSError):
             folder.rmdir()

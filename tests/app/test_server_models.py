@@ -183,3 +183,25 @@ def test_the_download_box_reads_in_chinese(hub, monkeypatch):
     at = open_page("attention", text="猫坐在垫子上。", lang="zh")
     box = [s for s in page_strings(at) if "Hugging Face" in s or "推荐" in s or "仓库" in s or "Hub" in s]
     assert len(box) >= 4 and not [run for text in box for run in english_runs(text)], box
+
+
+def test_the_default_model_is_used_only_while_it_matches_the_sha256_recorded_when_it_was_fetched(hub, tiny_models,
+                                                                                               tmp_path, monkeypatch):
+    """Each DefaultModel is one server start. A start with the file as fetched uses it without asking the Hub; a
+    file replaced on disk (another model under its name) is not used while the Hub cannot be asked, and is fetched
+    again when it can; named by its file name, a changed file is refused."""
+    raw, path = f"{REPO}:{FILE}", tmp_path / "models" / FILE
+    assert dm.DefaultModel(raw).wait(60).state == dm.READY
+    fetched = path.read_bytes()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert dm.DefaultModel(raw).wait(60).state == dm.READY                   # the Hub not asked
+    path.write_bytes((tiny_models / "tiny-llama.gguf").read_bytes())
+    status = dm.DefaultModel(raw).wait(60)
+    assert status.state == dm.FAILED, status
+    assert f"{FILE} does not match the sha256 recorded when it was fetched from {REPO}/{FILE}" in status.error
+    assert "so it was not used" in status.error and "HF_HUB_OFFLINE is set" in status.error
+    named = dm.DefaultModel(FILE).wait(60)
+    assert named.state == dm.FAILED and "does not match the sha256 recorded" in named.error, named
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    assert dm.DefaultModel(raw).wait(60).state == dm.READY and path.read_bytes() == fetched
+    assert dm.DefaultModel(FILE).wait(60).state == dm.READY

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -14,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from model.files import hub
-from tests.fake_hub import FakeHub
+from tests.fake_hub import COMMIT, FakeHub
 from tests.tiny_gguf import Tiny, write_tiny
 
 REPO = "atlas-test/Tiny-Qwen3-GGUF"
 NAME = "tiny-qwen3-Q8_0.gguf"
+RECORD = f".{NAME}.fetched.json"                  # where it was fetched from and its sha256, beside it
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +72,10 @@ def test_fetch_puts_the_checked_file_in_the_models_folder_and_the_picker_lists_i
     assert out.stdout.splitlines()[-1] == f"model file: {folder / NAME}"
     assert "100%" in out.stdout and "Downloading" in out.stdout
     assert (folder / NAME).read_bytes() == tiny_bytes
-    assert sorted(p.name for p in folder.iterdir()) == ["kept.gguf", NAME]        # no staging folder left
+    assert sorted(p.name for p in folder.iterdir()) == [RECORD, "kept.gguf", NAME]   # no staging folder left
+    record = json.loads((folder / RECORD).read_text())
+    assert record == {"repo_id": REPO, "filename": NAME, "revision": "main", "commit": COMMIT,
+                      "size": len(tiny_bytes), "sha256": hashlib.sha256(tiny_bytes).hexdigest()}
     assert ("HEAD", f"/{REPO}/resolve/main/{NAME}") in served.requests             # asked through HF_ENDPOINT
     listed = {info.name: info for info in models_folder.catalog()}
     assert listed["tiny-qwen3-Q8_0"].ok and listed["tiny-qwen3-Q8_0"].architecture == "qwen3"
@@ -167,7 +172,7 @@ def test_a_cut_off_download_keeps_a_hidden_part_and_the_next_call_resumes_it(ser
     assert path.read_bytes() == tiny_bytes
     assert served.ranges == [f"bytes={half}-"]                                     # only the rest was asked for
     assert shown[0] == 0.0 and shown[-1] == 1.0 and all(a <= b for a, b in zip(shown, shown[1:], strict=False))
-    assert sorted(p.name for p in folder.iterdir()) == ["kept.gguf", NAME]
+    assert sorted(p.name for p in folder.iterdir()) == [RECORD, "kept.gguf", NAME]
 
 
 def test_a_file_already_there_with_the_hubs_checksum_is_not_downloaded_again(served, folder, tiny_bytes):
@@ -199,3 +204,97 @@ def test_hostile_names_are_refused_before_the_hub_is_asked(served, folder, repo_
         hub.download(repo_id, filename, folder)
     assert not [r for r in served.requests if "resolve" in r[1] or r[1].startswith("/blobs/")]
     assert snapshot(folder) == before
+
+
+def blob_gets(served) -> int:
+    return sum(1 for method, path in served.requests if method == "GET" and path.startswith("/blobs/"))
+
+
+def test_a_file_that_was_not_fetched_from_there_is_never_replaced(served, folder):
+    (folder / NAME).write_bytes(b"GGUF the owner's own file")                   # no record: not fetched from REPO
+    before = snapshot(folder)
+    with pytest.raises(hub.DownloadError, match="already in the models folder, and it was not fetched from "
+                                                f"{REPO}/{NAME}: it is kept, not replaced"):
+        hub.download(REPO, NAME, folder)
+    assert snapshot(folder) == before and blob_gets(served) == 0
+
+
+def test_a_matching_fetched_file_is_used_without_asking_the_hub(served, folder, tiny_bytes, monkeypatch):
+    hub.download(REPO, NAME, folder)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")                      # nothing answers there
+    assert hub.fetched_file(REPO, NAME, folder) == folder / NAME
+    assert (folder / NAME).read_bytes() == tiny_bytes
+
+
+def test_a_fetched_file_that_changed_on_disk_is_fetched_again(served, folder, tiny_bytes):
+    hub.download(REPO, NAME, folder)
+    (folder / NAME).write_bytes(tiny_bytes[:-1] + bytes([tiny_bytes[-1] ^ 1]))  # one bit flipped on disk
+    shown = []
+    assert hub.fetched_file(REPO, NAME, folder, progress=lambda f, message: shown.append(message)) == folder / NAME
+    assert (folder / NAME).read_bytes() == tiny_bytes and blob_gets(served) == 2
+    assert any(f"{NAME} does not match the sha256 recorded when it was fetched from {REPO}/{NAME}" in m
+               for m in shown), shown
+
+
+def test_a_changed_file_is_not_used_when_the_hub_cannot_be_asked(served, folder, tiny_bytes, monkeypatch):
+    hub.download(REPO, NAME, folder)
+    damaged = tiny_bytes[:-1] + bytes([tiny_bytes[-1] ^ 1])
+    (folder / NAME).write_bytes(damaged)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(hub.DownloadError, match=f"{NAME} does not match the sha256 recorded when it was fetched .*"
+                                                f"so it was not used. Cannot fetch .*HF_HUB_OFFLINE is set"):
+        hub.fetched_file(REPO, NAME, folder)
+    assert (folder / NAME).read_bytes() == damaged                               # left for the owner to see
+
+
+@pytest.mark.parametrize("cut_before", [False, True])
+def test_two_sessions_fetching_one_file_at_once_end_with_one_right_file(served, folder, tiny_bytes, monkeypatch,
+                                                                         cut_before):
+    """Two threads download at once (the blob host answers after 0.5 s, so they overlap; hashing takes 0.3 s, as a
+    large file's would, so the other session is ready while the first checks), from nothing or resuming a cut-off
+    part: one fetches, the other waits for the lock and finds the right file; one range asked."""
+    import threading
+    import time
+
+    real_sha256 = hub.sha256_of
+
+    def slow_sha256(path):
+        time.sleep(0.3)
+        return real_sha256(path)
+
+    monkeypatch.setattr(hub, "sha256_of", slow_sha256)
+    half = len(tiny_bytes) // 2
+    if cut_before:
+        staging = folder / hub.STAGING
+        staging.mkdir()
+        (staging / f"{NAME}.{hashlib.sha256(tiny_bytes).hexdigest()[:16]}.part").write_bytes(tiny_bytes[:half])
+    served.delay_s = 0.5
+    start = threading.Barrier(2)
+    results, errors = [], []
+
+    def session():
+        start.wait()
+        try:
+            results.append(hub.download(REPO, NAME, folder))
+        except hub.DownloadError as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=session) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and results == [folder / NAME] * 2
+    assert (folder / NAME).read_bytes() == tiny_bytes
+    assert served.ranges == ([f"bytes={half}-"] if cut_before else [None])      # one GET, from the right offset
+    assert sorted(p.name for p in folder.iterdir()) == [RECORD, "kept.gguf", NAME]
+
+
+def test_two_processes_fetching_one_file_at_once_end_with_one_right_file(served, folder, tiny_bytes):
+    served.delay_s = 1.0
+    runs = [subprocess.Popen([sys.executable, "-m", "model", "fetch", REPO, NAME], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [run.communicate(timeout=120) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outs
+    assert (folder / NAME).read_bytes() == tiny_bytes and blob_gets(served) == 1
+    assert sorted(p.name for p in folder.iterdir()) == [RECORD, "kept.gguf", NAME]
