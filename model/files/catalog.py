@@ -10,8 +10,12 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from model.encoders import ENCODER_ARCHITECTURES
+from model.encoders import reading as encoders
 from model.errors import ModelLoadError
 from model.files import gguf as G
+from model.files.architectures import family
+from model.files.peek import architecture_of
 
 SUFFIX = ".gguf"
 
@@ -34,6 +38,11 @@ class ModelInfo:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def family(self) -> str | None:
+        """"decoder", "encoder" (BERT) or "encoder-decoder" (T5)."""
+        return family(self.architecture)
 
 
 def memory_needed(tensors) -> int:
@@ -59,6 +68,12 @@ def describe(path: str | Path) -> ModelInfo:
     except OSError as exc:
         return ModelInfo(path, name, 0, error=f"{path.name} cannot be read ({exc.strerror or exc}).")
     try:
+        if architecture_of(path) in ENCODER_ARCHITECTURES:                 # BERT, T5: model.encoders' checks
+            reader, config = encoders.inspect(path)
+            return ModelInfo(path, name, size, architecture=config.architecture,
+                             n_params=sum(int(t.n_elements) for t in reader.tensors),
+                             quantization=quantization(reader.tensors), memory_bytes=encoders.memory_needed(
+                                 reader.tensors), n_layers=config.n_layers, n_heads=config.n_heads)
         reader = G.open_reader(path)
         try:
             arch = G._architecture(reader, path)

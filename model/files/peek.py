@@ -10,6 +10,7 @@ SCALAR_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12
 STRING, ARRAY = 8, 9
 KEYS_LOOKED_AT = 64          # general.architecture comes first in every converter's file
 MAX_KEY_BYTES = 1 << 16
+MAX_SKIPPED_STRINGS = 1 << 12   # a longer string array before general.architecture: left to the full reader
 
 
 def architecture_of(path: str | Path) -> str | None:
@@ -49,6 +50,8 @@ def _skip(f, kind: int) -> None:
     elif kind == ARRAY:
         item, count = struct.unpack("<IQ", f.read(12))
         if item == STRING:
+            if count > MAX_SKIPPED_STRINGS:
+                raise ValueError("a long string array first")
             for _ in range(count):
                 _skip(f, STRING)
         elif item in SCALAR_BYTES:

@@ -143,6 +143,16 @@ def test_truncation_keeps_sep_and_pooling(lm):
         lm.run("   ")
 
 
+def test_the_model_picker_describes_a_bert_file(built):
+    from model.files.catalog import describe
+
+    info = describe(built["uncased"][0])
+    assert info.ok and (info.architecture, info.family, info.n_layers, info.n_heads) == ("bert", "encoder", 2, 4)
+    lm = load_model(built["uncased"][0])
+    assert info.n_params == sum(lm.tensor_sizes.values()) and info.memory_bytes == 4 * info.n_params
+    assert info.quantization == "F16" and describe(built["q8"][0]).quantization == "Q8_0"
+
+
 @pytest.mark.parametrize(("change", "message"), [
     (dict(drop=("blk.1.ffn_down.bias",)), r"lacks the tensors blk\.1\.ffn_down\.bias"),
     (dict(add={"cls.output.weight": np.zeros((2, 64), np.float32)}), r"does not use: cls\.output\.weight"),

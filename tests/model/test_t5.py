@@ -178,6 +178,16 @@ def test_generation_steps_are_the_full_pass(lm):
         :len(g.steps)] == g.new_token_ids
 
 
+def test_the_model_picker_describes_t5_files_and_the_reason_for_a_broken_one(built, tmp_path):
+    from model.files.catalog import describe
+
+    info = describe(built["flan"][0])
+    assert info.ok and (info.architecture, info.family, info.n_layers, info.n_heads) == ("t5", "encoder-decoder", 2, 4)
+    assert info.n_params == sum(load_model(built["flan"][0]).tensor_sizes.values())
+    broken = describe(rewritten(built["flan"][0], tmp_path / "broken.gguf", drop=("dec.output_norm.weight",)))
+    assert not broken.ok and "dec.output_norm.weight" in broken.error
+
+
 @pytest.mark.parametrize(("change", "message"), [
     (dict(drop=("dec.blk.2.cross_attn_k.weight",)), r"lacks the tensors dec\.blk\.2\.cross_attn_k\.weight"),
     (dict(drop=("dec.blk.0.attn_rel_b.weight",)), r"dec\.blk\.0\.attn_rel_b"),
