@@ -1,28 +1,41 @@
-"""The lesson frame around a page's view: the step's text above the view, "step n of N", Previous / Next (PageUp /
-PageDown in presenter mode), "back to this step's view", the step's question with its check, reveal and the
-session's score; and "Copy as a lesson step" for authors.
+"""The lesson frame around a page's view: the step's text above the view (the model's facts filled in), "step n of
+N", Previous / Next (PageUp / PageDown in presenter mode), "back to this step's view", the step's question
+(_lesson_question.py); and "Copy as a lesson step" for authors.
 
 The shell calls settle(page) first in every run (a lesson link, or a step asked for by a button, puts the step's
 settings into the state, switching to the step's page when it is another), draw(page) after the shared controls,
 and link_params(page) where it writes the link (the link always carries lesson and step).
+
+Predict, then see: on a step with `predict = true` the view is held until the student has checked an answer or
+revealed it: holds_view(page) says so, and the shell then draws held_notice() instead of the page's body (its
+charts and every number on it) and the token count. The question is on the frame itself meanwhile, not in its
+popover. A live class's follower, whose own lesson is not active, is held by CLASS_HOLD: (lesson id, step n) of
+the teacher's step, set by the class panel, released when that step's answer is revealed (REVEALED) or the student
+has answered it (ANSWERED).
 """
 from __future__ import annotations
 
 import streamlit as st
 
 from app_core import schemas as S
-from app_core.lessons import Lesson, check_answer, computed_answer, load_catalog
+from app_core.lessons import Lesson, load_catalog
+from app_core.lessons.facts import fill
 from app_core.lessons.format import CLASS_SETTINGS
 from app_core.lessons.views import clamp_step, lesson_params, read_lesson_link, step_settings, step_snippet
-from app_core.link import Context, Note, note
+from app_core.link import Context, note
 from app_pages import _caches as caches
+from app_pages import _lesson_question as question_ui
 from app_pages._i18n import _, language
+from app_pages._lesson_question import RESULTS, REVEALED, score, translate
 from app_pages._widgets import escape_markdown
+
+__all__ = ["ACTIVE", "ANSWERED", "CLASS_HOLD", "RESULTS", "REVEALED", "active", "draw", "go", "held_notice",
+           "holds_view", "leave", "link_params", "page_file", "score", "settle", "snippet", "translate"]
 
 ACTIVE = "_lesson"              # (lesson id, step n): the step the session is on
 GOTO = "_lesson_goto"           # (lesson id, step n): asked for by a button, opened at the start of the next run
-RESULTS = "_lesson_results"     # {(lesson id, step n): right?}: the first check of each question counts
-REVEALED = "_lesson_revealed"   # {(lesson id, step n)}: questions whose answer is shown
+CLASS_HOLD = "_lesson_class_hold"   # (lesson id, step n): a class's predict step this follower is held on
+ANSWERED = "_lesson_answered"   # {(lesson id, step n)}: class questions this follower has sent an answer to
 CARRIED = (*CLASS_SETTINGS, S.TEXT.name)    # a lesson link's settings kept when its step is on another page
 # A compact frame: the step's text and the view's main chart share a 1024x768 projector's first screen.
 PANEL_CSS = """<style>
@@ -36,13 +49,6 @@ PANEL_CSS = """<style>
 def page_file(page: str) -> str:
     """The script of a page by its name (router.PAGES: app_pages/<name with _ for ->.py)."""
     return f"app_pages/{page.replace('-', '_')}.py"
-
-
-def translate(message) -> str:
-    """A note (a lesson file's error, a link note; notes nested in its values too) in the reader's language."""
-    if isinstance(message, Note):
-        return _(message.template).format(**{k: translate(v) for k, v in message.values.items()})
-    return str(message)
 
 
 def active() -> tuple[Lesson, int] | None:
@@ -114,69 +120,34 @@ def leave() -> None:
     st.session_state.pop(ACTIVE, None)
 
 
-def score() -> tuple[int, int]:
-    """(right, checked) over the session's questions."""
-    results = st.session_state.get(RESULTS, {})
-    return sum(results.values()), len(results)
+def _held(key: tuple | None, page: str) -> bool:
+    """Whether the step (lesson id, n) is a predict step of this page whose answer the session has neither checked
+    nor seen."""
+    if key is None:
+        return False
+    lesson = load_catalog().get(key[0])
+    if lesson is None or not 1 <= key[1] <= len(lesson.steps):
+        return False
+    step = lesson.step(key[1])
+    if not step.predict or step.page != page:
+        return False
+    ss = st.session_state
+    return key not in ss.get(REVEALED, set()) and key not in ss.get(RESULTS, {}) and key not in ss.get(ANSWERED, ())
 
 
-def _check(key: tuple, widget: str, lesson_id: str, n: int) -> None:
-    """on_click of Check: the first answer to a question counts for the score."""
-    found = load_catalog().get(lesson_id)
-    if found is None:
-        return
-    question = found.step(n).question
-    answer = _answer(question)
-    if answer is None:
-        return
-    right = check_answer(question, answer, st.session_state.get(widget))
-    st.session_state.setdefault(RESULTS, {}).setdefault(key, right)
-    st.session_state[widget + "_result"] = right
+def holds_view(page: str) -> bool:
+    """Whether this page's view is held: the session is on a predict step of this page not answered yet (or a
+    class's follower is held on one: CLASS_HOLD)."""
+    found = active()
+    if found is not None and found[0].step(found[1]).page == page:
+        return _held((found[0].id, found[1]), page)
+    return _held(st.session_state.get(CLASS_HOLD), page)
 
 
-def _reveal(key: tuple) -> None:
-    st.session_state.setdefault(REVEALED, set()).add(key)
-
-
-def _answer(question):
-    """The question's answer on the session's model and text; None when the text is empty."""
-    if not question.needs_model:
-        return computed_answer(question)
-    text = st.session_state.get(S.TEXT.key) or ""
-    if not text.strip():
-        return None
-    return computed_answer(question, caches.get_model(), caches.get_trace(text))
-
-
-def _question(lesson: Lesson, n: int, lang: str) -> None:
-    question = lesson.step(n).question
-    key = (lesson.id, n)
-    widget = f"lesson_answer_{lesson.id}_{n}"
-    st.markdown(question.ask[lang])
-    if question.kind == "choice":
-        st.radio(_("Your answer"), options=list(range(1, len(question.choices) + 1)), index=None, key=widget,
-                 format_func=lambda i: question.choices[i - 1][lang], label_visibility="collapsed")
-    else:
-        st.text_input(_("Your answer"), key=widget, placeholder=_("a number") if question.kind == "number"
-                      else _("a token"))
-    with st.container(horizontal=True, gap="small"):
-        st.button(_("Check"), key=f"w_lesson_check_{n}", on_click=_check, args=(key, widget, lesson.id, n))
-        st.button(_("Reveal"), key=f"w_lesson_reveal_{n}", on_click=_reveal, args=(key,))
-    result = st.session_state.get(widget + "_result")
-    if result is not None:
-        st.markdown(":green[:material/check_circle: " + _("Right!") + "]" if result
-                    else ":orange[:material/cancel: " + _("Not quite: try again, or reveal the answer.") + "]")
-    if key in st.session_state.get(REVEALED, set()):
-        answer = _answer(question)
-        if answer is None:
-            st.info(_("The text is empty: type a text to compute the answer."))
-        else:
-            shown = question.choices[answer.value - 1][lang] if question.kind == "choice" else answer.shown
-            st.success(_("Answer: {answer}").format(answer=escape_markdown(shown)))
-            st.markdown(question.why[lang].replace("{answer}", escape_markdown(shown)))
-    right, checked = score()
-    if checked:
-        st.caption(_("Your score: {right} of {checked}").format(right=right, checked=checked))
+def held_notice() -> None:
+    """What a held view shows instead of its body."""
+    st.info(_("**Predict first.** Answer the step's question above: the view opens once you have checked an answer, "
+              "or when the answer is revealed."), icon=":material/visibility_off:")
 
 
 def draw(page: str) -> None:
@@ -199,14 +170,18 @@ def draw(page: str) -> None:
                       on_click=go, args=(lesson.id, n + 1), shortcut="PageDown" if presenting else None)
             st.button("", key="w_lesson_back", icon=":material/restart_alt:", on_click=go, args=(lesson.id, n),
                       help=_("Back to this step's view: its page and settings as the lesson set them"))
-            if step.question is not None:
+            held = holds_view(page)
+            if step.question is not None and not held:
                 right, checked = score()
                 label = _("Question") + (f" · {right}/{checked}" if checked else "")
                 with st.popover(label, icon=":material/quiz:", key="lesson_question"):
-                    _question(lesson, n, lang)
+                    question_ui.draw(lesson, n, lang)
             st.button("", key="w_lesson_leave", icon=":material/close:", on_click=leave,
                       help=_("Leave the lesson"))
-        st.markdown(step.text[lang])
+        st.markdown(fill(step.text[lang], question_ui.facts()))
+        if held:
+            with st.container(border=True, key="lesson_predict"):
+                question_ui.draw(lesson, n, lang)
 
 
 def snippet(page: str, query: dict[str, str]) -> None:

@@ -181,6 +181,8 @@ def _applies(schema: Schema, key: str) -> bool:
 
 
 def _token_count(where, page: str) -> None:
+    if lesson_panel.holds_view(page):                       # predict first: the count may be the answer
+        return
     n, limit = token_count(current_text()), caches.token_limit()
     if page in S.WHOLE_TEXT_PAGES:
         where.caption(ngettext("{n} token", "{n} tokens", n).format(n=f"{n:,}"))
@@ -304,10 +306,17 @@ def _language_switch(where, short: bool = False) -> None:
 
 def header(title: str, caption: str = "") -> None:
     """The page's compact header: title, one line of explanation, the share link and the presenter switch. In
-    presenter mode the shared-controls row holds the share link and the switch, and the header is only the title."""
-    if presenter_mode():
-        _link_notes()
-        return
+    presenter mode the shared-controls row holds the share link and the switch, and the header is only the title.
+    On a lesson's predict step not answered yet, the page's body stops here (the lesson frame says why)."""
+    if not presenter_mode():
+        _header_row(title, caption)
+    _link_notes()
+    if lesson_panel.holds_view(st.session_state[RUN][0]):   # a predict step: the body waits for an answer
+        lesson_panel.held_notice()
+        st.stop()
+
+
+def _header_row(title: str, caption: str) -> None:
     row = st.container(horizontal=True, vertical_alignment="center", gap="small", key="page_header", wrap=False)
     row.markdown(f"### {title}", width="stretch")
     with row.container(horizontal=True, horizontal_alignment="right", vertical_alignment="center", gap="small",
@@ -319,7 +328,6 @@ def header(title: str, caption: str = "") -> None:
                          "chart text. Arrow keys: ← → head, ↑ ↓ layer."), **controls.PERSIST)
     if caption:
         st.caption(caption)
-    _link_notes()
 
 
 def _note_text(note: str) -> str:

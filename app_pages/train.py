@@ -34,7 +34,7 @@ TASKS = {"induction": N_("Induction: a repeated segment"), "copy": N_("Copy"), "
          "modadd": N_("Modular addition"), "text": N_("Your text (characters)")}
 COMPARE = {S.NO_COMPARE: N_("One run"), "layers": N_("1 layer vs 2 layers"),
            "norm_place": N_("Pre-LN vs Post-LN, high LR, no warmup"), "positions": N_("With vs without positions"),
-           "norm": N_("LayerNorm vs RMSNorm")}
+           "norm": N_("LayerNorm vs RMSNorm"), "warmup": N_("Warmup vs none, high LR")}
 CHOICES = {"mlp": {"none": N_("none (attention only)"), "gelu": N_("GELU (GPT)"), "swiglu": N_("SwiGLU (LLaMA)")},
            "norm": {"layernorm": N_("LayerNorm"), "rmsnorm": N_("RMSNorm"), "none": N_("none")},
            "norm_place": {"pre": N_("Pre-LN: x + f(norm(x))"), "post": N_("Post-LN: norm(x + f(x))")},
@@ -43,14 +43,17 @@ CHOICES = {"mlp": {"none": N_("none (attention only)"), "gelu": N_("GELU (GPT)")
 RUN_NAMES = {"n_layers": {1: N_("1 layer"), 2: N_("2 layers")},
              "norm_place": {"pre": N_("Pre-LN"), "post": N_("Post-LN")},
              "positions": {"learned": N_("learned positions"), "none": N_("no positions")},
-             "norm": {"layernorm": N_("LayerNorm"), "rmsnorm": N_("RMSNorm")}}
+             "norm": {"layernorm": N_("LayerNorm"), "rmsnorm": N_("RMSNorm")},
+             "warmup": {200: N_("warmup 200"), 0: N_("no warmup")}}
 CLAIMS = {"layers": N_("The notes: an induction head needs two layers (a head in the first finds each token's "
                        "predecessor, a head in the second uses it), so one layer cannot solve the induction task."),
           "norm_place": N_("The notes: without warmup, at a high learning rate, Post-LN trains worse than Pre-LN "
                            "(Post-LN needs warmup)."),
           "positions": N_("The notes: without positions a head cannot tell which token came just before, so no "
                           "induction head forms."),
-          "norm": N_("The notes: RMSNorm (no centring, no bias) trains as well as LayerNorm.")}
+          "norm": N_("The notes: RMSNorm (no centring, no bias) trains as well as LayerNorm."),
+          "warmup": N_("The notes: at a high learning rate the first full-size updates can throw training off "
+                       "(attention collapses onto single tokens, the loss stalls); a warmup avoids it.")}
 
 
 def draw(name: str, runs: dict[str, TrainRun], build, *detail) -> None:

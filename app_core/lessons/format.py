@@ -32,6 +32,7 @@ class Step:
     settings: dict[str, str]
     text: dict[str, str]
     question: Question | None = None
+    predict: bool = False        # the view stays hidden until the student has answered the question or revealed it
 
     def query(self) -> dict[str, str]:
         """The step's view as a share link's query params."""
@@ -88,14 +89,20 @@ def parse_step(raw: Any, n: int) -> Step:
     where = note("step {n}", n=n)
     if not isinstance(raw, dict):
         raise LessonError(note("{where} is not a table.", where=where))
-    unknown = set(raw) - {"page", "settings", "text", "question"}
+    unknown = set(raw) - {"page", "settings", "text", "question", "predict"}
     if unknown:
-        raise LessonError(note("{where}: unknown key {key} (a step has page, settings, text, question).",
+        raise LessonError(note("{where}: unknown key {key} (a step has page, settings, text, question, predict).",
                                where=where, key=repr(sorted(unknown)[0])))
     page, query = parse_view(raw.get("page"), raw.get("settings"), where)
     text = in_each_language(raw.get("text"), note("{where}'s text", where=where))
     question = parse_question(raw["question"], where) if "question" in raw else None
-    return Step(page=page, settings=query, text=text, question=question)
+    predict = raw.get("predict", False)
+    if not isinstance(predict, bool):
+        raise LessonError(note("{where}: predict must be true or false.", where=where))
+    if predict and question is None:
+        raise LessonError(note("{where}: predict = true hides the view until the question is answered: the step "
+                               "needs a question.", where=where))
+    return Step(page=page, settings=query, text=text, question=question, predict=predict)
 
 
 def parse_lesson(source: str, lesson_id: str, origin: str = "") -> Lesson:

@@ -1,6 +1,7 @@
 """The lessons on offer: the built-in files (lessons/ at the repository root) and a teacher's own (ATLAS_LESSONS_DIR),
 each *.toml one lesson. A file that cannot be read is listed with its error, never raised: one teacher's typo must
-not take the app down. Read again only when a file changes (names, sizes and times are compared on each call)."""
+not take the app down (any exception a file makes the reader raise, at any size, is listed as its error). Read
+again only when a file changes (names, sizes and times are compared on each call)."""
 from __future__ import annotations
 
 import functools
@@ -65,7 +66,19 @@ def read_lesson(path: Path) -> Lesson:
         raise LessonError(note("The file is not UTF-8 text.")) from None
     except OSError as err:
         raise LessonError(note("The file cannot be read: {error}.", error=err.strerror or str(err))) from None
-    return parse_lesson(source, path.stem, origin=path.name)
+    try:
+        return parse_lesson(source, path.stem, origin=path.name)
+    except LessonError:
+        raise
+    except RecursionError:
+        raise LessonError(note("The file nests tables or arrays too deeply to be read.")) from None
+    except Exception as err:            # noqa: BLE001 - whatever a file makes the reader raise is the file's fault
+        raise LessonError(note("The file cannot be read: {error}.", error=_short(f"{type(err).__name__}: {err}"))) \
+            from None
+
+
+def _short(text: str, most: int = 200) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 @functools.lru_cache(maxsize=4)

@@ -66,4 +66,5 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     _pair("norm_place", "norm_place", "pre", "post", "a_better", lr=0.01, warmup=0, mlp="gelu"),
     _pair("positions", "positions", "learned", "none", "only_a_solves"),
     _pair("norm", "norm", "layernorm", "rmsnorm", "same"),
+    _pair("warmup", "warmup", 200, 0, "only_a_solves", lr=0.02),
 )}

@@ -1,0 +1,153 @@
+"""A lesson step's question on the page: the student's answer (a choice, a typed number or token, a clicked token of
+the text, or a text the model is run on), Check (the first check of each question counts for the score), Reveal,
+and the answer with its explanation. Texts name the model's facts ({n_layers}, ...: app_core/lessons/facts.py).
+"""
+from __future__ import annotations
+
+import functools
+
+import streamlit as st
+
+from app_core import schemas as S
+from app_core.lessons import Lesson, check_answer, check_task, computed_answer, load_catalog
+from app_core.lessons.facts import fill, model_facts
+from app_core.link import Note
+from app_pages import _caches as caches
+from app_pages._i18n import _
+from app_pages._widgets import escape_markdown
+
+RESULTS = "_lesson_results"     # {(lesson id, step n): right?}: the first check of each question counts
+REVEALED = "_lesson_revealed"   # {(lesson id, step n)}: questions whose answer is shown
+STRIP_MAX_TOKENS = 60           # a point question's tokens as buttons up to this many, else a list to pick from
+
+
+def facts() -> dict[str, str]:
+    """The facts of the session's model, as the lesson texts name them."""
+    return _facts_of(caches.model_id())
+
+
+@functools.lru_cache(maxsize=8)
+def _facts_of(model: tuple) -> dict[str, str]:
+    return model_facts(caches.get_model().config)
+
+
+def translate(message) -> str:
+    """A note (a lesson file's error, a link note; notes nested in its values too) in the reader's language."""
+    if isinstance(message, Note):
+        return _(message.template).format(**{k: translate(v) for k, v in message.values.items()})
+    return str(message)
+
+
+def answer_of(question):
+    """The question's answer on the session's model and text; None when it needs a text and the text is empty."""
+    if not question.needs_model:
+        return computed_answer(question)
+    if not question.needs_trace:
+        return computed_answer(question, caches.get_model())
+    text = st.session_state.get(S.TEXT.key) or ""
+    if not text.strip():
+        return None
+    return computed_answer(question, caches.get_model(), caches.get_trace(text))
+
+
+def given_something(value) -> bool:
+    return value is not None and not (isinstance(value, str) and not value.strip())
+
+
+def _check(key: tuple, widget: str) -> None:
+    """on_click of Check: the first answer to a question counts for the score (an empty answer is not checked)."""
+    ss = st.session_state
+    found = load_catalog().get(key[0])
+    given = ss.get(widget)
+    if found is None or not 1 <= key[1] <= len(found.steps) or not given_something(given):
+        return
+    question = found.step(key[1]).question
+    if question.kind == "task":
+        result = check_task(question, caches.get_model(), given, run=caches.get_trace)
+        right = result.done
+        ss[widget + "_seen"] = result.seen
+    else:
+        answer = answer_of(question)
+        if answer is None:
+            return
+        right = check_answer(question, answer, given)
+    ss.setdefault(RESULTS, {}).setdefault(key, right)
+    ss[widget + "_result"] = right
+
+
+def _reveal(key: tuple) -> None:
+    st.session_state.setdefault(REVEALED, set()).add(key)
+
+
+def score() -> tuple[int, int]:
+    """(right, checked) over the session's questions."""
+    results = st.session_state.get(RESULTS, {})
+    return sum(results.values()), len(results)
+
+
+def _point_widget(widget: str) -> None:
+    """The text's tokens to click (buttons for a short text, a list for a long one)."""
+    text = st.session_state.get(S.TEXT.key) or ""
+    if not text.strip():
+        st.info(_("The text is empty: type a text to compute the answer."))
+        return
+    tokens = caches.get_trace(text).tokens
+    if len(tokens) <= STRIP_MAX_TOKENS:
+        st.pills(_("Click a token"), options=list(range(len(tokens))), key=widget,
+                 format_func=lambda i: escape_markdown(tokens[i]), label_visibility="collapsed")
+    else:
+        st.selectbox(_("Pick a token"), options=list(range(len(tokens))), index=None, key=widget,
+                     format_func=lambda i: f"#{i} {tokens[i]}", label_visibility="collapsed")
+
+
+def _answer_widget(question, widget: str, lang: str, known: dict) -> None:
+    if question.kind == "choice":
+        st.radio(_("Your answer"), options=list(range(1, len(question.choices) + 1)), index=None, key=widget,
+                 format_func=lambda i: fill(question.choices[i - 1][lang], known), label_visibility="collapsed")
+    elif question.kind == "point":
+        _point_widget(widget)
+    elif question.kind == "task":
+        st.text_area(_("Your text"), key=widget, height=90, placeholder=_("Write a text: the model reads it"),
+                     label_visibility="collapsed")
+    else:
+        st.text_input(_("Your answer"), key=widget, placeholder=_("a number") if question.kind == "number"
+                      else _("a token"), label_visibility="collapsed")
+
+
+def _revealed(question, lang: str, known: dict) -> None:
+    answer = answer_of(question)
+    if answer is None:
+        st.info(_("The text is empty: type a text to compute the answer."))
+        return
+    if question.kind == "choice":
+        shown = fill(question.choices[answer.value - 1][lang], known)
+    else:
+        shown = answer.shown
+    if question.kind != "task":
+        st.success(_("Answer: {answer}").format(answer=escape_markdown(shown)))
+    st.markdown(fill(question.why[lang], known).replace("{answer}", escape_markdown(shown)))
+
+
+def draw(lesson: Lesson, n: int, lang: str) -> None:
+    """The question of step n: ask, answer, Check and Reveal, the result, the answer once revealed, the score."""
+    ss = st.session_state
+    question = lesson.step(n).question
+    key = (lesson.id, n)
+    widget = f"lesson_answer_{lesson.id}_{n}"
+    known = facts()
+    st.markdown(fill(question.ask[lang], known))
+    _answer_widget(question, widget, lang, known)
+    with st.container(horizontal=True, gap="small"):
+        st.button(_("Check"), key=f"w_lesson_check_{n}", on_click=_check, args=(key, widget))
+        st.button(_("Reveal"), key=f"w_lesson_reveal_{n}", on_click=_reveal, args=(key,))
+    result = ss.get(widget + "_result")
+    if question.kind == "task" and ss.get(widget + "_seen") is not None:
+        st.caption(escape_markdown(translate(ss[widget + "_seen"])))
+    if result is not None:
+        st.markdown(":green[:material/check_circle: " + _("Right!") + "]" if result
+                    else ":orange[:material/cancel: " + _("Not quite: try again, or reveal the answer.") + "]")
+    if key in ss.get(REVEALED, set()):
+        _revealed(question, lang, known)
+    right, checked = score()
+    if checked:
+        st.caption(_("Your score: {right} of {checked}").format(right=right, checked=checked))
