@@ -94,6 +94,24 @@ def test_a_broken_file_is_listed_with_its_reason_and_a_vanished_one_gives_way(ti
     assert "This server has no model named passing" in warnings(at)
 
 
+def test_crafted_files_in_the_folder_are_listed_as_refused_with_their_reason(tiny_models, tmp_path, monkeypatch):
+    from tests.crafted_gguf import write_attack, write_good
+
+    good = write_good(tmp_path / "good.gguf")
+    said = {"int32_4M": "declares general.junk with 4,000,000 items; this app reads at most 1,048,576 there",
+            "nested_100k": "declares general.junk as an array of arrays",
+            "vocab_1.5M": "declares tokenizer.ggml.tokens with 1,500,000 items",
+            "keys_past_end": "is truncated or damaged: it declares 18,446,744,073,709,551,615 metadata keys"}
+    for name in said:
+        write_attack(name, good, tmp_path)
+    monkeypatch.setenv("ATLAS_MODELS_DIR", str(tmp_path))
+    at = open_page("attention", text=TEXT)
+    captions = " ".join(c.value for c in at.sidebar.caption).replace("\\", "")
+    for name, reason in said.items():
+        assert f"{name}.gguf: cannot be used. {name}.gguf {reason}" in captions, (name, captions)
+    assert len(at.selectbox(key="w_model").options) == 2              # the built-in model and good
+
+
 def test_an_upload_over_the_limit_is_refused(models_dir, monkeypatch):
     from app_pages import _controls as controls
 

@@ -6,6 +6,7 @@ package's reader reads them (big-endian files too); a hypothesis fuzz of describ
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -172,3 +173,27 @@ def test_a_fuzz_of_the_picker_and_loader_stays_within_a_memory_limit(crafted):
     assert sum(outcomes.values()) >= 300
     refused = {kind for kind in outcomes if kind.startswith("refused")}
     assert {"refused: truncated or damaged", "refused: this app reads", "refused: not a readable GGUF"} <= refused
+
+
+def test_the_pickers_catalog_of_a_folder_of_crafted_files_lists_each_with_its_reason_in_bounded_memory(crafted):
+    """models_folder.catalog() (what the picker draws at every run, and after each restart) over a folder holding
+    every attack, in a fresh process under an address-space limit: every file listed, each refused one with the
+    loader's reason, and the peak memory of the whole listing small beside the folder's 135 MB."""
+    folder = crafted[0].parent
+    code = ("import json, re, resource\nfrom pathlib import Path\nfrom app_core import models_folder\n"
+            "def status(k):\n    return int(re.search(k + r':\\s+(\\d+) kB', Path('/proc/self/status').read_text())"
+            ".group(1)) << 10\n"
+            "limit = status('VmSize') + (1 << 30)\nresource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
+            "Path('/proc/self/clear_refs').write_text('5')\nbefore = status('VmRSS')\n"
+            "infos = models_folder.catalog()\n"
+            "print(json.dumps({'listed': {i.name: i.error for i in infos}, 'peak': status('VmHWM') - before}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[2], env={**os.environ, "ATLAS_MODELS_DIR": str(folder)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert set(result["listed"]) == {"good", *ATTACKS}
+    for name, expected in REFUSED.items():
+        error = result["listed"][name]
+        assert (error is None) if expected is None else re.search(expected, error or ""), (name, error)
+    folder_bytes = sum(p.stat().st_size for p in folder.glob("*.gguf"))
+    assert folder_bytes > 128 * MIB and result["peak"] < 48 * MIB, result["peak"]
