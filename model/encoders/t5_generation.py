@@ -15,6 +15,7 @@ from model.decoder.generation_records import GenerationSettings, GenerationStep
 from model.decoder.next_token import choose_token, next_token_distribution, record_step
 from model.encoders import t5_layers as L
 from model.encoders.common import read_only
+from model.native.threads import torch_on_calling_thread
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,7 +101,7 @@ def _steps(model, enc, settings: GenerationSettings) -> Iterator[Seq2SeqStep]:
     for t in range(limit):
         own = np.empty((cfg.n_decoder_layers, cfg.n_heads, t + 1), dtype=np.float32)     # [L, H, t + 1]
         cross = np.empty((cfg.n_decoder_layers, cfg.n_heads, len(enc.output)), dtype=np.float32)  # [L, H, S]
-        with torch.inference_mode():
+        with torch.inference_mode(), torch_on_calling_thread():                     # one row: no team to wake
             y = w("token_embd.weight")[torch.tensor([fed])]                          # [1, D]
             bias = model.bias("dec", t + 1, 1)                                      # [H, 1, t + 1]
             for layer in range(cfg.n_decoder_layers):
