@@ -176,3 +176,11 @@ def test_a_truncated_file_is_refused(built, tmp_path):
     (tmp_path / "cut.gguf").write_bytes(data[:len(data) - 4096])
     with pytest.raises(ModelLoadError, match="truncated"):
         load_model(tmp_path / "cut.gguf")
+
+
+def test_a_model_larger_than_the_memory_available_is_refused_before_loading(built, monkeypatch):
+    from model.files import gguf as G
+
+    monkeypatch.setattr(G, "available_memory_bytes", lambda: 100_000)      # the weights take ~190 kB
+    with pytest.raises(ModelLoadError, match="needs .* GB of memory"):
+        load_model(built["uncased"][0])
