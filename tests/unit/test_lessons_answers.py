@@ -1,8 +1,8 @@
-"""Computed answers against independent computations: transformers on the same GGUF weights (next token, the token a
-head attends to most, the number of tokens, the model's parameter count) and the published parameter counts."""
+"""Computed answers against independent computations: transformers on the same GGUF weights and its tokenizer (next
+token, the token a head attends to most: both the visible ones, as the reference tokenizer decodes them; the number
+of tokens, the model's parameter count) and the published parameter counts."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
@@ -48,20 +48,36 @@ def test_the_number_of_tokens_is_the_reference_tokenizer_s(lm, reference, trace)
     assert answer.value == len(tokenizer(TEXT, add_special_tokens=False)["input_ids"])
 
 
-def test_the_next_token_is_transformers_top_token(lm, outputs, trace):
+def visible(tokenizer, token_id: int) -> bool:
+    """The reference tokenizer's view: a token that decodes to text a student can see (no lone byte, not only
+    whitespace, not a special token)."""
+    text = tokenizer.decode([token_id])
+    return token_id not in tokenizer.all_special_ids and bool(text.strip()) and "\ufffd" not in text
+
+
+@pytest.mark.parametrize("text", [TEXT, "The cat sat on the mat.", "Sequence: lantern cobalt. Again: lantern",
+                                  "模型并不直接读文字：分词器先把句子切成"])
+def test_the_next_token_is_transformers_top_visible_token(lm, reference, text):
+    model, tokenizer = reference
+    trace = lm.run(text)
+    with torch.no_grad():
+        logits = model(torch.tensor([trace.token_ids])).logits[0, -1]
+    expected = next(int(i) for i in torch.argsort(logits, descending=True) if visible(tokenizer, int(i)))
     answer = computed_answer(question(kind="token", compute="next_token"), lm, trace)
-    expected = int(torch.argmax(outputs.logits[0, -1]))
-    assert answer.value == lm.decode([expected]) and answer.shown == lm.token_strings([expected])[0]
+    assert answer.value == tokenizer.decode([expected]) and answer.shown == lm.token_strings([expected])[0]
 
 
 @pytest.mark.parametrize("layer, head, position, without_sink", [
     (3, 1, -1, True), (0, 0, 5, False), (14, 7, -2, True), (29, 8, 10, True), (12, 4, -1, False)])
-def test_the_most_attended_token_is_transformers(lm, outputs, trace, layer, head, position, without_sink):
+def test_the_most_attended_token_is_transformers(lm, reference, outputs, trace, layer, head, position,
+                                                 without_sink):
     answer = computed_answer(question(kind="token", compute="top_attended", layer=layer, head=head,
                                       position=position, without_sink=without_sink), lm, trace)
+    _, tokenizer = reference
     row = outputs.attentions[layer][0, head, position].numpy()          # [T]
-    first = 1 if without_sink else 0
-    key = first + int(np.argmax(row[first:]))
+    allowed = [visible(tokenizer, t) and not (without_sink and i == 0) for i, t in enumerate(trace.token_ids)]
+    last = position % len(row)
+    key = max((i for i in range(last + 1) if allowed[i]), key=lambda i: row[i])
     assert answer.shown == lm.token_strings([trace.token_ids[key]])[0]
 
 
