@@ -75,12 +75,14 @@ def read_gguf(path: str | os.PathLike | None = None, keep_quantized: bool | None
         sizes = {t.name: int(t.n_elements) for t in reader.tensors}
         eos = tokenizer.eos_token_id
         eos_token_id = eos if eos is not None and 0 <= eos < config.vocab_size else None
+        chat_template = _field(reader, "tokenizer.chat_template")
+        chat_template = chat_template if isinstance(chat_template, str) else None
     except ModelLoadError:
         raise
     except Exception as exc:
         raise _corrupt(path, exc) from exc
     return GGUFModel(path=path, config=config, weights=weights, tensor_sizes=sizes, tokenizer=tokenizer,
-                     eos_token_id=eos_token_id, chat_template=_field(reader, "tokenizer.chat_template"))
+                     eos_token_id=eos_token_id, chat_template=chat_template)
 
 
 def _check_magic(path: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from model import ModelLoadError, load_model
 from model.files import gguf_reader
-from model.files.gguf import open_reader
+from model.files.gguf import open_reader, read_gguf
 from tests.crafted_gguf import (
     ATTACKS,
     T,
@@ -26,6 +26,7 @@ from tests.crafted_gguf import (
     numbers,
     probe_in_subprocess,
     record,
+    string,
     with_records,
     write_attack,
     write_good,
@@ -152,6 +153,19 @@ def test_a_string_item_over_its_limit_names_the_key(crafted, tmp_path):
     with pytest.raises(ModelLoadError, match=r"an item of tokenizer\.ggml\.tokens of 65,537 bytes; this app reads "
                                              r"at most 65,536"):
         load_model(path=path)
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    (record("tokenizer.chat_template", T.STRING, string(b"{{ \xff\xfe }}")), "UnicodeDecodeError"),
+    (record("tokenizer.chat_template", T.UINT32, b"\7\0\0\0"), None),
+])
+def test_a_crafted_chat_template_is_refused_or_left_out(crafted, tmp_path, value, said):
+    path = with_records(crafted[0], tmp_path / "template.gguf", {"tokenizer.chat_template": value})
+    if said is None:
+        assert read_gguf(path).chat_template is None                          # not a string: no template
+    else:
+        with pytest.raises(ModelLoadError, match=f"template.gguf is not a readable GGUF file .*{said}"):
+            read_gguf(path)
 
 
 def test_the_installed_model_is_within_every_limit():
