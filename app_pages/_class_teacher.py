@@ -64,34 +64,29 @@ def stop_teaching() -> None:
 
 # ------------------------------------------------------------------------------------------------ key cookie
 def keep_key() -> None:
-    """The browser's key cookie follows the session: a ticket to swap while it does not hold the class taught here,
-    a clearing once the class is over. Only where the server serves the key route (app.py); else the class lives in
-    the session alone."""
+    """The browser's key cookie follows the session: while teaching a class the cookie does not hold yet, the key
+    courier is drawn with a one-time ticket; once the class is over, with the clearing. The courier acts once per
+    ticket in a page (no trigger, no rerun), so it is drawn again, unchanged, in every run. Only where the server
+    serves the key route (app.py); else the class lives in the session alone."""
     ss = st.session_state
     if not class_wait.served():
         return
     teaching = ss.get(TEACHING)
-    if teaching and ss.get(REMEMBERED) != teaching and (ss.get(KEY_TICKET) or (None,))[0] != teaching:
-        try:
-            ss[KEY_TICKET] = (teaching, class_store().issue_ticket(codes.teacher_token(*teaching)))
-        except StoreUnavailable:
-            return                                  # the next run asks again
-    if ss.get(KEY_TICKET):
-        teaching, ticket = ss[KEY_TICKET]
-        if _courier({"ticket": ticket}, ticket):
+    if teaching:
+        if ss.get(REMEMBERED) != teaching:
+            try:
+                ss[KEY_TICKET] = (teaching, class_store().issue_ticket(codes.teacher_token(*teaching)))
+            except StoreUnavailable:
+                return                                  # the next run asks again
             ss[REMEMBERED] = teaching
-            ss.pop(KEY_TICKET, None)
+        if (ss.get(KEY_TICKET) or (None,))[0] == teaching:
+            _courier({"ticket": ss[KEY_TICKET][1]})
     elif ss.get(FORGET):
-        if _courier({"forget": ss[FORGET]}, "forget:" + ss[FORGET]):
-            ss.pop(FORGET, None)
-            ss.pop(REMEMBERED, None)
+        _courier({"forget": ss[FORGET]})
 
 
-def _courier(data: dict, done_id: str) -> bool:
-    """Draws the key courier with data; whether it said it is done (or failed: tried no more)."""
-    result = class_js.key_courier(key="class_key", data={"url": class_key.KEY_PATH, **data},
-                                  on_done_change=lambda: None, width="content", height=0)
-    return result.done in (done_id, "failed:" + done_id)
+def _courier(data: dict) -> None:
+    class_js.key_courier(key="class_key", data={"url": class_key.KEY_PATH, **data}, width="content", height=0)
 
 
 # ------------------------------------------------------------------------------------------------ buttons

@@ -6,7 +6,8 @@ follower's heartbeat.
 
 Every ask is checked before anything is counted or held: exactly the three parameters, each matching its whole
 pattern (ASK), else 400; a follower id the server did not issue for this class (followers.py) 403; 503 when the
-store cannot be reached or too many wait (waiting.py: per follower, per class, per process).
+store cannot be reached. Waits are bounded per follower, per class and per process without turning anyone away
+(waiting.py: the oldest wait is answered early, unchanged).
 
 The browser's side is _class_panel's listener (a component whose script asks in a loop and reruns the page when the
 view changed). A follower so costs the server nothing between changes (a fragment polling every 0.5 s was a whole

@@ -32,11 +32,10 @@ from playwright.sync_api import sync_playwright
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-from app_core.classroom import codes
 from bench.bench_classroom import ServerProbe, niced_chromium
 from bench.ws_tap import TO_SERVER, WebSocketTap
 from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS, RUN_COUNTER_INIT_JS, running_app
-from tests.e2e.class_harness import SHOWS_JS, query
+from tests.e2e.class_harness import SHOWS_JS, query, teacher_key
 from tests.e2e.test_browser import open_view
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,8 +147,7 @@ def main() -> None:
         teacher = new_page(browser)
         open_view(teacher, teacher_tap.url + "/?present=1")
         teacher.locator(".st-key-w_class_start button").first.click()
-        teacher.wait_for_url(lambda u: "teach" in query(u))
-        code, _ = codes.read_teacher_token(query(teacher.url)["teach"])
+        code, _ = teacher_key(teacher)                  # the key cookie (never in the teacher's address)
         teacher.wait_for_function(SHORTCUTS_JS)
         time.sleep(2)
         alone_idle = idle_cpu(proc.pid, args.idle_s)

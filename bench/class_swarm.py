@@ -791,10 +791,9 @@ def deployment(replicas: int, folder: Path):
 def bench(args) -> None:
     from playwright.sync_api import sync_playwright
 
-    from app_core.classroom import codes
     from bench.bench_class_follow import SHORTCUTS_JS, RunEnds, new_page
     from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS
-    from tests.e2e.class_harness import query
+    from tests.e2e.class_harness import teacher_key
     from tests.e2e.test_browser import open_view
 
     print(f"CPU: {cpu_name()}", flush=True)
@@ -809,8 +808,7 @@ def bench(args) -> None:
         teacher = new_page(browser)
         open_view(teacher, tap.url + "/?present=1")
         teacher.locator(".st-key-w_class_start button").first.click()
-        teacher.wait_for_url(lambda u: "teach" in query(u))
-        code, _ = codes.read_teacher_token(query(teacher.url)["teach"])
+        code, _ = teacher_key(teacher)                  # the key cookie (never in the teacher's address)
         teacher.wait_for_function(SHORTCUTS_JS)
         time.sleep(2)
         alone_idle = idle_cpu(pids, args.idle_s)

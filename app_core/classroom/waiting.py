@@ -7,8 +7,11 @@ same version (the browser asks again; each ask is the follower's heartbeat). One
 followers reads the store's version every `every_s` (a dict read in memory; with Redis one read per class, not per
 follower, and a teacher on another replica is seen that way), so an idle follower costs a held connection.
 
-Bounded: a follower id holds one wait (a new ask answers its previous one at once, unchanged), a class at most
-`per_class` (a flood on one class leaves the others their room), the process at most `max_waiting`; beyond, Busy.
+Bounded, and nobody is turned away: a follower id holds one wait (a new ask answers its previous one at once,
+unchanged), a class at most `per_class` (one more answers the class's oldest wait at once, unchanged: its browser
+asks again), the process at most `max_waiting` (one more answers the oldest wait of the class with the most). A
+flood on one class so leaves every other class its room, and its own followers their turn; it costs the flood's
+own asks, which the proxy's per-address rate limit bounds (deploy/haproxy.cfg).
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ MAX_WAITING_PER_CLASS = 512   # ... of one class
 
 
 class Busy(RuntimeError):
-    """Too many followers wait in this process, or on this class: ask again later."""
+    """No wait can be held in this process (max_waiting 0): ask again later."""
 
 
 class ViewWaits:
@@ -58,15 +61,16 @@ class ViewWaits:
         if version is None or (version != seen and self._until_teacher_done(code) <= 0):
             return version
         waiters = self._waiting.setdefault(code, {})
-        before = waiters.pop(follower, None)
-        if before is not None:
-            self._count -= 1
-            if not before[0].done():
-                before[0].set_result(before[1])            # its previous ask: answered unchanged
-        if len(waiters) >= self._per_class or self._count >= self._max_waiting:
-            if not waiters:
+        if follower in waiters:
+            self._answer_oldest(waiters, follower)       # its previous ask
+        if len(waiters) >= self._per_class:
+            self._answer_oldest(waiters)
+        elif self._count >= self._max_waiting:
+            most = max(self._waiting.values(), key=len)
+            if not most:
                 del self._waiting[code]
-            raise Busy(f"{len(waiters)} followers wait on this class, {self._count} in this process")
+                raise Busy(f"{self._count} followers wait in this process (at most {self._max_waiting})")
+            self._answer_oldest(most)
         future = asyncio.get_running_loop().create_future()
         waiters[follower] = (future, seen)
         self._count += 1
@@ -83,6 +87,14 @@ class ViewWaits:
                 self._count -= 1
             if not held:
                 self._waiting.pop(code, None)
+
+    def _answer_oldest(self, waiters: dict, follower: str | None = None) -> None:
+        """Answer a wait at once with its own seen version (no change): follower's, else the oldest of waiters."""
+        follower = follower if follower is not None else next(iter(waiters))
+        future, seen = waiters.pop(follower)
+        self._count -= 1
+        if not future.done():
+            future.set_result(seen)
 
     async def _watch(self, code: str) -> None:
         """Reads the class's version while followers wait for it; answers those who have not seen it."""

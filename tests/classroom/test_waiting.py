@@ -16,7 +16,7 @@ from app_core.classroom import View, codes, followers
 from app_core.classroom.memory import MemoryStore
 from app_core.classroom.redis_store import RedisStore
 from app_core.classroom.turns import Turns
-from app_core.classroom.waiting import Busy, ViewWaits
+from app_core.classroom.waiting import ViewWaits
 from app_pages import _class_wait as class_wait
 
 ME = "0123456789abcdef" * 2
@@ -82,9 +82,10 @@ def test_followers_hear_of_a_change_only_once_the_teachers_run_here_is_done():
     assert version == 2 and heard - ended[0] >= 0.09                 # after the run and its grace
 
 
-def test_waiting_is_bounded_per_follower_per_class_and_per_process():
+def test_waiting_is_bounded_per_follower_per_class_and_per_process_and_nobody_is_turned_away():
     """A follower id holds one wait (asking again answers the previous ask unchanged); a class at most per_class
-    waits, so a flood on one class leaves another its room; the process at most max_waiting."""
+    waits (one more answers the class's oldest at once, unchanged), so a flood on one class leaves another its
+    room; the process at most max_waiting (one more answers the oldest of the fullest class)."""
     store = MemoryStore()
     flooded, other = (store.create(View("attention"))[0] for _ in range(2))
     waits = ViewWaits(store, Turns().until_teacher_done, max_waiting=5, per_class=3)
@@ -92,23 +93,22 @@ def test_waiting_is_bounded_per_follower_per_class_and_per_process():
     async def asks():
         first = asyncio.create_task(waits.wait(flooded, ME, 1, 5.0))
         await asyncio.sleep(0.02)
-        again = asyncio.create_task(waits.wait(flooded, ME, 1, 0.3))      # the same follower asks again
+        again = asyncio.create_task(waits.wait(flooded, ME, 1, 0.5))      # the same follower asks again
         await asyncio.sleep(0.02)
-        superseded = first.done() and first.result() == 1
-        held = [asyncio.create_task(waits.wait(flooded, f"{i:032x}", 1, 0.3)) for i in range(2)]
+        superseded = first.done() and first.result() == 1 and waits.waiting == 1
+        flood = [asyncio.create_task(waits.wait(flooded, f"{i:032x}", 1, 0.5)) for i in range(6)]
         await asyncio.sleep(0.02)
-        counts = (waits.waiting_on(flooded), waits.waiting)
-        with pytest.raises(Busy):                                         # the class is full
-            await waits.wait(flooded, "f" * 32, 1, 0.3)
-        room = [asyncio.create_task(waits.wait(other, f"{i:032x}", 1, 0.3)) for i in range(2)]
+        answered_early = [task.done() for task in [again, *flood]]
+        held_on_flooded = waits.waiting_on(flooded)
+        room = [asyncio.create_task(waits.wait(other, f"{i:032x}", 1, 0.3)) for i in range(3)]
         await asyncio.sleep(0.02)
-        with pytest.raises(Busy):                                         # the process is full
-            await waits.wait(other, "e" * 32, 1, 0.3)
-        answers = await asyncio.gather(again, *held, *room)
-        return superseded, counts, answers, waits.waiting
-    superseded, counts, answers, left = run(asks())
-    assert superseded and counts == (3, 3)
-    assert answers == [1] * 5 and left == 0
+        counts = (waits.waiting_on(flooded), waits.waiting_on(other), waits.waiting)
+        await asyncio.gather(again, *flood, *room)
+        return superseded, answered_early, held_on_flooded, counts, waits.waiting
+    superseded, answered_early, held_on_flooded, counts, left = run(asks())
+    assert superseded and held_on_flooded == 3
+    assert answered_early == [True] * 4 + [False] * 3                   # the four oldest made room, in order
+    assert counts == (2, 3, 5) and left == 0                            # the fullest class gave one for `other`
 
 
 def _ask(query: str) -> tuple[int, dict, dict]:

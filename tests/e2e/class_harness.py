@@ -1,5 +1,6 @@
 """What the live-class browser tests share: servers that share a class store (one process, or replicas on one real
-Redis, or replicas behind HAProxy), and reading a follower's view in the browser."""
+Redis, or replicas behind HAProxy), reading a follower's view in the browser, the teacher's key as the browser holds
+it (an HttpOnly cookie: Playwright reads it, the page's scripts cannot), and every address a page went to."""
 from __future__ import annotations
 
 import os
@@ -9,7 +10,10 @@ from pathlib import Path
 from unittest import mock
 from urllib.parse import parse_qs, urlsplit
 
+from app_core.classroom import codes
 from tests.e2e.browser_harness import IDLE_WITH_CHARTS_JS, running_app
+
+KEY_COOKIE = "atlas_teach"           # app_pages/_class_key.py
 
 # The page's path and query hold `want` ({"path": ..., name: value, name: None for absent}) and the app is idle with
 # its charts drawn (a run ends by writing the URL, after its figures).
@@ -27,16 +31,58 @@ def query(url: str) -> dict[str, str]:
     return {k: v[-1] for k, v in parse_qs(urlsplit(url).query, keep_blank_values=True).items()}
 
 
+def key_cookie(page, timeout_s: float = 30) -> dict | None:
+    """The teacher's key cookie of page's browser context, once it holds a key (None if it does not within
+    timeout_s)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [c for c in page.context.cookies() if c["name"] == KEY_COOKIE and c["value"]]
+        if found or time.monotonic() > deadline:
+            return found[0] if found else None
+        time.sleep(0.1)
+
+
+def teacher_key(page, timeout_s: float = 30) -> tuple[str, str]:
+    """(code, secret) of the class page's browser teaches, from its key cookie."""
+    cookie = key_cookie(page, timeout_s)
+    assert cookie is not None, "the teacher's browser got no key cookie"
+    found = codes.read_teacher_token(cookie["value"])
+    assert found is not None, cookie
+    return found
+
+
+def cookie_gone(page, timeout_s: float = 30) -> bool:
+    """Whether the key cookie leaves page's browser context within timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while any(c["name"] == KEY_COOKIE and c["value"] for c in page.context.cookies()):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def watch_addresses(page) -> list[str]:
+    """Every address page goes to from now on: its navigations (the history API's included) and its requests."""
+    seen: list[str] = []
+    page.on("framenavigated", lambda frame: seen.append(frame.url))
+    page.on("request", lambda request: seen.append(request.url))
+    return seen
+
+
 @contextmanager
-def servers(root: Path, log_dir: Path, n: int, timeout_s: float, redis_url: str | None = None):
-    """n app servers (with ATLAS_REDIS_URL = redis_url when given): their base URLs."""
-    env = {"ATLAS_REDIS_URL": redis_url} if redis_url else {}
+def servers(root: Path, log_dir: Path, n: int, timeout_s: float, redis_url: str | None = None,
+            env: dict[str, str] | None = None, procs: list | None = None):
+    """n app servers (with ATLAS_REDIS_URL = redis_url when given, and env): their base URLs (their processes
+    appended to procs, when given)."""
+    env = {**({"ATLAS_REDIS_URL": redis_url} if redis_url else {}), **(env or {})}
     with ExitStack() as stack:
         stack.enter_context(mock.patch.dict(os.environ, env))
         if not redis_url:
             os.environ.pop("ATLAS_REDIS_URL", None)
-        urls = [stack.enter_context(running_app(root, log_dir / f"server{i}.log", timeout_s))[1] for i in range(n)]
-        yield urls
+        started = [stack.enter_context(running_app(root, log_dir / f"server{i}.log", timeout_s)) for i in range(n)]
+        if procs is not None:
+            procs.extend(proc for proc, _ in started)
+        yield [url for _, url in started]
 
 
 def wait_shows(page, want: dict, t0: float, timeout_ms: int = 30_000, min_charts: int = 1) -> float:

@@ -3,8 +3,10 @@ server, then on two servers sharing a real Redis (teacher on one, students on th
 teacher's setting, tab, text and page changes (latencies printed: `pytest -s`); one explores on their own and
 rejoins; both answer the step's question and Reveal shows the answer on their screens; a student cannot drive the
 class (their changes stay theirs, a forged teacher key is refused); forged and ended codes give a message and the
-normal app. Each check also reads the student's URL: the teacher's secret is never in it. And a class store (Redis)
-that stops answering for a while: the student's screen says so, then no longer."""
+normal app. The teacher's key is only in an HttpOnly, SameSite=Strict cookie: never in the teacher's address (read
+after every change), any address either page went to, the page or its scripts' cookies; a reload, another link and a
+new tab keep the class; End class clears the cookie. And a class store (Redis) that stops answering for a while:
+the student's screen says so, then no longer."""
 from __future__ import annotations
 
 import statistics
@@ -16,7 +18,15 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from app_core.classroom import codes
 from tests.classroom.redis_server import running_redis
 from tests.e2e.browser_harness import IDLE_WITH_CHARTS_JS
-from tests.e2e.class_harness import query, servers, wait_shows
+from tests.e2e.class_harness import (
+    cookie_gone,
+    key_cookie,
+    query,
+    servers,
+    teacher_key,
+    wait_shows,
+    watch_addresses,
+)
 from tests.e2e.test_browser import (
     HEALTH_TIMEOUT_S,
     PROJECTOR,
@@ -70,10 +80,21 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
         opened.append(page)
         return page
     teacher = new_page(*PROJECTOR)
+    addresses = watch_addresses(teacher)
     open_view(teacher, teacher_url + "/?present=1")
     teacher.screenshot(path=str(shots / "teacher-before.png"))
     rerun(teacher, lambda: button(teacher, "w_class_start").click())
-    code, secret = codes.read_teacher_token(query(teacher.url)["teach"])
+    code, secret = teacher_key(teacher)
+    cookie = key_cookie(teacher)
+    assert (cookie["httpOnly"], cookie["sameSite"], cookie["secure"], cookie["path"]) == (True, "Strict", False, "/")
+    assert cookie["expires"] == -1                                          # a session cookie
+
+    def key_nowhere(where: str) -> None:
+        """The secret in no address the teacher's page went to, not in the page, not in its scripts' cookies."""
+        assert "teach" not in query(teacher.url), where
+        assert not [a for a in addresses if secret in a], where
+        assert secret not in teacher.content() and secret not in teacher.evaluate("document.cookie"), where
+    key_nowhere("class started")
     teacher.locator(".st-key-class_panel button").first.click()              # the join code, link and QR code
     qr = teacher.locator('[data-testid="stPopoverBody"] img')
     qr.wait_for()
@@ -102,6 +123,7 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
             TIMINGS.setdefault(name, []).append(wait_shows(student, want, shown))
             TIMINGS.setdefault(name + " (from the action)", []).append(time.monotonic() - t0)
             assert secret not in student.url
+        key_nowhere(name)
         assert_no_exception(students[0], name)
 
     teacher.wait_for_function("window.atlasPresenterKeys?.data != null")
@@ -126,7 +148,8 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
     t0 = time.monotonic()
     teacher.goto(teacher_url + "/?present=1")            # another link in the teacher's tab: still teaching
     wait_shows(follower, {"path": "/"}, t0)
-    teacher.wait_for_url(lambda url: query(url).get("teach") == f"{code}.{secret}")
+    teacher.locator(".st-key-class_strip").wait_for()
+    key_nowhere("another link")
     time.sleep(1.5)
     assert urlpath(explorer.url) == "/softmax"
     button(explorer, "w_class_follow").click()
@@ -140,14 +163,19 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
     wait_shows(follower, {"path": "/", "layer": "1"}, t0, timeout_ms=RERUN_MS)
     time.sleep(1.5)
     assert query(teacher.url).get("layer") is None and query(explorer.url).get("layer") is None
-    intruder = new_page(*PROJECTOR)
-    open_view(intruder, f"{student_url}/?present=1&teach={code}.{codes.new_secret()}")
-    intruder.get_by_text("class key is not valid").wait_for()
-    assert not intruder.locator(".st-key-class_strip").count()
+    intruder = new_page(*PROJECTOR)                       # even the real key, in a link: not used, gone at once
+    open_view(intruder, f"{student_url}/?present=1&teach={code}.{secret}")
+    intruder.get_by_text("links no longer carry").wait_for()
+    assert not intruder.locator(".st-key-class_strip").count() and "teach" not in query(intruder.url)
+    tab = teacher.context.new_page()                      # a new tab of the teacher's browser: still teaching
+    open_view(tab, teacher_url + "/softmax?present=1")
+    tab.locator(".st-key-class_strip").wait_for()
+    assert "teach" not in query(tab.url)
+    tab.close()
 
     # Live answers: the teacher opens a lesson step with a question; each student answers; Reveal reaches both.
     t0 = time.monotonic()
-    teacher.goto(teacher_url + f"/inside?present=1&lesson={LESSON}&step=5&teach={code}.{secret}")
+    teacher.goto(teacher_url + f"/inside?present=1&lesson={LESSON}&step=5")      # the cookie keeps the class
     for student in students:
         student.locator(".st-key-class_question").wait_for(timeout=RERUN_MS)      # the Inside page is slow
         student.wait_for_url(lambda url: query(url).get("lesson") == LESSON and urlpath(url) == "/inside",
@@ -166,11 +194,16 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
     teacher.screenshot(path=str(shots / "teacher-answers.png"))
     students[0].screenshot(path=str(shots / "student-answers.png"))
     # The teacher ends the class: the students' screens say so and stay usable; the code then reads as ended.
+    key_nowhere("answers revealed")
     teacher.locator(".st-key-class_panel button").first.click()
     button(teacher, "w_class_end").click()
     for student in students:
         student.get_by_text("has ended").wait_for(timeout=RERUN_MS)          # a rerun of the Inside page
         assert not student.locator(".st-key-class_bar").count()
+    assert cookie_gone(teacher)                                             # End class clears the key cookie
+    teacher.reload()
+    teacher.locator(".st-key-w_class_start").wait_for()                     # no class after a reload
+    key_nowhere("class ended")
     late = new_page(*PROJECTOR)
     open_view(late, f"{student_url}/?join={code}")
     late.get_by_text("has ended").wait_for()
@@ -214,18 +247,20 @@ def urlpath(url: str) -> str:
 
 @pytest.mark.parametrize("classroom", ["two-servers-redis"], indirect=True)
 def test_a_follower_is_told_when_the_class_store_is_down_and_when_it_is_back(classroom, new_page):
-    """Redis stops answering for a while (CLIENT PAUSE): the student's screen says the class server cannot be
-    reached, then, once it answers again, no longer does (the listener reruns the page at each turn)."""
+    """Redis stops answering for a while (CLIENT PAUSE): the student's screen says the class server is not
+    answering, then, once it answers again, no longer does (the listener reruns the page at each turn)."""
+    import re
+
     import redis
 
     teacher_url, student_url, redis_url = classroom
     teacher, student = new_page(*PROJECTOR), new_page(*PROJECTOR)
     open_view(teacher, teacher_url + "/?present=1")
     rerun(teacher, lambda: button(teacher, "w_class_start").click())
-    code, _ = codes.read_teacher_token(query(teacher.url)["teach"])
+    code, _ = teacher_key(teacher)
     open_view(student, f"{student_url}/?join={code}")
     student.locator(".st-key-class_bar").wait_for()
-    unreachable = student.get_by_text("cannot be reached")
+    unreachable = student.get_by_text(re.compile("cannot be reached|is not answering"))
     redis.Redis.from_url(redis_url).client_pause(14_000)
     unreachable.first.wait_for(timeout=20_000)
     unreachable.first.wait_for(state="detached", timeout=30_000)
