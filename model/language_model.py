@@ -2,7 +2,8 @@
 
 The decoder (model.decoder) knows nothing of the analyses; they take a decoder and a trace (model.analysis), and this
 class puts them together with the file reader, so imports go one way: decoder <- analysis <- language_model, and
-files <- language_model.
+files <- language_model. Every pass (run, run_ids, run_blocks, rerun: model.decoder.core) takes hooks at named
+points for that call (model/decoder/hooks.py, hook_names()): the analyses below are written with them.
 """
 from __future__ import annotations
 
