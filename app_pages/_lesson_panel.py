@@ -179,6 +179,8 @@ def draw(page: str) -> None:
             st.button("", key="w_lesson_leave", icon=":material/close:", on_click=leave,
                       help=_("Leave the lesson"))
         st.markdown(fill(step.text[lang], question_ui.facts()))
+        if step.predict and not held:               # the prediction's outcome stays on the frame
+            question_ui.result_line(lesson, n)
         if held:
             with st.container(border=True, key="lesson_predict"):
                 question_ui.draw(lesson, n, lang)

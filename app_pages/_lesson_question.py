@@ -128,6 +128,14 @@ def _revealed(question, lang: str, known: dict) -> None:
     st.markdown(fill(question.why[lang], known).replace("{answer}", escape_markdown(shown)))
 
 
+def result_line(lesson: Lesson, n: int) -> None:
+    """Whether the student's last check of step n's question was right (nothing before a check)."""
+    result = st.session_state.get(f"lesson_answer_{lesson.id}_{n}_result")
+    if result is not None:
+        st.markdown(":green[:material/check_circle: " + _("Right!") + "]" if result
+                    else ":orange[:material/cancel: " + _("Not quite: try again, or reveal the answer.") + "]")
+
+
 def draw(lesson: Lesson, n: int, lang: str) -> None:
     """The question of step n: ask, answer, Check and Reveal, the result, the answer once revealed, the score."""
     ss = st.session_state
@@ -140,12 +148,9 @@ def draw(lesson: Lesson, n: int, lang: str) -> None:
     with st.container(horizontal=True, gap="small"):
         st.button(_("Check"), key=f"w_lesson_check_{n}", on_click=_check, args=(key, widget))
         st.button(_("Reveal"), key=f"w_lesson_reveal_{n}", on_click=_reveal, args=(key,))
-    result = ss.get(widget + "_result")
     if question.kind == "task" and ss.get(widget + "_seen") is not None:
         st.caption(escape_markdown(translate(ss[widget + "_seen"])))
-    if result is not None:
-        st.markdown(":green[:material/check_circle: " + _("Right!") + "]" if result
-                    else ":orange[:material/cancel: " + _("Not quite: try again, or reveal the answer.") + "]")
+    result_line(lesson, n)
     if key in ss.get(REVEALED, set()):
         _revealed(question, lang, known)
     right, checked = score()

@@ -313,6 +313,7 @@ def header(title: str, caption: str = "") -> None:
     _link_notes()
     if lesson_panel.holds_view(st.session_state[RUN][0]):   # a predict step: the body waits for an answer
         lesson_panel.held_notice()
+        finish()                # now: once st.stop() is asked for, Streamlit sends nothing more (the link, too)
         st.stop()
 
 
