@@ -1,9 +1,9 @@
 """Attention Atlas: `streamlit run app.py` serves the pages (router.py) and, as the server starts, loads the model
-and runs the default text in the background (app_pages/_warmup.py), so the first visitor does not wait for it;
+and runs the default text in the background (server/warmup.py), so the first visitor does not wait for it;
 Streamlit's frontend files are sent gzip-compressed from memory, the chart library imported with the page
-(app_pages/_static_assets.py); a live class's followers wait for the teacher's next view on its own route
-(app_pages/_class_wait.py), and a teacher's browser gets its class key as an HttpOnly cookie from another
-(app_pages/_class_key.py); answers go out without Nagle's 40 ms delay (app_pages/_tcp_nodelay.py). The interpreter
+(server/static_assets.py); a live class's followers wait for the teacher's next view on its own route
+(server/class_wait.py), and a teacher's browser gets its class key as an HttpOnly cookie from another
+(server/class_key.py); answers go out without Nagle's 40 ms delay (server/tcp_nodelay.py). The interpreter
 hands the GIL on every 1 ms instead of 5 (SWITCH_INTERVAL_S).
 `streamlit run router.py` serves the same app with the first visitor's session loading the model instead."""
 import sys
@@ -12,11 +12,10 @@ from contextlib import asynccontextmanager
 import streamlit as st
 from starlette.middleware import Middleware
 
-from app_pages import _class_key as class_key
-from app_pages import _class_wait as class_wait
-from app_pages._static_assets import FrontendFiles
-from app_pages._tcp_nodelay import no_delay_on_listening_sockets
-from app_pages._warmup import start_warm_up
+from server import class_key, class_wait
+from server.static_assets import FrontendFiles
+from server.tcp_nodelay import no_delay_on_listening_sockets
+from server.warmup import start_warm_up
 
 # A class pressing Generate at once: thirty script runs are Python, under the GIL, while the generation batch thread
 # needs it back after each of its native calls, and the event loop to send every page its messages. A thread asking

@@ -10,8 +10,8 @@ from app_core.link import shown
 from app_pages import _class_panel as class_panel
 from app_pages import _generation_jobs as generation_jobs
 from app_pages import _shell as shell
-from app_pages import _streamlit_fixes as streamlit_fixes
 from app_pages._i18n import N_, _
+from server import streamlit_fixes
 
 streamlit_fixes.mend()
 # (file, title, icon, name). The name is the page's URL path and its schema's name, except that the first

@@ -1,5 +1,6 @@
 """The live class's two browser-side components: a follower's listener (waits for the next view over HTTP,
-_class_wait.py) and the teacher's key courier (swaps a one-time ticket for the HttpOnly key cookie, _class_key.py).
+server/class_wait.py) and the teacher's key courier (swaps a one-time ticket for the HttpOnly key cookie,
+server/class_key.py).
 Both are `st.components.v2` components: scripts in the page itself, drawn with height 0."""
 from __future__ import annotations
 

@@ -31,7 +31,6 @@ from app_core.classroom import (
 )
 from app_core.classroom.views import JOIN, PERSONAL, TEACH, keys_to_reset, question_key, read_question_key, teacher_view
 from app_core.link import shown
-from app_pages import _class_key as class_key
 from app_pages import _lesson_panel as lesson_panel
 from app_pages._class_state import (
     FOLLOWING,
@@ -53,6 +52,7 @@ from app_pages._class_state import (
 from app_pages._class_student import pending_join, student_bar
 from app_pages._class_teacher import class_button, class_popover, keep_key, stop_teaching, teacher_strip
 from app_pages._i18n import _
+from server import class_key
 
 __all__ = ["class_button", "link_params", "settle", "turn"]
 WAITING_PAGES = {"generate"}      # pages whose run waits for a job (a generation): followers run there out of turn

@@ -1,5 +1,5 @@
 """A student's side of a live class: the bar (following or exploring), the wait for the teacher's next view (the
-listener over _class_wait's route, or a polling fragment without it), the class question and its answer, and a
+listener over server/class_wait.py's route, or a polling fragment without it), the class question and its answer, and a
 join link read while the class store could not be reached (tried again every RETRY_S until it answers).
 """
 from __future__ import annotations
@@ -12,7 +12,6 @@ from app_core.classroom import ClassClosed, StoreUnavailable, View, class_store,
 from app_core.lessons import check_answer, computed_answer
 from app_pages import _caches as caches
 from app_pages import _class_js as class_js
-from app_pages import _class_wait as class_wait
 from app_pages._class_state import (
     BEAT,
     BEAT_S,
@@ -31,6 +30,7 @@ from app_pages._class_state import (
 from app_pages._class_teacher import step_question
 from app_pages._i18n import _, language
 from app_pages._widgets import escape_markdown
+from server import class_wait
 
 
 def _detach() -> None:
@@ -43,8 +43,8 @@ def _rejoin() -> None:
 
 
 def _listen() -> None:
-    """A follower's browser waits for the next view (LISTENER_JS over _class_wait's route); its trigger reruns the
-    page, whose settle opens the view."""
+    """A follower's browser waits for the next view (LISTENER_JS over server/class_wait.py's route); its trigger
+    reruns the page, whose settle opens the view."""
     ss = st.session_state
     class_js.listener(key="class_listener", data={"url": class_wait.WAIT_PATH, "code": ss[JOINED],
                                                   "seen": ss.get(SEEN, 0), "me": ss[ME]}, width="content", height=0)

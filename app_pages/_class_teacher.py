@@ -2,7 +2,7 @@
 class), the live strip (followers, the class's answers, Reveal) and the key cookie.
 
 The teacher's key (code.secret) lives in the session and, so that a reload or a new tab keeps the class, in an
-HttpOnly cookie that only the server sets (_class_key.py): keep_key() hands the key courier (_class_js.KEY_JS) a
+HttpOnly cookie that only the server sets (server/class_key.py): keep_key() hands the key courier (_class_js.KEY_JS) a
 one-time ticket, and clears the cookie once the class has ended. The key is never in the page's address, a link
 or the page itself. A button's store call that fails changes nothing: End class during an outage leaves the class,
 its key and its cookie as they were, and says so.
@@ -18,8 +18,6 @@ from app_core.classroom import ClassClosed, ClassesFull, NotTeacher, StoreUnavai
 from app_core.classroom.views import join_link, qr_png, read_question_key
 from app_core.lessons import load_catalog
 from app_pages import _class_js as class_js
-from app_pages import _class_key as class_key
-from app_pages import _class_wait as class_wait
 from app_pages._class_state import (
     FORGET,
     HERE,
@@ -36,6 +34,7 @@ from app_pages._class_state import (
     unreachable_message,
 )
 from app_pages._i18n import _, language, ngettext
+from server import class_key, class_wait
 
 QR_PX = 330                       # the whole panel fits the popover at 768 px: no scrolling to the code
 BAR_PX = 150                      # one answer's bar on the teacher's strip

@@ -85,7 +85,7 @@ def wait_route() -> None:
     from starlette.requests import Request
 
     from app_core import classroom
-    from app_pages import _class_wait as class_wait
+    from server import class_wait
 
     store = MemoryStore()
     classroom._store_for = functools.cache(lambda url, most: store)

@@ -8,7 +8,7 @@ sockets). A follower does what Streamlit 1.67's frontend does, as one recorded t
     server's websocket compression is off) and asks for the first run: rerun_script with query_string join=CODE,
     no page hash, an empty widget_states and the browser's context_info;
   - runs the class listener component as its script does (app_pages/_class_js.py's LISTENER_JS): an HTTP/1.1
-    keep-alive connection asking the server's wait route (app_pages/_class_wait.py) with the data of the listener's
+    keep-alive connection asking the server's wait route (server/class_wait.py) with the data of the listener's
     last mount, HAProxy's affinity cookie from the websocket's handshake sent along; an answer with another version
     sends the trigger's rerun (rerun_script with the widget states, the page's query string and script hash, and the
     trigger widget's json_trigger_value, as recorded from Chromium), asking again once a run draws new data;

@@ -10,7 +10,7 @@ and their own answer to the current question. A class ends with end() or after `
 Bounded whatever visitors do: at most `max_classes` open at once (a new class takes the place of one whose teacher
 has been away `idle_s`, else ClassesFull), a view of at most VIEW_CHARS, MAX_FOLLOWERS heartbeats and answers a
 class; sweep() (a timer calls it) forgets expired and ended classes, old heartbeats and spent tickets. A ticket
-hands the teacher's key to their browser once (app_pages/_class_key.py), within TICKET_S.
+hands the teacher's key to their browser once (server/class_key.py), within TICKET_S.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A follower's wait for the teacher's next view, on the server's event loop (no script run while nothing changes).
 
-A following browser asks over HTTP (app_pages/_class_wait.py) "has the view changed since version `seen`?"; the
+A following browser asks over HTTP (server/class_wait.py) "has the view changed since version `seen`?"; the
 answer comes as soon as it has and no teacher's run of the class is going on in this process (turns.py: the
 teacher's run and its last messages go out before sixty followers ask for theirs), or after `timeout_s` with the
 same version (the browser asks again; each ask is the follower's heartbeat). One watcher per class with waiting

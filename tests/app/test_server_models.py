@@ -105,11 +105,11 @@ def test_a_malformed_default_model_setting_is_refused(raw):
 
 
 def test_the_warm_up_fetches_and_loads_the_default_model_at_server_start(hub, tmp_path, monkeypatch):
-    from app_pages import _warmup
+    from server import warmup
 
     monkeypatch.setenv(dm.ENV, f"{REPO}:{FILE}")
     monkeypatch.setattr(caches, "freeze_long_lived", lambda: None)    # keep the test process's collector as it is
-    _warmup.warm_up()
+    warmup.warm_up()
     path = tmp_path / "models" / FILE
     assert models.identity(path) in models.pool().keys()
     context = SHAPES["tiny-qwen3"].context

@@ -1,4 +1,4 @@
-"""The teacher's key route (app_pages/_class_key.py): a one-time ticket swapped for an HttpOnly cookie, once; the
+"""The teacher's key route (server/class_key.py): a one-time ticket swapped for an HttpOnly cookie, once; the
 cookie's flags; every malformed or cross-site ask refused before the store is asked; the cookie cleared only for its
 own class. Through starlette's own test client (the ASGI app app.py serves the route in)."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 from app_core import classroom
 from app_core.classroom import View, codes
 from app_core.classroom.memory import MemoryStore
-from app_pages import _class_key as class_key
+from server import class_key
 
 ASKED = {"X-Atlas-Class": "1", "Content-Type": "application/x-www-form-urlencoded"}
 

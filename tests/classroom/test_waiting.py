@@ -1,4 +1,4 @@
-"""A follower's wait for the next view (app_core/classroom/waiting.py) and its HTTP route (app_pages/_class_wait.py),
+"""A follower's wait for the next view (app_core/classroom/waiting.py) and its HTTP route (server/class_wait.py),
 on the in-memory store and a real Redis."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from app_core.classroom.memory import MemoryStore
 from app_core.classroom.redis_store import RedisStore
 from app_core.classroom.turns import Turns
 from app_core.classroom.waiting import ViewWaits
-from app_pages import _class_wait as class_wait
+from server import class_wait
 
 ME = "0123456789abcdef" * 2
 

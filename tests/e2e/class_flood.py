@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from urllib.parse import urlencode, urlsplit
 
-WAIT_PATH = "/_atlas/class/wait"        # app_pages/_class_wait.py
+WAIT_PATH = "/_atlas/class/wait"        # server/class_wait.py
 
 
 async def ask(base: str, query: dict, source: str = "127.0.0.1", timeout_s: float = 30) -> tuple[int, dict | None]:

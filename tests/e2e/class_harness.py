@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 from app_core.classroom import codes
 from tests.e2e.browser_harness import IDLE_WITH_CHARTS_JS, running_app
 
-KEY_COOKIE = "atlas_teach"           # app_pages/_class_key.py
+KEY_COOKIE = "atlas_teach"           # server/class_key.py
 
 # The page's path and query hold `want` ({"path": ..., name: value, name: None for absent}) and the app is idle with
 # its charts drawn (a run ends by writing the URL, after its figures).

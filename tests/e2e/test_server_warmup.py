@@ -1,6 +1,6 @@
 """What `streamlit run app.py` does as a server, before and without any browser: it loads the model as it starts
-(app_pages/_warmup.py), and it sends Streamlit's frontend files gzip-compressed, the page importing the Plotly chunk
-(app_pages/_static_assets.py)."""
+(server/warmup.py), and it sends Streamlit's frontend files gzip-compressed, the page importing the Plotly chunk
+(server/static_assets.py)."""
 import gzip
 import re
 import time

@@ -1,4 +1,4 @@
-"""app_pages._static_assets: Streamlit's hashed frontend files from memory, gzip-compressed, and its HTML page with
+"""server.static_assets: Streamlit's hashed frontend files from memory, gzip-compressed, and its HTML page with
 the Plotly chunk imported, driven as a plain ASGI app (no server) in front of a stand-in for Streamlit."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app_pages._static_assets import FrontendFiles
+from server.static_assets import FrontendFiles
 
 SCRIPT = b"export const answer = 42;\n" * 400
 FONT = bytes(range(256)) * 8

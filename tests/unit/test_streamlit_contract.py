@@ -14,8 +14,7 @@ from streamlit import file_util, string_util
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.testing.v1 import AppTest
 
-from app_pages import _static_assets as static_assets
-from app_pages import _streamlit_fixes as streamlit_fixes
+from server import static_assets, streamlit_fixes
 
 ROOT = Path(__file__).resolve().parents[2]
 STATIC = Path(file_util.get_static_dir())
@@ -50,8 +49,8 @@ def test_each_script_run_gets_a_new_cursors_dict():
 
 
 def test_the_static_folder_has_the_chunk_the_page_imports_early():
-    """_static_assets serves static/<...> from Streamlit's static folder and imports the "PlotlyChart" chunk with
-    the page (index.html has a head to put it in)."""
+    """server/static_assets.py serves static/<...> from Streamlit's static folder and imports the "PlotlyChart"
+    chunk with the page (index.html has a head to put it in)."""
     files = static_assets.hashed_asset_files(str(STATIC))
     early = static_assets.early_imports(files)
     assert early.count(b"<script") == len(static_assets.EARLY_CHUNKS) == 1 and b"/static/js/PlotlyChart." in early
@@ -94,16 +93,16 @@ def test_forward_msg_fields_the_harness_counts():
 
 
 def test_the_leading_emoji_lookup_we_mend():
-    """_streamlit_fixes replaces string_util.extract_leading_emoji (a 23 KB pattern hashed per label) with the same
-    match made by the compiled pattern itself."""
+    """server/streamlit_fixes.py replaces string_util.extract_leading_emoji (a 23 KB pattern hashed per label) with
+    the same match made by the compiled pattern itself."""
     assert callable(string_util.extract_leading_emoji)
     for text in ("🔭 Atlas", "注意力 a", "␣the", "plain", "", "🙂"):
         assert streamlit_fixes.extract_leading_emoji(text) == streamlit_fixes.STREAMLITS(text)
 
 
 def test_streamlit_binds_its_socket_with_protocol_0():
-    """_tcp_nodelay exists because Streamlit binds its listening socket as socket.socket(family): protocol 0, on which
-    asyncio leaves Nagle's algorithm on."""
+    """server/tcp_nodelay.py exists because Streamlit binds its listening socket as socket.socket(family): protocol 0,
+    on which asyncio leaves Nagle's algorithm on."""
     from streamlit.web.server.starlette import starlette_server
 
     sock = starlette_server._bind_socket("127.0.0.1", 0, 8)

@@ -1,4 +1,4 @@
-"""The mended Streamlit slow path (app_pages/_streamlit_fixes.py) gives Streamlit's own answers."""
+"""The mended Streamlit slow path (server/streamlit_fixes.py) gives Streamlit's own answers."""
 from __future__ import annotations
 
 import random
@@ -6,7 +6,7 @@ import random
 from streamlit import string_util
 from streamlit.emojis import ALL_EMOJIS
 
-from app_pages import _streamlit_fixes as fixes
+from server import streamlit_fixes as fixes
 
 
 def test_the_leading_emoji_is_streamlits_for_every_kind_of_label():

@@ -1,9 +1,9 @@
-"""TCP_NODELAY on the process's listening sockets (app_pages/_tcp_nodelay.py), inherited by what they accept."""
+"""TCP_NODELAY on the process's listening sockets (server/tcp_nodelay.py), inherited by what they accept."""
 from __future__ import annotations
 
 import socket
 
-from app_pages._tcp_nodelay import no_delay_on_listening_sockets
+from server.tcp_nodelay import no_delay_on_listening_sockets
 
 
 def test_a_listening_socket_made_as_streamlit_makes_it_accepts_connections_without_nagle():
