@@ -39,9 +39,10 @@ def test_logits_equal_transformers_on_those_ids(spm_model):
 def test_labels_readable_and_generation_decodes(spm_model):
     sp, _, lm = spm_model
     trace = lm.run(TEXTS[2])
-    emoji = "".join(f"<0x{b:02X}>" for b in "🙂".encode())            # not in the vocabulary: byte fallback
+    emoji = "".join(f"🙂{n}⁄₄" for n in "¹²³⁴")    # not in the vocabulary: four byte tokens, each a part of it
     expected = ("▁" + TEXTS[2]).replace("🙂", emoji).replace("▁", " ").replace(" ", "␣")  # the space prefix first
     assert "".join(trace.tokens[1:]) == expected
+    assert "".join(t.raw for t in trace.tokens if "🙂" in t) == "".join(f"<0x{b:02X}>" for b in "🙂".encode())
     out = lm.generate(TEXTS[0], max_new_tokens=5, temperature=0.0)
     ids = out.new_token_ids
     assert len(ids) == 5 or out.stop_reason == "eos"
