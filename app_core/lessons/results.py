@@ -42,11 +42,19 @@ def _judge(question, sent: str, lang: str, point: PointKey | None) -> tuple[str,
     return sent, sent == RIGHT
 
 
-def class_results_csv(lesson: Lesson, lang: str, sent: Mapping[int, Sequence[str]],
+def _counts(values: Sequence[str] | Mapping[str, int]) -> Counter:
+    """What a step's students sent, counted: a list of the values, or a class store's tally {value: count}."""
+    if isinstance(values, Mapping):
+        return Counter({str(value): int(count) for value, count in values.items()})
+    return Counter(str(value) for value in values)
+
+
+def class_results_csv(lesson: Lesson, lang: str, sent: Mapping[int, Sequence[str] | Mapping[str, int]],
                       points: Mapping[int, PointKey] | None = None) -> str:
-    """The CSV of a class's answers: sent maps a step's number (from 1) to what its students sent; points gives each
-    point question's key. Steps with a question come in the lesson's order (also those nobody answered, with a row
-    of count 0); within a step, answers by count, then as the question lists them."""
+    """The CSV of a class's answers: sent maps a step's number (from 1) to what its students sent (the values, or a
+    tally {value: count} as the class store keeps it); points gives each point question's key. Steps with a question
+    come in the lesson's order (also those nobody answered, with a row of count 0); within a step, answers by count,
+    then as the question lists them."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(HEADER)
@@ -54,7 +62,9 @@ def class_results_csv(lesson: Lesson, lang: str, sent: Mapping[int, Sequence[str
         question = step.question
         if question is None:
             continue
-        judged = Counter(_judge(question, str(value), lang, (points or {}).get(n)) for value in sent.get(n, ()))
+        judged: Counter = Counter()
+        for value, count in _counts(sent.get(n, ())).items():
+            judged[_judge(question, value, lang, (points or {}).get(n))] += count
         total = sum(judged.values())
         share = f"{sum(c for (_, right), c in judged.items() if right) / total:.3f}" if total else ""
         if question.kind == "choice":                 # every choice, also those nobody picked, in the file's order

@@ -204,6 +204,26 @@ def test_a_task_runs_the_model_on_the_student_s_text(in_language):
     assert "6 个字符，6 个词元。" in captions(at) and at.session_state["lesson_answer_1-llm-basics_2_result"]
 
 
+def test_a_class_follower_is_held_on_the_teacher_s_predict_step_until_it_is_revealed():
+    """The contract the live class wires (the class panel sets CLASS_HOLD for a follower, whose own lesson is not
+    active): held on that step's page only, until the step is revealed or the follower has answered it."""
+    at = open_page("attention", view="query", layer="13", head="8")
+    at.session_state["_lesson_class_hold"] = ("2-attention-maths", 1)
+    rerun(at)
+    assert is_held(at, "en") and not figures(at) and ACTIVE not in at.session_state
+    at.session_state["_lesson_answered"] = {("2-attention-maths", 1)}
+    rerun(at)
+    assert not is_held(at, "en") and figures(at)
+    at.session_state["_lesson_answered"] = set()
+    at.session_state["_lesson_revealed"] = {("2-attention-maths", 1)}
+    rerun(at)
+    assert not is_held(at, "en")
+    other = open_page("softmax")
+    other.session_state["_lesson_class_hold"] = ("2-attention-maths", 1)     # a step of another page: not held
+    rerun(other)
+    assert not is_held(other, "en") and figures(other)
+
+
 def test_a_computed_answer_follows_the_text_in_use(lm):
     import numpy as np
 

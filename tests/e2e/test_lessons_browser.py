@@ -7,7 +7,11 @@ The browser walks a sample of the steps (tests/app/test_lessons_pages.py opens e
 languages in AppTest): for each kind of view the lessons use (a page and its view, the Softmax page's source, the
 Train page with or without a comparison), the step whose text takes the most room in that language (most lines, then
 most characters): the frame's height is its text's, so that step leaves the least room for the chart. Chosen from the
-lesson files, so a new lesson or step joins the sample when it is the new worst case of its kind.
+lesson files, so a new lesson or step joins the sample when it is the new worst case of its kind. A predict step's
+view opens once its answer is revealed (the Reveal button on the frame): the frame and chart are checked then.
+
+The new kinds of question in one browser, no class: a predict step's view held until the answer is checked, a point
+question answered by clicking a token, a task checked by running the model on the student's text.
 """
 from __future__ import annotations
 
@@ -21,11 +25,14 @@ from app_core.lessons import load_catalog
 from tests.e2e.browser_harness import IDLE_WITH_CHARTS_JS
 from tests.e2e.test_browser import (
     PROJECTOR,
+    WIDE,
+    assert_no_exception,
     box,
     copy_out,
     exception_text,
     open_view,
     query,
+    rerun,
     save_screenshots,
     url_of,
 )
@@ -86,9 +93,25 @@ def sample(lang: str) -> list[tuple]:
     return [(LESSONS[i], n) for i, n in picked]
 
 
-def press(page, key: str, step: int) -> None:
+def open_step(page, url: str, step) -> None:
+    """Open a lesson link: wait for the step's frame, then for the app idle with its charts (none while a predict
+    step holds its view)."""
+    page.goto(url)
+    page.locator(PANEL).wait_for(state="visible", timeout=SETTLE_MS)
+    page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=0 if step.predict else 1, timeout=SETTLE_MS, polling=100)
+
+
+def reveal_if_held(page, step, n: int) -> None:
+    """On a predict step, reveal the answer (the view is held until then) and wait for its charts."""
+    if step.predict:
+        assert page.locator(CHART).count() == 0, "a predict step shows its chart before the answer"
+        rerun(page, lambda: page.locator(f".st-key-w_lesson_reveal_{n} button").click())
+
+
+def press(page, key: str, step: int, held: bool = False) -> None:
     """A key press (the focus on the page, not in a field) until the link names `step`, then the app idle with its
-    charts drawn. Pressed again once if the first press fell into a Train page's polling run and was lost."""
+    charts drawn (none while a predict step holds its view). Pressed again once if the first press fell into a Train
+    page's polling run and was lost."""
     for attempt in (1, 2):
         page.locator("body").press(key)
         try:
@@ -97,7 +120,7 @@ def press(page, key: str, step: int) -> None:
         except sync_api.TimeoutError:
             if attempt == 2:
                 raise
-    page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=1, timeout=SETTLE_MS, polling=100)
+    page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=0 if held else 1, timeout=SETTLE_MS, polling=100)
 
 
 def first_screen_problems(page, where: str, width: int, height: int) -> list[str]:
@@ -130,10 +153,12 @@ def test_sampled_steps_in_presenter_mode_at_1024x768(app_url, new_page, screensh
             where = f"{lesson.id} step {n} ({lang})"
             try:
                 if before == (lesson.id, n - 1):
-                    press(page, "PageDown", n)
+                    press(page, "PageDown", n, held=lesson.step(n).predict)
                     pressed = True
                 else:
-                    open_view(page, url_of(app_url, "/lessons", lesson=lesson.id, step=str(n), present="1", lang=lang))
+                    open_step(page, url_of(app_url, "/lessons", lesson=lesson.id, step=str(n), present="1", lang=lang),
+                              lesson.step(n))
+                reveal_if_held(page, lesson.step(n), n)
                 before = (lesson.id, n)
                 link = query(page.url)
                 if (link.get("lesson"), link.get("step"), link.get("present")) != (lesson.id, str(n), "1"):
@@ -148,10 +173,32 @@ def test_sampled_steps_in_presenter_mode_at_1024x768(app_url, new_page, screensh
                 problems.append(f"{where}: {str(err).splitlines()[0]} at {page.url}")
         lesson, n = walked[-1]
         try:
-            press(page, "PageUp", n - 1)                          # raises if it does not go back a step
+            press(page, "PageUp", n - 1, held=lesson.step(n - 1).predict)     # raises if it does not go back
         except sync_api.TimeoutError as err:
             problems.append(f"PageUp from {lesson.id} step {n} ({lang}): {str(err).splitlines()[0]} at {page.url}")
     finally:
         copy_out(shots)
     assert pressed, f"no two neighbouring steps in the sample {[(lesson.id, n) for lesson, n in walked]}"
     assert not problems, "\n".join(problems)
+
+
+def test_predict_point_and_task_in_one_browser(app_url, new_page):
+    page = new_page(*WIDE)
+    open_step(page, url_of(app_url, "/", lesson="2-attention-maths", step="1"), LESSONS[1].step(1))
+    assert page.locator(".st-key-lesson_predict").is_visible(), "the question is not on the frame"
+    assert page.locator(CHART).count() == 0, "a predict step shows its chart before the answer"
+    strip = "lesson_answer_2-attention-maths_1"
+    rerun(page, lambda: page.locator(f".st-key-{strip} button[role='radio']").nth(1).click(), min_charts=0)  # "keys"
+    assert page.locator(CHART).count() == 0
+    rerun(page, lambda: page.locator(".st-key-w_lesson_check_1 button").click(), min_charts=1)
+    assert page.get_by_text("Right!").first.is_visible() and page.locator(CHART).count() >= 1
+    assert_no_exception(page, "point question")
+    open_view(page, url_of(app_url, "/", lesson="1-llm-basics", step="2"))
+    page.locator(".st-key-lesson_question button").first.click()          # a popover opens without a rerun
+    area = page.locator(".st-key-lesson_answer_1-llm-basics_2 textarea")
+    area.wait_for(state="visible")
+    rerun(page, lambda: (area.fill("这是中文数字"), area.press("Control+Enter")))
+    rerun(page, lambda: page.locator(".st-key-w_lesson_check_2 button").click())
+    page.get_by_text("6 characters, 6 tokens.").first.wait_for(state="visible")
+    assert page.get_by_text("Right!").first.is_visible()
+    assert_no_exception(page, "task question")

@@ -72,3 +72,10 @@ def test_a_step_nobody_answered_keeps_its_row_and_the_language_is_the_teacher_s(
     assert [(r["step"], r["answer"], r["count"], r["step_share_right"]) for r in out] == [
         ("2", "甲", "0", ""), ("2", "乙", "0", ""), ("2", "丙", "0", ""), ("3", "", "0", ""), ("4", "", "0", "")]
     assert out[0]["question"] == "哪个？"
+
+
+def test_a_class_store_s_tally_gives_the_same_csv():
+    lesson = parse_lesson(LESSON, "demo")
+    listed = {2: ["2", "1", "2", "2"], 4: ["right", "wrong"]}
+    tallied = {2: {"2": 3, "1": 1}, 4: {"wrong": 1, "right": 1}}
+    assert class_results_csv(lesson, "en", listed) == class_results_csv(lesson, "en", tallied)
