@@ -8,7 +8,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class PageRun:
     """What every view of one run of the page reads: the trace, the selection, the sink switch, the statistics."""
-    lm: object
+    ws: object              # app_core.workspace.Workspace: the model and what is computed with it
     trace: object
     layer: int
     head: int

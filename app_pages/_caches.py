@@ -1,6 +1,6 @@
-"""Every shared cache of the app: the model (loaded once per server process) and byte-bounded caches of what it
-computes per text. Values are read-only and shared by all sessions; a value evicted to stay in budget is computed
-again when next asked for.
+"""The session's model and its workspace: the model the session picked (else the server's default, else the
+built-in one), loaded once per server process within the model budget, and app_core.workspace.Workspace over it,
+whose byte-bounded caches every session shares; the Generate page's generations as shared background jobs.
 
 Budget: ATLAS_CACHE_MB (environment variable or Streamlit secret `cache_mb`), default 600 MB, split between the
 traces (60%), recomputed layer details (15%), small derived arrays (10%), generations (10%) and figures (5%: the
@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import gc
 import os
-import threading
-from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import streamlit as st
 import torch
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -24,28 +21,17 @@ from app_core.budget import ByteBudgetCache
 from app_core.jobs import Job, JobRunner
 from app_core.model_pool import TooLarge
 from app_core.schemas import MODEL
+from app_core.workspace import DEFAULT_MAX_TOKENS, SHARES, Workspace, shared_caches
 from app_pages import _default_model
 from app_pages._i18n import _
-from model import ForwardTrace, LayerDetail, load_model
-from model.analysis.attribution import LogitAttribution
-from model.analysis.block_walk import BlockWalk
-from model.analysis.head_stats import apply_sink, head_stats, sink_hidden_view
-from model.analysis.lens import LensTop
-from model.analysis.stream import ResidualNorms
-from model.calculator.params import kv_cache_bytes_per_token, shape_from_config
-from model.decoder.core import FLOAT32_ATTENTION_BYTES
+from model import load_model
 from model.errors import ModelLoadError
 from model.files.fetch import cached_model_path
 from model.files.gguf import default_model_path, installed_model_path
 from model.files.heap import tune_heap
-from model.lessons.sampling import softmax
 from model.native.threads import threads_from_environment, usable_cores
-from viz.attention import thumbnail_tiles
-from viz.exports import matrix_csv
 
-DEFAULT_MAX_TOKENS = 512
 DEFAULT_CACHE_MB = 600
-SHARES = {"traces": 0.6, "layer_details": 0.15, "derived": 0.1, "generations": 0.1, "figures": 0.05}
 
 
 def cache_budget_mb() -> int:
@@ -62,22 +48,9 @@ def cache_budget_mb() -> int:
         return DEFAULT_CACHE_MB
 
 
-@st.cache_resource(show_spinner=False)
-def _caches() -> dict[str, ByteBudgetCache]:
-    total = cache_budget_mb() * 2**20
-    return {name: ByteBudgetCache(name, int(total * share), on_evict=gc.collect,
-                                  **({"size_of": _figure_bytes} if name == "figures" else {}))
-            for name, share in SHARES.items()}
-
-
-def _figure_bytes(entry: tuple) -> int:
-    """A shared figure's (figure, bytes estimated when it was made) entry: its bytes."""
-    return entry[1]
-
-
 def caches() -> dict[str, ByteBudgetCache]:
-    """The server's caches by name (for the bench and the tests)."""
-    return _caches()
+    """The server's caches by name (app_core.workspace.shared_caches of ATLAS_CACHE_MB)."""
+    return shared_caches(cache_budget_mb())
 
 
 def compute_threads() -> int:
@@ -238,78 +211,15 @@ def model_id(lm=None) -> tuple:
     return models.model_key(lm if lm is not None else get_model())
 
 
-# One model computation at a time: two sessions' passes in parallel threads would fight over the same cores (each
-# torch op spreads over all of them) and both finish later than one after the other.
-COMPUTE = threading.Lock()
-
-
-def computed(fn):
-    """fn() while holding COMPUTE."""
-    with COMPUTE:
-        return fn()
-
-
-def get_trace(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> ForwardTrace:
-    """The forward trace of a text (shared by every session that shows the same text)."""
-    return trace_getter(text, max_tokens)()
-
-
-def trace_getter(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> Callable[[], ForwardTrace]:
-    """get_trace(text, max_tokens) as a function of no session: the model and cache are the session's now, the
-    trace is fetched (or computed) when it is called, from any thread (a background job)."""
-    lm = get_model()
-    cfg = lm.config
-    max_tokens = min(max_tokens, cfg.max_positions)                  # a model with a shorter context reads less
-    traces = _caches()["traces"]
-    key = (model_id(lm), text, max_tokens)
-
-    def expected_bytes() -> int:
-        T = min(len(lm.encode(text)), max_tokens)
-        attention = cfg.n_layers * cfg.n_heads * T * T                  # values; float16 above 64 MB of float32
-        keys_values = kv_cache_bytes_per_token(shape_from_config(cfg), "fp32") * T     # the trace keeps k and v
-        return attention * (4 if 4 * attention <= FLOAT32_ATTENTION_BYTES else 2) + keys_values
-
-    def trace() -> ForwardTrace:                                        # a cached one: no tokenizing at every rerun
-        return traces.get(key, lambda: computed(lambda: lm.run(text, max_tokens=max_tokens)),
-                          0 if key in traces else expected_bytes())
-
-    return trace
+def workspace(lm=None) -> Workspace:
+    """The session's model (or lm) and what every session computes with it (app_core.workspace)."""
+    lm = lm if lm is not None else get_model()
+    return Workspace(lm, model_id(lm), caches(), DEFAULT_MAX_TOKENS)
 
 
 def token_limit() -> int:
     """How many tokens of a text a trace keeps with the session's model (DEFAULT_MAX_TOKENS, or its context)."""
     return min(DEFAULT_MAX_TOKENS, get_model().config.max_positions)
-
-
-def get_layer_detail(text: str, layer: int, max_tokens: int = DEFAULT_MAX_TOKENS) -> LayerDetail:
-    """q/k/v before and after RoPE, scores before the mask, mask and pattern of one layer (recomputed)."""
-    lm = get_model()
-    trace = get_trace(text, max_tokens)
-    return _caches()["layer_details"].get((model_id(lm), text, max_tokens, layer),
-                                           lambda: computed(lambda: lm.layer_detail(trace, layer)))
-
-
-def cached(name: str, key, compute):
-    """A small derived value (a page's arrays) from the shared byte-bounded cache: compute() on a miss."""
-    return _caches()["derived"].get((name, key), compute)
-
-
-def get_head_stats(text: str, hide_sink: bool, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict[str, np.ndarray]:
-    """model.head_stats.head_stats of the trace: {statistic: [n_layers, n_heads]}."""
-    def compute():
-        trace = get_trace(text, max_tokens)
-        return head_stats(trace.attention, trace.token_ids, hide_sink=hide_sink)
-
-    return _caches()["derived"].get(("stats", model_id(), text, max_tokens, hide_sink), compute)
-
-
-def get_thumbnail_tiles(text: str, hide_sink: bool, max_tokens: int = DEFAULT_MAX_TOKENS) -> np.ndarray:
-    """viz.attention.thumbnail_tiles of the trace (sink hidden or not): [n_layers, n_heads, n, n]."""
-    def compute():
-        trace = get_trace(text, max_tokens)
-        return thumbnail_tiles(trace.attention, per_layer=(lambda a: apply_sink(a, True)) if hide_sink else None)
-
-    return _caches()["derived"].get(("thumbs", model_id(), text, max_tokens, hide_sink), compute)
 
 
 @st.cache_resource(show_spinner=False)
@@ -325,7 +235,7 @@ def generation_job(text: str, n: int, temperature: float, top_k: int, top_p: flo
     if temperature == 0:
         top_k, top_p, seed = 0, 1.0, 0                      # greedy: the other settings change nothing
     key = (model_id(lm), text, n, temperature, top_k, top_p, seed)
-    trace = trace_getter(text)
+    trace = workspace(lm).trace
 
     def work(job: Job):
         def on_step(step) -> bool:
@@ -336,7 +246,7 @@ def generation_job(text: str, n: int, temperature: float, top_k: int, top_p: flo
         # values come from the text's trace, computed once for every page (a class has traced its texts before
         # pressing Generate: no prompt pass), so a text's continuation is the same whichever page ran first.
         g = lm.generate(text, max_new_tokens=n, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                        on_step=on_step, trace=trace())
+                        on_step=on_step, trace=trace(text))
         return None if g.stop_reason == "cancelled" else g
 
     return _generation_jobs().job(key, n, work)
@@ -345,60 +255,3 @@ def generation_job(text: str, n: int, temperature: float, top_k: int, top_p: flo
 def generations_running() -> int:
     """How many generations the server is writing now (every session's)."""
     return _generation_jobs().running()
-
-
-def head_matrix_csv(text: str, layer: int, head: int, hide_sink: bool) -> str:
-    """One head's attention matrix as shown (sink hidden or not) as CSV: the download button's deferred data."""
-    trace = get_trace(text)
-    pattern = trace.attention[layer, head]
-    return matrix_csv(sink_hidden_view(pattern) if hide_sink else np.asarray(pattern, dtype=np.float32), trace.tokens)
-
-
-# ------------------------------------------------------------------------------------------------ Inside a block
-def get_block_walk(text: str, layer: int, position: int, max_tokens: int = DEFAULT_MAX_TOKENS) -> BlockWalk:
-    """Every step of block `layer` for the token at `position` (model.analysis.block_walk), from the trace."""
-    lm = get_model()
-    trace = get_trace(text, max_tokens)
-    return _caches()["layer_details"].get((model_id(lm), text, max_tokens, "walk", layer, position),
-                                           lambda: computed(lambda: lm.block_walk(trace, layer, position)))
-
-
-def get_residual_norms(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> ResidualNorms:
-    """Norms of the residual stream after every layer and of each layer's attention / MLP outputs."""
-    lm = get_model()
-    trace = get_trace(text, max_tokens)
-    return _caches()["derived"].get(("norms", model_id(lm), text, max_tokens),
-                                    lambda: computed(lambda: lm.residual_norms(trace)))
-
-
-def get_lens_window(text: str, start: int, width: int, k: int = 5, max_tokens: int = DEFAULT_MAX_TOKENS) -> LensTop:
-    """The logit lens's top-k at every layer for positions start .. start + width - 1 (cut at the text's end):
-    the full grid over 512 positions costs seconds, a window of them a fraction of that."""
-    lm = get_model()
-    trace = get_trace(text, max_tokens)
-    positions = list(range(start, min(start + width, trace.n_tokens)))
-    return _caches()["derived"].get(("lens", model_id(lm), text, max_tokens, start, width, k),
-                                    lambda: computed(lambda: lm.logit_lens_top(trace, k, positions)))
-
-
-def get_logit_attribution(text: str, token_id: int, max_tokens: int = DEFAULT_MAX_TOKENS) -> LogitAttribution:
-    """Direct contributions of the embedding, every head and every MLP to token_id's logit after the last token."""
-    lm = get_model()
-    trace = get_trace(text, max_tokens)
-    return _caches()["derived"].get(("attribution", model_id(lm), text, max_tokens, token_id),
-                                    lambda: computed(lambda: lm.logit_attribution(trace, token_id, -1)))
-
-
-def get_ablated_probs(text: str, heads: tuple[tuple[int, int], ...],
-                      max_tokens: int = DEFAULT_MAX_TOKENS) -> np.ndarray:
-    """Next-token probabilities [vocab_size] (float32) after the last token with these (layer, head) pairs switched
-    off; with none, the model's own."""
-    lm = get_model()
-    trace = get_trace(text, max_tokens)
-    heads = tuple(sorted(heads))
-
-    def compute() -> np.ndarray:
-        logits = computed(lambda: lm.ablate_heads(trace, heads)) if heads else trace.next_token_logits
-        return softmax(logits).astype(np.float32)
-
-    return _caches()["derived"].get(("ablated", model_id(lm), text, max_tokens, heads), compute)

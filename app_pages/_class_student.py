@@ -111,7 +111,10 @@ def _answer_of(question):
     if not question.needs_model:
         return computed_answer(question)
     text = st.session_state.get("text") or ""
-    return computed_answer(question, caches.get_model(), caches.get_trace(text)) if text.strip() else None
+    if not text.strip():
+        return None
+    ws = caches.workspace()
+    return computed_answer(question, ws.lm, ws.trace(text))
 
 
 def _send(key: str, widget: str) -> None:

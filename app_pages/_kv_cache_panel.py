@@ -10,15 +10,14 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from app_core.derived.generation import kv_cache_timings
 from app_pages import _caches as caches
 from app_pages._i18n import _
 from app_pages._widgets import show_figure
-from model.analysis.kv_cache_timing import time_steps
 from model.calculator.params import kv_cache_bytes_per_token, shape_from_config
 from viz.efficient import kv_cache_figure
 from viz.format import format_bytes
 
-FULL_TIMINGS = 12                # full recomputes measured per generation (each costs a whole pass)
 REDRAW_EVERY = 4                 # steps between live redraws of the figure
 
 
@@ -30,19 +29,6 @@ def _figure(timings: list) -> object:
                            titles=(_("KV cache size after each step"), _("Time of one step")),
                            x_title=_("tokens in the text"), y_titles=(_("MiB (float32)"), _("milliseconds")),
                            names=(_("with the KV cache"), _("recomputing the whole prefix")))
-
-
-def _measure(lm, ids: list[int], n_prompt: int, where) -> tuple:
-    """Time every step live, redrawing the figure in `where` as the text grows."""
-    timings = []
-    every = max(1, (len(ids) - n_prompt) // FULL_TIMINGS)
-    with caches.COMPUTE:
-        for k, timing in enumerate(time_steps(lm, ids, n_prompt, full_every=every)):
-            timings.append(timing)
-            if k % REDRAW_EVERY == 0 and any(t.full_s is not None for t in timings):
-                with where.container():
-                    show_figure(_figure(timings), key=f"gen_kv_live_{k}", filename="kv_cache")
-    return tuple(timings)
 
 
 def kv_cache_panel(lm, g) -> None:
@@ -57,16 +43,20 @@ def kv_cache_panel(lm, g) -> None:
                      "the cache the model would have to run the whole text again for every new token.").format(
             b=format_bytes(kv_cache_bytes_per_token(shape_from_config(cfg), "fp32")), L=cfg.n_layers,
             kv=cfg.n_kv_heads, d=cfg.head_dim))
-        key = ("kv_timing", (caches.model_id(lm), tuple(ids), n_prompt))
-        timings = caches.caches()["derived"].peek(key)
+        ws = caches.workspace(lm)
+        timings = ws.computed(kv_cache_timings, tuple(ids), n_prompt)
         if timings is None:
             if len(ids) <= n_prompt or not st.button(_("Measure on this machine"), key="gen_kv_measure",
                                                      icon=":material/timer:"):
                 return
             live = st.empty()
-            timings = _measure(lm, ids, n_prompt, live)
+
+            def redraw(so_far: list) -> None:
+                if len(so_far) % REDRAW_EVERY == 1 and any(t.full_s is not None for t in so_far):
+                    with live.container():
+                        show_figure(_figure(so_far), key=f"gen_kv_live_{len(so_far)}", filename="kv_cache")
+            timings = ws.compute(kv_cache_timings, tuple(ids), n_prompt, progress=redraw)
             live.empty()
-            caches.caches()["derived"].put(key, timings)
         show_figure(_figure(list(timings)), key="gen_kv_cache", filename="kv_cache")
         last = timings[-1]
         st.caption(_("At {n} tokens one step took {cached:.0f} ms with the cache and {full:.0f} ms recomputing the "

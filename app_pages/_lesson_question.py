@@ -47,7 +47,8 @@ def answer_of(question):
     text = st.session_state.get(S.TEXT.key) or ""
     if not text.strip():
         return None
-    return computed_answer(question, caches.get_model(), caches.get_trace(text))
+    ws = caches.workspace()
+    return computed_answer(question, ws.lm, ws.trace(text))
 
 
 def given_something(value) -> bool:
@@ -63,7 +64,8 @@ def _check(key: tuple, widget: str) -> None:
         return
     question = found.step(key[1]).question
     if question.kind == "task":
-        result = check_task(question, caches.get_model(), given, run=caches.get_trace)
+        ws = caches.workspace()
+        result = check_task(question, ws.lm, given, run=ws.trace)
         right = result.done
         ss[widget + "_seen"] = result.seen
     else:
@@ -91,7 +93,7 @@ def _point_widget(widget: str) -> None:
     if not text.strip():
         st.info(_("The text is empty: type a text to compute the answer."))
         return
-    tokens = caches.get_trace(text).tokens
+    tokens = caches.workspace().trace(text).tokens
     if len(tokens) <= STRIP_MAX_TOKENS:
         st.pills(_("Click a token"), options=list(range(len(tokens))), key=widget,
                  format_func=lambda i: escape_markdown(tokens[i]), label_visibility="collapsed")

@@ -70,10 +70,12 @@ def trace_or_reason(text: str) -> tuple[ForwardTrace | None, str | None]:
     if not text.strip():
         return None, _("The text is empty. Type some text, or load an example, to run the model.")
     try:
-        if (caches.model_id(), text, caches.token_limit()) in caches.caches()["traces"]:
-            return caches.get_trace(text), None
+        ws = caches.workspace()
+        found = ws.cached_trace(text)
+        if found is not None:
+            return found, None
         with st.spinner(_("Running the model on your text…")):
-            return caches.get_trace(text), None
+            return ws.trace(text), None
     except ValueError as err:
         return None, str(err)
 

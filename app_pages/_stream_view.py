@@ -8,6 +8,8 @@ import streamlit as st
 
 import viz.inside
 from app_core import schemas as S
+from app_core.derived import of_trace
+from app_core.derived.heads import lens_window
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages._i18n import _, translated
@@ -31,7 +33,7 @@ def stream_view(lm, trace) -> None:
     p = int(ss[S.QUERY.key])
     tokens = trace.tokens
     controls.query_slider(trace, label=_("Position"))
-    norms = caches.get_residual_norms(trace.text)
+    norms = caches.workspace().compute(of_trace, "residual_norms", trace.text)
     show_figure(vi.norms_heatmap(norms.resid, tokens, position=p, words=words(),
                                  title=_("The residual stream's norm, layer by layer")),
                 key="inside_norms", filename="residual_norms")
@@ -67,7 +69,7 @@ def lens_view(lm, trace) -> None:
     controls.query_slider(trace, label=_("Position"))
     start = lens_window_start(p, T)
     with st.spinner(_("Reading the stream through the output layer after every layer…")):
-        top = caches.get_lens_window(trace.text, start, LENS_WINDOW, LENS_K)
+        top = caches.workspace().compute(lens_window, trace.text, start, LENS_WINDOW, LENS_K)
     labels = np.array(lm.token_labels(top.ids.ravel().tolist()), dtype=object).reshape(top.ids.shape)
     col = p - start
     where = plotly_escape(shorten(f"#{p} {tokens[p]}", 20))

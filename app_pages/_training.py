@@ -10,8 +10,6 @@ a time. A run no page has polled for IDLE_STOP_S stops at its next log point and
 from __future__ import annotations
 
 import gc
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import replace
 
@@ -20,11 +18,11 @@ import streamlit as st
 from app_core import schemas as S
 from app_core.jobs import Job, JobRunner
 from app_pages import _caches as caches
+from app_pages._widgets import FIGURE_BYTES
 from model.train import PRESETS, TrainRun, TrainSettings
 
 TRAIN_SHARE = 0.05            # of the app's cache budget (ATLAS_CACHE_MB), for finished runs
 IDLE_STOP_S = 10.0            # pages poll every 0.4 s while a run trains (a slow page run or a background tab: less)
-SHARED_FIGURES = 64           # the most recent figures kept for every session (a few hundred kB)
 
 
 # TrainSettings field -> the name of its setting in the Train schema (the text is the shared text setting)
@@ -104,20 +102,8 @@ def latest(job: Job) -> TrainRun | None:
     return job.partial[-1] if job.partial else None
 
 
-_figures: OrderedDict[Hashable, object] = OrderedDict()
-_figures_lock = threading.Lock()
-
-
 def shared_figure(key: Hashable, build: Callable[[], object]) -> object:
     """The figure for key, built once for every session that shows the same run at the same log point (a class
-    watching one run live asks for the same figures ~2.5 times a second each). Read-only once built."""
-    with _figures_lock:
-        if key in _figures:
-            _figures.move_to_end(key)
-            return _figures[key]
-    figure = build()
-    with _figures_lock:
-        _figures[key] = figure
-        while len(_figures) > SHARED_FIGURES:
-            _figures.popitem(last=False)
-    return figure
+    watching one run live asks for the same figures ~2.5 times a second each), kept in the shared figures' cache.
+    Read-only once built."""
+    return caches.caches()["figures"].get(("train", key), lambda: (build(), FIGURE_BYTES))[0]

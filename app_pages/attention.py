@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app_core import schemas as S
+from app_core.derived.heads import head_matrix_csv, head_statistics, thumbnails
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _shell as shell
@@ -85,7 +86,7 @@ def sink_hint(r: PageRun, share: float) -> None:
 def download_csv(r: PageRun) -> None:
     layer, head, hide_sink = r.layer, r.head, r.hide_sink
     st.download_button(
-        _("Download this matrix (CSV)"), data=partial(caches.head_matrix_csv, r.trace.text, layer, head, hide_sink),
+        _("Download this matrix (CSV)"), data=partial(head_matrix_csv, r.ws, r.trace.text, layer, head, hide_sink),
         mime="text/csv",
         file_name=f"attention_L{layer}_H{head}{'_nosink' if hide_sink else ''}.csv", key="w_download_csv",
         on_click="ignore", icon=":material/download:",
@@ -110,8 +111,10 @@ def render() -> None:
     if trace is None:
         st.stop()
     hide_sink = bool(ss[S.SINK.key])
-    r = PageRun(lm=caches.get_model(), trace=trace, layer=ss[S.LAYER.key], head=ss[S.HEAD.key], query=ss[S.QUERY.key],
-                hide_sink=hide_sink, stats=caches.get_head_stats(trace.text, hide_sink), words=translated(va.WORDS))
+    ws = caches.workspace()
+    r = PageRun(ws=ws, trace=trace, layer=ss[S.LAYER.key], head=ss[S.HEAD.key], query=ss[S.QUERY.key],
+                hide_sink=hide_sink, stats=ws.compute(head_statistics, trace.text, hide_sink),
+                words=translated(va.WORDS))
     view, tab = controls.view_tabs(VIEW, S.ATTENTION_VIEWS)
     with tab:
         {"head": head_view, "layer": layer_view, "model": model_view, "query": query_view, "next": next_view}[view](r)
@@ -146,7 +149,7 @@ def head_view(r: PageRun) -> None:
 
 def layer_view(r: PageRun) -> None:
     ss = st.session_state
-    cfg, layer = r.lm.config, r.layer
+    cfg, layer = r.ws.lm.config, r.layer
     st.toggle(_("Stretch colours"), key="attention_stretch", **controls.PERSIST,
               help=_("Each head is drawn on its own scale from 0 to its largest weight; stretched, to its 99th "
                      "percentile, so faint structure shows on long texts."))
@@ -172,7 +175,7 @@ def model_view(r: PageRun) -> None:
                                 format_func={k: _(v) for k, v in OVERVIEW_LABELS.items()}.get, key=OVERVIEW.key,
                                 required=True, **controls.PERSIST)
     if kind == "thumbs":
-        tiles = caches.get_thumbnail_tiles(r.trace.text, r.hide_sink)
+        tiles = r.ws.compute(thumbnails, r.trace.text, r.hide_sink)
         fig = shared_figure(va.thumbnail_overview, tiles, selected=(layer, head), words=words,
                             title=titled(r, _("Every head's pattern (each scaled to its own max)")))
     else:
@@ -214,7 +217,7 @@ def stats_table(r: PageRun) -> None:
     stats = r.stats
     st.markdown("**{}**".format(_("Which heads do what?")))
     order = np.argsort(-np.nan_to_num(stats["prev_token"], nan=-1).ravel(), kind="stable")
-    layer_idx, head_idx = np.divmod(order, r.lm.config.n_heads)
+    layer_idx, head_idx = np.divmod(order, r.ws.lm.config.n_heads)
     listed = [k for k in STATS if k != "induction" or has_repeats(r.trace.token_ids)]
     table = pd.DataFrame({"layer": layer_idx, "head": head_idx,       # columns named in English, shown translated
                           **{STATS[k][0]: stats[k].ravel()[order] for k in listed}})
@@ -257,7 +260,7 @@ def query_view(r: PageRun) -> None:
 def next_view(r: PageRun) -> None:
     trace = r.trace
     ids, probs = top_predictions(trace.next_token_logits, k=10)
-    labels = r.lm.token_labels([int(i) for i in ids])
+    labels = r.ws.lm.token_labels([int(i) for i in ids])
     fig = shared_figure(va.next_token_bars, labels, probs, words=r.words,
                         title=_("After '{token}': top 10 next tokens").format(token=plotly_escape(trace.tokens[-1])))
     show_figure(fig, key="fig_next", filename="next_token_top10")
@@ -265,7 +268,7 @@ def next_view(r: PageRun) -> None:
              "end of your text.").format(n=trace.n_tokens, last=trace.n_tokens - 1)] if trace.truncated else []
     st.caption(" ".join([_("Softmax of the model's output logits after the last token (temperature 1). The whole "
                            "vocabulary has {vocab} tokens; these 10 hold {share} of the probability.").format(
-        vocab=f"{r.lm.config.vocab_size:,}", share=f"{probs.sum():.0%}")] + cut))
+        vocab=f"{r.ws.lm.config.vocab_size:,}", share=f"{probs.sum():.0%}")] + cut))
     token_legend(labels)
 
 

@@ -47,7 +47,7 @@ def render() -> None:
     cfg = caches.get_model().config
     layer, head, hide_sink = ss[S.LAYER.key], ss[S.HEAD.key], bool(ss[S.SINK.key])
     T = trace.n_tokens
-    detail = caches.get_layer_detail(trace.text, layer)
+    detail = caches.workspace().layer_detail(trace.text, layer)
 
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
         if T >= 3:

@@ -14,6 +14,8 @@ import viz.attention
 import viz.circuits
 from app_core import schemas as S
 from app_core.circuit_pairs import PAIRS
+from app_core.derived import of_model
+from app_core.derived.circuits import pair_patching
 from app_pages import _caches as caches
 from app_pages import _circuits_controls as circuit_controls
 from app_pages import _controls as controls
@@ -23,7 +25,6 @@ from app_pages._widgets import SharedBuilders, show_figure, token_legend
 from model.analysis.head_roles import PROBE_TOKENS
 from model.analysis.head_stats import top_predictions
 from model.analysis.input_attribution import MAX_ATTRIBUTION_TOKENS
-from model.analysis.pair_attention import attention_difference
 from model.analysis.patching import MAX_PATCHING_TOKENS
 from viz.labels import plotly_escape, shorten
 
@@ -83,7 +84,7 @@ def downloads(name: str, table: np.ndarray, header: str, code: str) -> None:
 def roles_view(lm) -> None:
     ss = st.session_state
     cfg = lm.config
-    scores = caches.cached("head_roles", caches.model_id(lm), lambda: caches.computed(lm.head_role_scores))
+    scores = caches.workspace(lm).compute(of_model, "head_role_scores")
     role = st.segmented_control(_("Role"), options=list(ROLE_NAMES), format_func=labels(ROLE_NAMES),
                                 key=ROLE.key, required=True, **controls.PERSIST)
     layer, head = ss[S.LAYER.key], ss[S.HEAD.key]
@@ -157,20 +158,17 @@ def patching_view(lm) -> None:
     if picked is None:
         return
     clean, corrupt, answer, foil, kind = picked
-    ids = [lm.encode(w)[len(lm.tokenizer.prefix_ids)] for w in (answer, foil)]
-    if ids[0] == ids[1]:
+    ws = caches.workspace(lm)
+    with st.spinner(_("Patching every layer…"), show_time=True):
+        patched = ws.compute(pair_patching, clean, corrupt, answer, foil, kind)
+    if patched.problem == "same token":
         st.warning(_("The answer and the foil are the same token."))
         return
-    traces = [caches.get_trace(t) for t in (clean, corrupt)]
-    gaps = [float(t.next_token_logits[ids[0]] - t.next_token_logits[ids[1]]) for t in traces]
-    if abs(gaps[0] - gaps[1]) < 1e-6:
+    if patched.problem == "same gap":
         st.warning(_("Both texts give the same logit difference: there is nothing for patching to restore."))
         return
-    key = (caches.model_id(lm), clean, corrupt, tuple(ids), kind)
-    with st.spinner(_("Patching every layer…"), show_time=True):
-        effects = caches.cached("patching", key, lambda: caches.computed(
-            lambda: lm.activation_patching(clean, corrupt, ids[0], ids[1], kind)))
-    tokens = traces[1].tokens
+    traces = [ws.trace(t) for t in (clean, corrupt)]
+    effects, gaps, tokens = patched.effects, patched.gaps, traces[1].tokens
     if kind == "resid":
         fig = vc.patching_heatmap(effects, tokens, words=translated(vc.WORDS), height=PATCHING_HEIGHT,
                                   title=_("Restored by the stream of text A at (layer, token)"))
@@ -193,9 +191,7 @@ def patching_view(lm) -> None:
         with where:
             chart(va.next_token_bars(labels, probs, title=name, words=translated(va.WORDS)),
                   key=f"w_next_{side}", filename=f"next_token_{side}")
-    first = next(p for p in range(len(tokens)) if traces[0].token_ids[p] != traces[1].token_ids[p])
-    difference = attention_difference(traces[0].attention, traces[1].attention, start=first)      # [L, H]
-    chart(va.stat_overview(difference, label=_("difference"), zmin=0.0, words=translated(va.WORDS),
+    chart(va.stat_overview(patched.attention_difference, label=_("difference"), zmin=0.0, words=translated(va.WORDS),
                            title=_("How differently each head attends in A and B")),
           key="w_pair_attention", filename="attention_difference")
     st.caption(_("For each head: half the summed absolute difference of its attention weights in A and B (0 = the same "
@@ -228,12 +224,10 @@ def attribution_view(lm) -> None:
                  on_change=controls.follow_pick, args=(TARGET_PICK, TARGET.key, AUTO),
                  format_func={AUTO: _("the top prediction: {token}").format(token=names[top_ids[0]]), **names}.get)
     layer, head = ss[S.LAYER.key], ss[S.HEAD.key]
-    key = (caches.model_id(lm), tuple(trace.token_ids), target)
+    ws = caches.workspace(lm)
     with st.spinner(_("Occluding every token…"), show_time=True):
-        occluded = caches.cached("occlusion", key, lambda: caches.computed(
-            lambda: lm.occlusion(trace.token_ids, target)))
-        gradients = caches.cached("grad_x_input", key, lambda: caches.computed(
-            lambda: lm.gradient_x_input(trace.token_ids, target)))
+        occluded = ws.compute(of_model, "occlusion", list(trace.token_ids), target)
+        gradients = ws.compute(of_model, "gradient_x_input", list(trace.token_ids), target)
     attention = np.asarray(trace.attention[layer, head, -1], dtype=np.float64)   # [T] the last token's row
     rows = {_("occlusion: change in log p"): occluded, _("gradient x input"): gradients,
             _("attention of layer {layer}, head {head} from the last token").format(layer=layer, head=head): attention}

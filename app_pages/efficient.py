@@ -12,6 +12,7 @@ import streamlit as st
 
 import viz.efficient
 from app_core import schemas as S
+from app_core.derived import efficient as E
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _efficient_data as data
@@ -51,9 +52,9 @@ def kv_names(cfg) -> dict[str, str]:
         n=cfg.n_kv_heads), "mqa": _("MQA: 1 KV head")}
 
 
-def next_token_figure(lm, results: dict[str, data.PassResult], title: str):
+def next_token_figure(lm, results: dict[str, E.PassResult], title: str):
     """The top candidates of the first result, and their probabilities under every result."""
-    ids, probs = data.next_token_table(results, TOP_NEXT)
+    ids, probs = E.next_token_table(results, TOP_NEXT)
     return V.next_token_compare(lm.token_labels(ids), probs, title=title, x_title=_("probability of the next token"))
 
 
@@ -64,7 +65,7 @@ def flash_view(lm, trace) -> None:
     layer, head = ss[S.LAYER.key], ss[S.HEAD.key]
     offered = block_sizes(trace.n_tokens)
     block = ss[BLOCK.key] = nearest_block(int(ss[BLOCK.key]), trace.n_tokens)
-    run = data.flash_run(trace.text, layer, head, block)
+    run = caches.workspace().compute(E.flash_run, trace.text, layer, head, block)
     last = len(run.steps) - 1
     t = last if ss.get(TILE.key) is None else min(int(ss[TILE.key]), last)
     ss[TILE_PICK] = t
@@ -106,7 +107,7 @@ def flash_view(lm, trace) -> None:
                                                                     _("final output")),
                                      x_title=_("dimension of the head"), value_word=_("value")),
                 key="eff_out", filename=f"flash_output_L{layer}_H{head}")
-    exact, model = data.flash_differences(trace.text, layer, head, block)
+    exact, model = caches.workspace().compute(E.flash_differences, trace.text, layer, head, block)
     st.caption(_("After the last tile every row is complete. Largest difference from ordinary softmax attention "
                  "on the same q, k, v: {exact:.1e} (float64 rounding); from the model's own float32 forward pass "
                  "(its pattern times v): {model:.1e}.").format(exact=exact, model=model))
@@ -172,11 +173,12 @@ def masks_view(lm, trace) -> None:
             st.button(_("Load the long story"), key="eff_story", on_click=data.load_story)
     mask_controls(T)
     kind = ss[MASK.key]
-    key = data.mask_key(kind, int(ss[WINDOW.key]), int(ss[SINKS.key]), int(ss[STRIDE.key]))
+    key = E.mask_key(kind, int(ss[WINDOW.key]), int(ss[SINKS.key]), int(ss[STRIDE.key]))
     mask = sparse_masks.build_mask(kind, T, *key[1:])
-    full = data.full_pass(trace.text)
+    ws = caches.workspace(lm)
+    full = ws.compute(E.full_pass, trace.text)
     with st.spinner(_("Running the model with this mask in every layer…")):
-        masked = data.masked_pass(trace.text, key)
+        masked = ws.compute(E.masked_pass, trace.text, key)
     start = sparse_masks.first_cut_row(mask)
     cuts = start < T - 1                                      # some prediction sees fewer tokens than the model's
     names = mask_names()
@@ -206,7 +208,7 @@ def masks_view(lm, trace) -> None:
     token_legend(trace.tokens)
 
 
-def perplexities(full: data.PassResult, masked: data.PassResult, start: int, T: int) -> None:
+def perplexities(full: E.PassResult, masked: E.PassResult, start: int, T: int) -> None:
     a, b = st.columns(2)
     ppl_full, ppl_masked = perplexity(full.logprobs, start), perplexity(masked.logprobs, start)
     a.metric(_("Perplexity, full attention"), f"{ppl_full:.1f}")
@@ -219,14 +221,14 @@ def perplexities(full: data.PassResult, masked: data.PassResult, start: int, T: 
                                "average, choosing between."))
 
 
-def sink_finding(text: str, key: tuple, masked: data.PassResult, full: data.PassResult) -> None:
+def sink_finding(text: str, key: tuple, masked: E.PassResult, full: E.PassResult) -> None:
     """The StreamingLLM comparison: the same window with and without the first tokens, once both have run (each
     mask switch runs the model once)."""
     ss = st.session_state
     kind, window = key[0], key[1]
     sinks = int(ss[SINKS.key])
-    other_key = data.counterpart(key, sinks)
-    other = data.cached_masked_pass(text, other_key)
+    other_key = E.counterpart(key, sinks)
+    other = caches.workspace().computed(E.masked_pass, text, other_key)
     if other is None:
         target = mask_names()[other_key[0]]
         st.button(_("Compare: {mask}").format(mask=target), key="eff_compare", icon=":material/compare_arrows:",
@@ -250,8 +252,9 @@ def kv_view(lm, trace) -> None:
     cfg = lm.config
     counts = kv_heads.kv_head_counts(cfg.n_heads, cfg.n_kv_heads)
     names = kv_names(cfg)
+    ws = caches.workspace(lm)
     with st.spinner(_("Running the model with its KV heads regrouped…")):
-        results = {slug: data.kv_pass(trace.text, n) for slug, n in counts.items()}
+        results = {slug: ws.compute(E.kv_pass, trace.text, n) for slug, n in counts.items()}
     T = trace.n_tokens
     gqa, mha, mqa = results["gqa"], results["mha"], results["mqa"]
     st.caption(_("The model has {H} query heads and {KV} key/value heads: query head h reads KV head h // {g}. "
@@ -259,7 +262,7 @@ def kv_view(lm, trace) -> None:
                  "all of them into one gives multi-query attention (the GQA paper's conversion, without the "
                  "retraining it then needs).").format(H=cfg.n_heads, KV=cfg.n_kv_heads, g=cfg.group_size))
     a, b, c = st.columns(3)
-    change = data.largest_change(mha, gqa)
+    change = E.largest_change(mha, gqa)
     a.metric(_("MHA: largest change of a log p"), "0" if change == 0 else f"{change:.1e}",
              help=_("The largest difference, over every token of the text, between the log-probability the model "
                     "gives the actual next token and the one the MHA copy gives it."))
@@ -295,7 +298,7 @@ def linear_view(lm, trace) -> None:
     ss = st.session_state
     cfg = lm.config
     layer, head = ss[S.LAYER.key], ss[S.HEAD.key]
-    detail = caches.get_layer_detail(trace.text, layer)
+    detail = caches.workspace().layer_detail(trace.text, layer)
     kv = head // cfg.group_size
     q, k, v = detail.q_rot[head], detail.k_rot[kv], detail.v[kv]
     soft = detail.pattern[head].astype(np.float64)                                     # [T, T] the model's own

@@ -10,6 +10,8 @@ import viz.attention
 import viz.head_effects
 import viz.inside
 from app_core import schemas as S
+from app_core.derived import of_trace
+from app_core.derived.heads import ablated_probs
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _shell as shell
@@ -91,7 +93,7 @@ def block_view(lm, trace) -> None:
     hide_sink = bool(ss[S.SINK.key])
     tokens, T = trace.tokens, trace.n_tokens
     controls.query_slider(trace, label=_("Token to follow"))
-    walk = caches.get_block_walk(trace.text, layer, p)
+    walk = caches.workspace().compute(of_trace, "block_walk", trace.text, layer, p, share="layer_details")
     kv = int(walk.kv_head[head])
     name = f"#{p} {tokens[p]}"
     steps_map(cfg)
@@ -369,12 +371,13 @@ def heads_view(lm, trace) -> None:
     cfg = lm.config
     text = trace.text
     follow_text(TARGET, text)
-    before = caches.get_ablated_probs(text, ())
+    ws = caches.workspace(lm)
+    before = ws.compute(ablated_probs, text, ())
     top_ids = [int(i) for i in np.argsort(-before, kind="stable")[:TOP_N]]
     chosen = ss.get(TARGET.key)
     target = top_ids[0] if chosen is None else int(chosen)
     options = [AUTO] + top_ids + ([target] if target not in top_ids else [])
-    names = dict(zip(options[1:], lm.token_strings(options[1:]), strict=True))
+    names = dict(zip(options[1:], lm.token_labels(options[1:]), strict=True))
     ss[TARGET_PICK] = AUTO if chosen is None else target
     last = plotly_escape(shorten(f"#{trace.n_tokens - 1} {trace.tokens[-1]}", 20))
     top_label = _("the top prediction: {token}").format(token=names[top_ids[0]])
@@ -382,7 +385,7 @@ def heads_view(lm, trace) -> None:
                  args=(TARGET_PICK, TARGET.key, AUTO),
                  format_func=lambda i: (top_label if i == AUTO else f"{names[i]} (id {i}, p = {before[i]:.1%})"),
                  help=_("The next token whose logit (after the last token) is split into every head's share."))
-    attr = caches.get_logit_attribution(text, target)
+    attr = ws.compute(of_trace, "logit_attribution", text, target, -1)
     off = tuple(int(i) for i in ss.get(OFF.key) or ())
     pairs = [divmod(i, cfg.n_heads) for i in off]
     fig = he.attribution_figure(attr.heads, off=pairs, words=translated(he.WORDS),
@@ -412,9 +415,9 @@ def heads_view(lm, trace) -> None:
                    placeholder=_("Pick heads, or click them in the grid above"),
                    help=_("The model runs again with these heads adding nothing to the stream."))
     with st.spinner(_("Running the model without those heads…")):
-        after = caches.get_ablated_probs(text, tuple(pairs))
+        after = ws.compute(ablated_probs, text, tuple(pairs))
     shown = top_ids + [int(i) for i in np.argsort(-after, kind="stable")[:TOP_N] if int(i) not in top_ids]
-    labels = lm.token_strings(shown)
+    labels = lm.token_labels(shown)
     title = (ngettext("Next token after {last}: {n} head off", "Next token after {last}: {n} heads off", len(off))
              if off else _("Next token after {last}: all heads on")).format(last=last, n=len(off))
     show_figure(he.ablation_figure(labels, before[shown], after[shown], title=title, words=translated(he.WORDS)),

@@ -12,6 +12,8 @@ import streamlit as st
 import viz.efficient
 import viz.positional
 from app_core import schemas as S
+from app_core.derived import pure
+from app_core.derived.heads import head_statistics
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _shell as shell
@@ -45,8 +47,9 @@ ROPE_PAPER_BASE = 10_000.0   # the base the RoPE tab draws for a model without R
 
 def sinusoidal_figures(d_model: int, n_positions: int, base: float, dims: list[int], words=V.WORDS) -> dict:
     key = (d_model, n_positions, base)
-    pe, positions, shown_dims, sim = caches.cached("pe_view", key, lambda: P.pe_view(*key, MAX_CELLS))
-    starts, offsets, dots = caches.cached("pe_offsets", key, lambda: P.pe_offsets(*key))
+    ws = caches.workspace()
+    pe, positions, shown_dims, sim = ws.compute(pure, P.pe_view, *key, MAX_CELLS)
+    starts, offsets, dots = ws.compute(pure, P.pe_offsets, *key)
     waves = P.sinusoidal_pe_dims(n_positions, d_model, base, dims)                     # [len(dims), P]
     return {
         "heatmap": V.pe_heatmap(pe, positions, shown_dims, base, words=words),
@@ -79,20 +82,18 @@ def rope_theory_figures(head_dim: int, model_base: float, base: float, pairs: tu
     }
 
 
-def model_figures(detail, source: tuple, tokens: list[str], head: int, group_size: int, head_dim: int, base: float,
-                  m: int, n: int, max_distance: int, hide_sink: bool, max_shift: int, words=V.WORDS) -> dict:
-    """Every figure of the 'inside the model' view for one layer detail, head and (query m, key n); source names
-    the detail's model and text in cache keys (an object's id can be reused once it is freed)."""
-    kv = head // group_size
+def model_figures(detail, tokens: list[str], head: int, kv: int, head_dim: int, base: float, m: int, n: int,
+                  max_distance: int, hide_sink: bool, max_shift: int, words=V.WORDS) -> dict:
+    """Every figure of the 'inside the model' view for one layer detail, query head and its KV head, and (query m,
+    key n)."""
     q, k = detail.q[head, m], detail.k[kv, n]                        # [hd] pre-RoPE content
     q_rot, k_rot = detail.q_rot[head, m], detail.k_rot[kv, n]        # [hd] as the model rotated them
     thetas = P.rope_frequencies(head_dim, base)
     contrib_rot = P.pair_contributions(q_rot, k_rot)
     contrib_plain = P.pair_contributions(q, k)
     score = float(detail.scores[head, m, n])
-    key = (*source, detail.layer, head, m, n, base, max_distance, max_shift)
-    shifts, shift_curves, distances, by_distance, envelope = caches.cached(
-        "rope_curves", key, lambda: P.rope_curves(q, k, m, n, base, max_distance, max_shift))
+    shifts, shift_curves, distances, by_distance, envelope = caches.workspace().compute(
+        pure, P.rope_curves, q, k, m, n, base, max_distance, max_shift)
     with_rope = detail.pattern[head]
     without = P.attention_without_rope(detail.q[head], detail.k[kv], detail.mask)
     shown = [sink_hidden_view(p) if hide_sink else causal_nan(p) for p in (with_rope, without)]
@@ -252,8 +253,7 @@ def learned_view(lm) -> None:
     """A model without RoPE (GPT-2): its learned position table instead of the rotation."""
     table = lm.position_embedding
     n = min(int(table.shape[0]), S.MAX_PE_POSITIONS)
-    sim, waves, explained = caches.cached("learned_positions", (caches.model_id(lm), n),
-                                          lambda: P.learned_positions(table.numpy(), n))
+    sim, waves, explained = caches.workspace(lm).compute(pure, P.learned_positions, table.numpy(), n)
     st.info(_("{model} does not use RoPE: it learned one vector of {d} numbers for each of its {n} positions and "
               "adds it to the token's embedding before layer 0. Here is that table.").format(
         model=lm.name, d=lm.config.d_model, n=f"{table.shape[0]:,}"), icon=":material/info:")
@@ -280,7 +280,7 @@ def model_view(cfg) -> None:
     if trace is None:
         st.stop()
     layer, head, m, hide_sink = ss[S.LAYER.key], ss[S.HEAD.key], ss[S.QUERY.key], bool(ss[S.SINK.key])
-    detail = caches.get_layer_detail(trace.text, layer)
+    detail = caches.workspace().layer_detail(trace.text, layer)
     strongest = P.strongest_key(detail.pattern[head, m], m)
     if ss.get(KEY.key) is not None and ss[KEY.key] > m:
         ss[KEY.key] = None
@@ -294,12 +294,11 @@ def model_view(cfg) -> None:
                      help=_("Default: the key this head attends to most from m, apart from token 0 (the sink)."))
         st.selectbox(_("Distances up to"), S.DISTANCE_OPTIONS, key=DISTANCE.key, width=150, **controls.PERSIST,
                      format_func={d: _("{n} tokens").format(n=f"{d:,}") for d in S.DISTANCE_OPTIONS}.get)
-    figs = model_figures(detail, (caches.model_id(), trace.text), trace.tokens, head, cfg.group_size, cfg.head_dim,
-                         cfg.rope_theta, m, n,
+    figs = model_figures(detail, trace.tokens, head, cfg.kv_head_of(head), cfg.head_dim, cfg.rope_theta, m, n,
                          int(ss[DISTANCE.key]), hide_sink, max_shift=cfg.max_positions - 1 - m,
                          words=translated(V.WORDS))
     st.caption(_("Layer {layer}, head {head} (reads KV head {kv}) · query m = {query} · key n = {key} · distance "
-                 "m − n = {distance}.").format(layer=layer, head=head, kv=head // cfg.group_size,
+                 "m − n = {distance}.").format(layer=layer, head=head, kv=cfg.kv_head_of(head),
                                                 query=token_label(trace.tokens, m), key=token_label(trace.tokens, n),
                                                 distance=m - n))
     chart(figs["pairs"], "pos_fig_pairs")
@@ -344,7 +343,7 @@ def model_view(cfg) -> None:
 def _open_prev_token_head(text: str) -> None:
     """Button callback: select the head with the highest previous-token score on the current text."""
     ss = st.session_state
-    stats = caches.get_head_stats(text, False)["prev_token"]                             # [L, H]
+    stats = caches.workspace().compute(head_statistics, text, False)["prev_token"]      # [L, H]
     layer, head = np.unravel_index(int(np.nanargmax(stats)), stats.shape)
     ss[S.LAYER.key], ss[S.HEAD.key], ss[KEY.key] = int(layer), int(head), None
 

@@ -59,7 +59,7 @@ def distribution(trace, source: str) -> tuple[np.ndarray, list[str] | None, str]
         return logits, None, what
     layer, head, query = ss[S.LAYER.key], ss[S.HEAD.key], ss[S.QUERY.key]
     controls.query_slider(trace, label=_("Query token i"))
-    detail = caches.get_layer_detail(trace.text, layer)
+    detail = caches.workspace().layer_detail(trace.text, layer)
     logits = np.asarray(detail.scores[head, query, : query + 1], dtype=np.float64)     # keys j <= query
     labels_all = [token_label(trace.tokens, j) for j in range(query + 1)]
     sink_hidden = bool(ss[S.SINK.key]) and query >= 1

@@ -46,7 +46,7 @@ def warm_up() -> None:
             if info is None:
                 default_model_path()
             lm = caches.load_shared_model(info)
-            caches.get_trace(default_text())
+            caches.workspace(lm).trace(default_text())
             for module in PAGE_MODULES:
                 importlib.import_module(module)
             from model.decoder.step_weights import steps_for

@@ -67,6 +67,10 @@ class ModelConfig:
         """Query heads per KV head (GQA): query head h reads KV head h // group_size."""
         return self.n_heads // self.n_kv_heads
 
+    def kv_head_of(self, head: int) -> int:
+        """The KV head query head `head` reads."""
+        return head // self.group_size
+
     @property
     def uses_rope(self) -> bool:
         return self.positional == "rope"
