@@ -6,6 +6,8 @@ from the model's config and the trace, never hard-coded.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from app_core import models_folder as models
@@ -247,3 +249,24 @@ def follow_pick(widget_key: str, setting_key: str, automatic) -> None:
     keeps the setting automatic (and out of the link)."""
     value = st.session_state.get(widget_key)
     st.session_state[setting_key] = None if value == automatic else value
+
+
+TOP_PREDICTION = -1          # a target picker's "the model's top prediction" (its setting None, out of the link)
+
+
+def target_picker(lm, setting, pick_key: str, top_ids: list[int], label: str, help: str,
+                  detail: Callable[[int, str], str] | None = None) -> tuple[int, dict[int, str]]:
+    """A box picking the next token to explain: the model's top prediction (the default), one of top_ids, or the
+    link's own; its own key pick_key copies into the setting. (the token picked, {id: label}); detail(id, label)
+    says more of a candidate."""
+    ss = st.session_state
+    chosen = ss.get(setting.key)
+    target = top_ids[0] if chosen is None else int(chosen)
+    options = [TOP_PREDICTION] + top_ids + ([target] if target not in top_ids else [])
+    names = dict(zip(options[1:], lm.token_labels(options[1:]), strict=True))
+    ss[pick_key] = TOP_PREDICTION if chosen is None else target
+    top = _("the top prediction: {token}").format(token=names[top_ids[0]])
+    st.selectbox(label, options, key=pick_key, width=330, on_change=follow_pick,
+                 args=(pick_key, setting.key, TOP_PREDICTION), help=help,
+                 format_func=lambda i: top if i == TOP_PREDICTION else detail(i, names[i]) if detail else names[i])
+    return target, names

@@ -34,7 +34,6 @@ vc = SharedBuilders(viz.circuits)
 VIEW, ROLE, CLEAN, CORRUPT, ANSWER, FOIL, KIND, TARGET = (
     S.CIRCUITS.by_name(n) for n in ("view", "role", "a", "b", "answer", "foil", "kind", "target"))
 TARGET_PICK = "circ_target_pick"
-AUTO = -1
 ROLE_NAMES = {"previous_token": N_("previous-token"), "induction": N_("induction"),
               "duplicate_token": N_("duplicate-token"), "sink": N_("sink (token 0)")}
 ROLE_MEANINGS = {
@@ -215,14 +214,8 @@ def attribution_view(lm) -> None:
         return
     top_ids, probs = top_predictions(trace.next_token_logits, 10)
     top_ids = [int(i) for i in top_ids]
-    chosen = ss.get(TARGET.key)
-    target = top_ids[0] if chosen is None else int(chosen)
-    options = [AUTO] + top_ids + ([target] if target not in top_ids else [])
-    names = dict(zip(options[1:], lm.token_labels(options[1:]), strict=True))
-    ss[TARGET_PICK] = AUTO if chosen is None else target
-    st.selectbox(_("Explain the prediction of"), options, key=TARGET_PICK, width=330,
-                 on_change=controls.follow_pick, args=(TARGET_PICK, TARGET.key, AUTO),
-                 format_func={AUTO: _("the top prediction: {token}").format(token=names[top_ids[0]]), **names}.get)
+    target, names = controls.target_picker(lm, TARGET, TARGET_PICK, top_ids, _("Explain the prediction of"),
+                                           help=_("The next token whose probability is explained."))
     layer, head = ss[S.LAYER.key], ss[S.HEAD.key]
     ws = caches.workspace(lm)
     with st.spinner(_("Occluding every token…"), show_time=True):

@@ -17,7 +17,7 @@ from app_pages._generation_jobs import GREEDY, HIGH, LOW, SEED, TEMP, TOP_K, TOP
 from app_pages._i18n import _, ngettext, translated
 from app_pages._kv_cache_panel import kv_cache_panel
 from app_pages._widgets import FIGURES_IN_TURN, SharedBuilders, escape_markdown, show_figure, token_legend
-from model.analysis.head_stats import mean_distance_back
+from model.analysis.head_stats import mean_distance_back, sink_hidden_row
 from model.lessons.sampling import T_MAX, T_MIN, temperature_grid
 from viz.format import percent_labels
 
@@ -172,9 +172,7 @@ def step_figures(g, step, step_index: int, chart, words) -> None:
     layer, head, hide_sink = ss[S.LAYER.key], ss[S.HEAD.key], bool(ss[S.SINK.key])
     rows = np.asarray(step.attention, dtype=np.float32)                                # [L, H, n]
     if hide_sink and rows.shape[-1] > 1:
-        rows = rows.copy()
-        rows[..., 0] = np.nan
-        rows /= np.nansum(rows, axis=-1, keepdims=True)
+        rows = sink_hidden_row(rows)
     tokens = g.tokens[: rows.shape[-1]]
     show_figure(vg.attention_row_figure(rows[layer, head], tokens, g.prompt_len, max_labels=40,
                                         words=words, title=_("Where it looked: layer {layer}, head {head}").format(

@@ -22,8 +22,8 @@ from app_pages._tokenization_view import tokens_view
 from app_pages._widgets import SharedBuilders, picked_layer_head, selected_points, show_figure, token_legend
 from model.analysis.block_walk import NEAR_ZERO
 from model.analysis.head_stats import sink_hidden_row
-from model.calculator.params import kv_cache_bytes_per_token, shape_from_config
 from model.decoder.rope import rope_frequencies
+from model.lessons import kv_heads
 from viz.format import format_bytes
 from viz.labels import plotly_escape, shorten
 
@@ -36,7 +36,6 @@ TARGET, OFF = (S.INSIDE.by_name(n) for n in ("target", "off"))
 TARGET_PICK = "inside_target_pick"  # the target box's own key: it copies into the target setting
 OFF_PICK = "inside_off_pick"        # the ablation box's own key: it copies into the off setting
 ATTRIBUTION_CHART = "inside_attribution"
-AUTO = -1                           # the target box's "the model's top prediction"
 TOP_N = 10                          # ablation: the next-token candidates shown
 NBSP = "\u00a0"                     # keeps a step's number and name on one line of the map
 NORM_NAMES = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
@@ -145,17 +144,16 @@ def block_view(lm, trace) -> None:
                 filename="gqa_mapping")
     show_figure(vi.qkv_figure(walk.q, walk.k[:, p], walk.v[:, p], walk.kv_head, selected=head, words=words()),
                 key="inside_qkv", filename=f"block_L{layer}_qkv")
-    shape = shape_from_config(cfg).as_dict()
-    cache = {name_: kv_cache_bytes_per_token({**shape, "n_kv_heads": n}, "bf16")
-             for name_, n in (("GQA", cfg.n_kv_heads), ("MHA", cfg.n_heads), ("MQA", 1))}
+    cache = kv_heads.cache_bytes_per_token(cfg.n_layers, cfg.head_dim,
+                                           kv_heads.kv_head_counts(cfg.n_heads, cfg.n_kv_heads))     # bf16
     st.caption(_("{heads} query heads share {kv_heads} key/value heads: head h reads KV head h // {group} (head "
                  "{head} reads KV head {kv}, outlined). The KV cache keeps k and v of every earlier token: {gqa} per "
                  "token in bf16 here, against {mha} with one KV head per query head (MHA) and {mqa} with a single "
                  "shared one (MQA); at the full {context}-token context {gqa_all} instead of {mha_all}.").format(
         heads=cfg.n_heads, kv_heads=cfg.n_kv_heads, group=cfg.group_size, head=head, kv=kv,
-        gqa=format_bytes(cache["GQA"]), mha=format_bytes(cache["MHA"]), mqa=format_bytes(cache["MQA"]),
-        context=f"{cfg.max_positions:,}", gqa_all=format_bytes(cache["GQA"] * cfg.max_positions),
-        mha_all=format_bytes(cache["MHA"] * cfg.max_positions)))
+        gqa=format_bytes(cache["gqa"]), mha=format_bytes(cache["mha"]), mqa=format_bytes(cache["mqa"]),
+        context=f"{cfg.max_positions:,}", gqa_all=format_bytes(cache["gqa"] * cfg.max_positions),
+        mha_all=format_bytes(cache["mha"] * cfg.max_positions)))
     if cfg.qk_norm:
         st.caption(_("This model also normalizes each head's query and key (an RMSNorm over the head's {d} numbers, "
                      "with its own weights) before RoPE: the q and k above are after that norm. It keeps the scores "
@@ -374,17 +372,11 @@ def heads_view(lm, trace) -> None:
     ws = caches.workspace(lm)
     before = ws.compute(ablated_probs, text, ())
     top_ids = [int(i) for i in np.argsort(-before, kind="stable")[:TOP_N]]
-    chosen = ss.get(TARGET.key)
-    target = top_ids[0] if chosen is None else int(chosen)
-    options = [AUTO] + top_ids + ([target] if target not in top_ids else [])
-    names = dict(zip(options[1:], lm.token_labels(options[1:]), strict=True))
-    ss[TARGET_PICK] = AUTO if chosen is None else target
+    target, names = controls.target_picker(
+        lm, TARGET, TARGET_PICK, top_ids, _("Explain the logit of"),
+        help=_("The next token whose logit (after the last token) is split into every head's share."),
+        detail=lambda i, name: f"{name} (id {i}, p = {before[i]:.1%})")
     last = plotly_escape(shorten(f"#{trace.n_tokens - 1} {trace.tokens[-1]}", 20))
-    top_label = _("the top prediction: {token}").format(token=names[top_ids[0]])
-    st.selectbox(_("Explain the logit of"), options, key=TARGET_PICK, width=330, on_change=controls.follow_pick,
-                 args=(TARGET_PICK, TARGET.key, AUTO),
-                 format_func=lambda i: (top_label if i == AUTO else f"{names[i]} (id {i}, p = {before[i]:.1%})"),
-                 help=_("The next token whose logit (after the last token) is split into every head's share."))
     attr = ws.compute(of_trace, "logit_attribution", text, target, -1)
     off = tuple(int(i) for i in ss.get(OFF.key) or ())
     pairs = [divmod(i, cfg.n_heads) for i in off]

@@ -10,8 +10,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from model.calculator.costs import kv_values_per_token
 from model.decoder.generation import IncrementalDecoder
-from model.lessons.kv_heads import kv_cache_bytes_per_token
 
 CACHE_BYTES = 4                  # this app's cache keeps float32 keys and values
 
@@ -32,7 +32,7 @@ def time_steps(lm, ids: Sequence[int], n_prompt: int, full_every: int = 1) -> It
     if not 1 <= n_prompt < len(ids):
         raise ValueError(f"n_prompt must be from 1 to {len(ids) - 1}, got {n_prompt}")
     cfg = lm.config
-    per_token = kv_cache_bytes_per_token(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, CACHE_BYTES)
+    per_token = kv_values_per_token(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim) * CACHE_BYTES
     decoder = IncrementalDecoder(lm, len(ids))
     decoder.feed(list(ids[:n_prompt]))
     for t, length in enumerate(range(n_prompt + 1, len(ids) + 1)):

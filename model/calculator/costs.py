@@ -39,10 +39,15 @@ def _check_positive(name: str, value, limit: int) -> int:
     return int(value)
 
 
+def kv_values_per_token(n_layers: int, n_kv_heads: int, head_dim: int) -> int:
+    """Values one token adds to the KV cache: a key and a value of head_dim per KV head, in every layer."""
+    return 2 * n_layers * n_kv_heads * head_dim
+
+
 def kv_cache_bytes_per_token(shape, dtype: str = "bf16") -> int:
-    """K and V cache for one token: 2 * n_layers * n_kv_heads * head_dim values (shape: Shape, Breakdown or dict)."""
+    """K and V cache for one token: kv_values_per_token values (shape: Shape, Breakdown or dict)."""
     s = _as_shape(shape)
-    return _bytes(2 * s.n_layers * s.n_kv_heads * s.head_dim, dtype)
+    return _bytes(kv_values_per_token(s.n_layers, s.n_kv_heads, s.head_dim), dtype)
 
 
 def kv_cache_bytes(shape, context_len: int, batch: int = 1, dtype: str = "bf16") -> int:

@@ -3,18 +3,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from model.calculator.costs import kv_values_per_token
+
 KV_BYTES = 2                 # bf16 / fp16 cache entries, as inference servers store them
-
-
-def kv_cache_bytes_per_token(n_layers: int, n_kv_heads: int, head_dim: int, bytes_per_value: int = KV_BYTES) -> int:
-    """Bytes one token adds to the KV cache: a key and a value of head_dim per KV head, in every layer."""
-    return 2 * n_layers * n_kv_heads * head_dim * bytes_per_value
 
 
 def cache_bytes_per_token(n_layers: int, head_dim: int, counts: dict[str, int],
                           bytes_per_value: int = KV_BYTES) -> dict[str, int]:
-    """kv_cache_bytes_per_token for each named KV-head count ({"mha": 9, ...} -> {"mha": bytes, ...})."""
-    return {name: kv_cache_bytes_per_token(n_layers, n, head_dim, bytes_per_value) for name, n in counts.items()}
+    """The KV cache's bytes per token for each named KV-head count ({"mha": 9, ...} -> {"mha": bytes, ...})."""
+    return {name: kv_values_per_token(n_layers, n, head_dim) * bytes_per_value for name, n in counts.items()}
 
 
 def kv_head_counts(n_heads: int, n_kv_heads: int) -> dict[str, int]:

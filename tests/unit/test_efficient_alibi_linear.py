@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from model.calculator.costs import kv_values_per_token
 from model.lessons.alibi import alibi_bias, alibi_slopes, alibi_weight_by_distance, rope_decay
-from model.lessons.kv_heads import cache_bytes_per_token, kv_cache_bytes_per_token, kv_head_counts, pool_kv_rows
+from model.lessons.kv_heads import cache_bytes_per_token, kv_head_counts, pool_kv_rows
 from model.lessons.linear_attention import (
     cost_per_token,
     elu_feature_map,
@@ -80,7 +81,7 @@ def test_cost_per_token_crosses_where_t_reaches_d():
 
 
 def test_kv_cache_and_pooling():
-    assert kv_cache_bytes_per_token(30, 3, 64) == 2 * 30 * 3 * 64 * 2
+    assert kv_values_per_token(30, 3, 64) * 2 == 2 * 30 * 3 * 64 * 2
     counts = kv_head_counts(9, 3)
     assert counts == {"mha": 9, "gqa": 3, "mqa": 1}
     assert cache_bytes_per_token(30, 64, counts) == {"mha": 69120, "gqa": 23040, "mqa": 7680}
