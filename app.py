@@ -12,16 +12,14 @@ from contextlib import asynccontextmanager
 import streamlit as st
 from starlette.middleware import Middleware
 
+from app_core.scheduling import SWITCH_INTERVAL_S
 from server import class_key, class_wait
 from server.static_assets import FrontendFiles
 from server.tcp_nodelay import no_delay_on_listening_sockets
 from server.warmup import start_warm_up
 
-# A class pressing Generate at once: thirty script runs are Python, under the GIL, while the generation batch thread
-# needs it back after each of its native calls, and the event loop to send every page its messages. A thread asking
-# for the GIL waits for the holder's switch interval; at Python's default 5 ms each of the batch's ~10 returns a step
-# waited that long behind the pages (a class of 30, one instrumented run: a 30-row step 137 -> 121 ms).
-SWITCH_INTERVAL_S = 0.001
+# A class pressing Generate at once: the batch thread asks for the GIL back ~10 times a step, each time behind the
+# pages' runs (app_core/scheduling.py; a class of 30, one instrumented run: a 30-row step 137 -> 121 ms at 1 ms).
 sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 

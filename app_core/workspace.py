@@ -15,18 +15,17 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
 from app_core.budget import ByteBudgetCache
 from app_core.call_key import call_key
+from app_core.scheduling import COMPUTE
 from model.calculator.params import kv_cache_bytes_per_token, shape_from_config
 from model.decoder.core import FLOAT32_ATTENTION_BYTES
 
 DEFAULT_MAX_TOKENS = 512
 SHARES = {"traces": 0.6, "layer_details": 0.15, "derived": 0.1, "generations": 0.1, "figures": 0.05}
-COMPUTE = threading.Lock()               # one model computation at a time in this process
 
 
 def _figure_bytes(entry: tuple) -> int:

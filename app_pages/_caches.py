@@ -20,6 +20,7 @@ from app_core import models_folder as models
 from app_core.budget import ByteBudgetCache
 from app_core.jobs import Job, JobRunner
 from app_core.model_pool import TooLarge
+from app_core.scheduling import compute_threads
 from app_core.schemas import MODEL
 from app_core.workspace import DEFAULT_MAX_TOKENS, SHARES, Workspace, shared_caches
 from app_pages import _default_model
@@ -29,7 +30,6 @@ from model.errors import ModelLoadError
 from model.files.fetch import cached_model_path
 from model.files.gguf import default_model_path, installed_model_path
 from model.files.heap import tune_heap
-from model.native.threads import threads_from_environment, usable_cores
 
 DEFAULT_CACHE_MB = 600
 
@@ -51,24 +51,6 @@ def cache_budget_mb() -> int:
 def caches() -> dict[str, ByteBudgetCache]:
     """The server's caches by name (app_core.workspace.shared_caches of ATLAS_CACHE_MB)."""
     return shared_caches(cache_budget_mb())
-
-
-def compute_threads() -> int:
-    """Threads for one model computation: ATLAS_TORCH_THREADS, else every core this process may use but one.
-
-    torch's worker threads spin and wait for each other at every operation; when one of them has to share its core
-    (the event loop, another session's figures, a browser on the same machine), a forward pass takes 3-4x longer
-    and burns 4x the CPU (64 tokens: 0.10 s on 2 free cores, 0.70 s with one core busy; 0.18 s on one thread
-    either way). One core is left for everything else."""
-    return threads_from_environment("ATLAS_TORCH_THREADS") or max(1, usable_cores() - 1)
-
-
-def freeze_long_lived() -> None:
-    """Streamlit runs gc.collect(2) after every script run (runner.postScriptGC, kept: it frees cycles that hold
-    evicted traces). Walking the ~260k long-lived objects (modules, the tokenizer's tables) cost ~0.1 s of CPU per
-    run; frozen, they are skipped and a collection only walks what sessions made since."""
-    gc.collect()
-    gc.freeze()
 
 
 def _load(path) -> object:

@@ -31,6 +31,7 @@ from app_core.classroom import (
 )
 from app_core.classroom.views import JOIN, PERSONAL, TEACH, keys_to_reset, question_key, read_question_key, teacher_view
 from app_core.link import shown
+from app_core.scheduling import OUT_OF_TURN_PAGES
 from app_pages import _lesson_panel as lesson_panel
 from app_pages._class_state import (
     FOLLOWING,
@@ -55,17 +56,16 @@ from app_pages._i18n import _
 from server import class_key
 
 __all__ = ["class_button", "link_params", "settle", "turn"]
-WAITING_PAGES = {"generate"}      # pages whose run waits for a job (a generation): followers run there out of turn
 
 
 def turn(page: str):
     """A context around this session's page run: a teacher's goes first, a follower's waits its class's turn
-    (except on a page whose run waits for a background job, WAITING_PAGES: holding a turn there would hold every
+    (except on a page whose run waits for a background job, OUT_OF_TURN_PAGES: holding a turn there would hold every
     follower)."""
     ss = st.session_state
     if ss.get(TEACHING):
         return class_turns().teacher(ss[TEACHING][0])
-    if ss.get(JOINED) and ss.get(FOLLOWING) and page not in WAITING_PAGES:
+    if ss.get(JOINED) and ss.get(FOLLOWING) and page not in OUT_OF_TURN_PAGES:
         return class_turns().follower(ss[JOINED])
     return contextlib.nullcontext()
 

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 
 import plotly.graph_objects as go
 import streamlit as st
 
 from app_core.budget import nbytes
 from app_core.call_key import Unkeyable, call_key
+from app_core.schemas import PRESENT
 from app_pages import _caches as caches
 from app_pages._i18n import _
 from viz.labels import symbol_legend
@@ -17,13 +17,7 @@ from viz.theme import scale_fonts
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^])")
 PRESENTER_FONT_SCALE = 1.25     # presenter mode: chart text 14 -> 18 px, 16 -> 20 px
-PRESENT_KEY = "present"         # _schemas.PRESENT.key (not imported: _schemas imports the model package)
-# Figures that many sessions draw at the same moment (a class's generations end together) are drawn one session at a
-# time. Building and sending figures is Python, under the GIL: thirty sessions drawing at once all finish together
-# at the end, and the server's event loop, which sends every session its messages, gets the GIL one time in
-# thirty-one, so even the text each page wrote before its figures waits for the last figure. In turn, each page's
-# text goes out at once and its figures follow, the first ones first.
-FIGURES_IN_TURN = threading.Lock()
+PRESENT_KEY = PRESENT.key       # presenter mode's state key
 SCALED = "_atlas_scaled"        # a shared figure: made for its mode (presenter text applied where it applies)
 FIGURE_BYTES = 32 * 1024        # a shared figure's bytes besides its arrays (layout, labels), for the budget
 

@@ -10,13 +10,14 @@ import streamlit as st
 import viz.attention
 import viz.generation
 from app_core import schemas as S
+from app_core.scheduling import FIGURES_IN_TURN
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _shell as shell
 from app_pages._generation_jobs import GREEDY, HIGH, LOW, SEED, TEMP, TOP_K, TOP_P, VIEW, N, current_jobs
 from app_pages._i18n import _, ngettext, translated
 from app_pages._kv_cache_panel import kv_cache_panel
-from app_pages._widgets import FIGURES_IN_TURN, SharedBuilders, escape_markdown, show_figure, token_legend
+from app_pages._widgets import SharedBuilders, escape_markdown, show_figure, token_legend
 from model.analysis.head_stats import mean_distance_back, sink_hidden_row
 from model.lessons.sampling import T_MAX, T_MIN, temperature_grid
 from viz.format import percent_labels

@@ -16,6 +16,7 @@ import warnings
 warnings.filterwarnings("ignore")
 logging.getLogger("streamlit").setLevel(logging.ERROR)
 
+from app_core.scheduling import compute_threads  # noqa: E402
 from app_pages import _caches as caches  # noqa: E402
 from tests.app.apptest import example, open_page, rerun  # noqa: E402
 
@@ -38,7 +39,7 @@ def main() -> None:
     lm = caches.load_shared_model()
     text = lm.decode(lm.encode(" ".join([example("long story")] * 2))[:TOKENS])
     at = open_page("efficient", view="masks", text=text)       # the full pass and the 64-token window, computed
-    print(f"{len(lm.encode(text))} tokens, torch threads: {caches.compute_threads()}")
+    print(f"{len(lm.encode(text))} tokens, torch threads: {compute_threads()}")
     for name, cases in (("cold", COLD), ("warm", WARM)):
         times = [switch(at, kind, window) for kind, window in cases]
         for (kind, window), (wall, cpu) in zip(cases, times, strict=True):

@@ -179,7 +179,7 @@ def llama_cpp_reference(lm, ids: list[int], greedy_ids: list[int], totals: dict[
         return
     import torch
 
-    from app_pages._caches import compute_threads
+    from app_core.scheduling import compute_threads
 
     threads = torch.get_num_threads()
     llm = Llama(model_path=lm.source, n_ctx=1024, n_threads=threads, n_threads_batch=threads, n_batch=512,

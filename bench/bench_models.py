@@ -102,7 +102,7 @@ def peak_rss_mb():
 
 
 from model import load_model
-from app_pages._caches import compute_threads
+from app_core.scheduling import compute_threads
 import torch
 torch.set_num_threads(compute_threads())
 lm = load_model(path=sys.argv[1])

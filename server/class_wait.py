@@ -25,12 +25,11 @@ from starlette.routing import Route
 
 from app_core.classroom import ClassClosed, StoreUnavailable, class_store, class_turns, codes, follower_key, followers
 from app_core.classroom.waiting import Busy, ViewWaits
+from app_core.scheduling import HEAD_START_S
 
 WAIT_PATH = "/_atlas/class/wait"
 HOLD_S = 5.0                      # an ask without a change is answered after this long (the heartbeat: the store
                                   # counts a follower's asks of the last 15 s)
-HEAD_START_S = 0.15               # followers hear of a change this long after the teacher's run here ended: the
-                                  # teacher's browser draws the view before sixty reruns share the machine's cores
 ASK = {"code": re.compile(r"[0-9A-Za-z]{12}"), "seen": re.compile(r"[0-9]{1,12}"), "me": followers.FOLLOWER_ID}
 QUERY_CHARS = 120                 # the longest ask's query string (12 + 12 + 32 characters and the names)
 NO_STORE = {"Cache-Control": "no-store"}

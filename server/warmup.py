@@ -8,6 +8,8 @@ import importlib
 import logging
 import threading
 
+from app_core.scheduling import freeze_long_lived
+
 LOG = logging.getLogger("attention_atlas.warmup")
 # What the first view (Attention, one head) imports beyond the model: imported before the load, so the first
 # visitor's script, which imports them too, waits for them instead of importing them while the model loads.
@@ -53,7 +55,7 @@ def warm_up() -> None:
 
             steps_for(lm)      # the generation step's int8 copies and native kernels: not on the first Generate click
 
-        caches.freeze_long_lived()
+        freeze_long_lived()
     except Exception:  # the first session retries and shows an actionable message
         LOG.exception("warm-up failed; the first visitor's session loads the model instead")
 

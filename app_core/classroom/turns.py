@@ -3,10 +3,10 @@
 Every page run is Python under one GIL. When the teacher changes the view, every follower reruns it: sixty runs at
 once each get a sixtieth of the interpreter, all finish together at the end, and the teacher's own next change
 (and the event loop sending every page its messages) waits behind all of them. In turns, a follower's run waits
-while a teacher's run of its class is going on in this process (and a moment after, GRACE_S, while the teacher's
+while a teacher's run of its class is going on in this process (and a moment after, TURN_GRACE_S, while the teacher's
 last messages go out) and then runs alone among its class's followers: the first followers see the change first,
 the teacher competes with at most one follower of the class. Each class has its own turn: another class's sixty
-followers do not delay this one's. A wait never lasts longer than WAIT_S: a stuck run cannot stop a class.
+followers do not delay this one's. A wait never lasts longer than TURN_WAIT_S: a stuck run cannot stop a class.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-GRACE_S = 0.05       # after a teacher's run: its last messages go out before the followers' runs start
-WAIT_S = 3.0         # the longest a follower's run waits for its turn (then it runs anyway)
+from app_core.scheduling import TURN_GRACE_S, TURN_WAIT_S
+
 FORGET_S = 60.0      # a class whose teacher has not run a page this long is forgotten here
 
 
@@ -40,7 +40,7 @@ class _Ends:
 class Turns:
     """Teachers' runs go first, each class's followers' runs one at a time (see the module's docstring)."""
 
-    def __init__(self, followers_at_once: int = 1, grace_s: float = GRACE_S, wait_s: float = WAIT_S):
+    def __init__(self, followers_at_once: int = 1, grace_s: float = TURN_GRACE_S, wait_s: float = TURN_WAIT_S):
         self._cond = threading.Condition()
         self._teaching: Counter[str] = Counter()         # class code -> teacher runs going on
         self._ended = _Ends()

@@ -1,6 +1,6 @@
 """How many threads a native kernel call is split across: ATLAS_KERNEL_THREADS, else every core this process may use.
 
-Not torch's count: the app keeps torch off one core (app_pages._caches.compute_threads), because torch's worker
+Not torch's count: the app keeps torch off one core (app_core.scheduling.compute_threads), because torch's worker
 threads wait for each other at every operation and one of them losing its core to a browser or another session
 stalls them all. The kernels' pool (worker_pool.h) has no such wait: the caller and the workers take chunks from one
 counter, so a worker that loses its core costs at most the chunk it holds. Measured with 30 concurrent 32-token

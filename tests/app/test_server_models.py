@@ -108,7 +108,7 @@ def test_the_warm_up_fetches_and_loads_the_default_model_at_server_start(hub, tm
     from server import warmup
 
     monkeypatch.setenv(dm.ENV, f"{REPO}:{FILE}")
-    monkeypatch.setattr(caches, "freeze_long_lived", lambda: None)    # keep the test process's collector as it is
+    monkeypatch.setattr(warmup, "freeze_long_lived", lambda: None)    # keep the test process's collector as it is
     warmup.warm_up()
     path = tmp_path / "models" / FILE
     assert models.identity(path) in models.pool().keys()

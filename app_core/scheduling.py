@@ -1,0 +1,62 @@
+"""How one server shares its cores among a class: the performance model, and every policy that follows from it.
+
+The model: a class of sixty students follows a teacher on a server with two cores. Every page run is Python under
+one interpreter lock (the GIL); the model's computations are native code that wants whole cores; the event loop
+sends every page its messages. When the teacher changes the view, sixty followers rerun it at once. Left alone,
+the sixty runs would each get a sixtieth of the interpreter and all finish together at the end, the teacher's next
+change waiting behind them, and two model passes in parallel would fight over the same cores. So:
+
+- One model computation at a time (COMPUTE, held by app_core.workspace around each model call, never while a cache
+  is waited for), on every core but one (compute_threads): torch's workers spin at each operation, and one that
+  shares its core with the event loop or a browser makes a pass 3-4x slower.
+- The GIL hands over every SWITCH_INTERVAL_S (app.py), not Python's 5 ms: the generation batch thread and the event
+  loop ask for it back many times a step, each time behind the pages' runs.
+- A class's runs take turns (app_core.classroom.turns, TURN_GRACE_S, TURN_WAIT_S): the teacher's run first, then
+  each class's followers one at a time, so the first followers see the change first and the teacher competes with
+  at most one follower of the class; each class has its own turn. Pages whose run waits for a background job
+  (OUT_OF_TURN_PAGES: a generation) run out of turn: holding the turn while waiting would hold the class back.
+- A follower hears of a change HEAD_START_S after the teacher's run here ended (server.class_wait), so the teacher's
+  browser draws the view before sixty reruns share the cores; an idle follower runs no script at all (it waits on
+  an HTTP route).
+- Work a page asks for before its frame is drawn (router.ASKED_FIRST: the Generate page's generations), so a
+  class's thirty clicks ask within ~0.3 s instead of ~1 s.
+- When a class's generations end together, the Generate page draws each session's step figures one session at a
+  time, after its text (FIGURES_IN_TURN): thirty sessions drawing at once all finish together at the end, and the
+  event loop gets the GIL one time in thirty-one, so even the text each page wrote first waits for the last figure.
+- Figures are made once for every session showing the same one (app_pages' shared figures): a follower draws the
+  teacher's.
+- Garbage: Streamlit's collection after every run is off (.streamlit/config.toml, runner.postScriptGC = false) and
+  what is alive after the model's load is frozen out of the collector's walks (freeze_long_lived).
+The numbers these policies were measured with are in the README (a class's cost) and bench/class_swarm.py.
+"""
+from __future__ import annotations
+
+import gc
+import threading
+
+from model.native.threads import threads_from_environment, usable_cores
+
+SWITCH_INTERVAL_S = 0.001          # the interpreter hands the GIL on this often (Python's default: 5 ms)
+TURN_GRACE_S = 0.05                # after a teacher's run: its last messages go out before the followers' runs
+TURN_WAIT_S = 3.0                  # the longest a follower's run waits for its turn (then it runs anyway)
+HEAD_START_S = 0.15                # followers hear of a change this long after the teacher's run here ended
+OUT_OF_TURN_PAGES = frozenset({"generate"})    # a run there waits for a job: followers run out of turn
+COMPUTE = threading.Lock()         # one model computation at a time in this process
+FIGURES_IN_TURN = threading.Lock()  # one session's generation step figures at a time
+
+
+def compute_threads() -> int:
+    """Threads for one model computation: ATLAS_TORCH_THREADS, else every core this process may use but one.
+
+    torch's worker threads spin and wait for each other at every operation; when one of them has to share its core
+    (the event loop, another session's figures, a browser on the same machine), a forward pass takes 3-4x longer
+    and burns 4x the CPU (64 tokens: 0.10 s on 2 free cores, 0.70 s with one core busy; 0.18 s on one thread
+    either way). One core is left for everything else."""
+    return threads_from_environment("ATLAS_TORCH_THREADS") or max(1, usable_cores() - 1)
+
+
+def freeze_long_lived() -> None:
+    """What is alive now (modules, the model, the tokenizer's tables) out of the collector's walks: a collection
+    walking ~260k long-lived objects cost ~0.1 s of CPU; frozen, it walks only what sessions made since."""
+    gc.collect()
+    gc.freeze()
