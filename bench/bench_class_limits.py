@@ -108,7 +108,7 @@ def wait_route() -> None:
 
 def redis_part() -> None:
     from app_core.classroom.redis_store import RedisStore
-    from tests.classroom.redis_server import redis_server
+    from harness.redis_server import redis_server
 
     with redis_server() as server:
         clock = Clock()

@@ -41,7 +41,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from bench.bench_ui import Server
 from bench.ws_tap import TO_SERVER, WebSocketTap
-from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS, IDLE_WITH_CHARTS_JS
+from harness.browser import CHROMIUM, CHROMIUM_ARGS, IDLE_WITH_CHARTS_JS
 
 TIMEOUT_S = 600
 WORDS = ("apple river cloud stone music paper garden window silver forest candle ocean mirror thunder violet "

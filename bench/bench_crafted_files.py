@@ -1,11 +1,11 @@
-"""Crafted GGUF files (tests/crafted_gguf.py) against the model picker and the loader: for each attack the file's
+"""Crafted GGUF files (harness/crafted_gguf.py) against the model picker and the loader: for each attack the file's
 size, what describe() + load_model() said, their peak resident memory above the process's before (VmHWM reset
 through /proc/self/clear_refs) and their time; then the real default model (SmolLM2-135M) read, described and loaded,
 median of a few runs.
 
     python -m bench.bench_crafted_files [--runs 5] [--keep DIR]
 
-The attacks run in one fresh process (tests/crafted_gguf.probe) after a good tiny model was loaded there, under an
+The attacks run in one fresh process (harness/crafted_gguf.probe) after a good tiny model was loaded there, under an
 address-space limit 2 GiB above what it had mapped, so a runaway allocation is a MemoryError, not the machine's.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.crafted_gguf import ATTACKS, probe_in_subprocess, write_attack, write_good
+from harness.crafted_gguf import ATTACKS, probe_in_subprocess, write_attack, write_good
 
 
 def cpu_name() -> str:

@@ -4,7 +4,7 @@ cross-attention rows.
 
     python -m bench.bench_encoders [--runs 3] [--tokens 128] [--new 32]
 
-The files are written by tests/tiny_encoders.py (as llama.cpp's converter writes them, F16 matrices) at BERT-base's
+The files are written by harness/tiny_encoders.py (as llama.cpp's converter writes them, F16 matrices) at BERT-base's
 and flan-t5-small's shapes with the tests' small vocabularies (the vocabulary changes only the embedding lookup and
 T5's LM head). Numbers: median of --runs; the machine's load at the time changes them.
 """
@@ -35,8 +35,8 @@ def main() -> None:
 
     import torch
 
+    from harness.tiny_encoders import TinyBert, TinyT5, write_bert, write_t5
     from model import load_model
-    from tests.tiny_encoders import TinyBert, TinyT5, write_bert, write_t5
 
     folder = Path(tempfile.mkdtemp())
     bert_path, t5_path = folder / "bert-base-shape.gguf", folder / "flan-t5-small-shape.gguf"

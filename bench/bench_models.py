@@ -42,7 +42,7 @@ def random_blocks(rows: int, cols: int, kind: str, rng: np.random.Generator) -> 
 
 def write_model(path: Path, variant: str) -> None:
     """Qwen2.5-0.5B's shapes with random weights; variant "Q8_0" or "Q4_K" (see the module docstring)."""
-    from tests.tiny_gguf import smollm_vocab
+    from harness.tiny_gguf import smollm_vocab
 
     s = SHAPES
     rng = np.random.default_rng(0)

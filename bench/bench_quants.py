@@ -6,7 +6,7 @@ for one token and for a 128-token prompt, per block of matrices and for the LM h
 
 Every number is the median of --runs runs, of wall-clock time and of this process's CPU time (all its threads:
 the CPU time is what load from other processes on the same cores does not inflate, as long as torch runs one
-thread; the load average is printed first and last). The matrices hold random valid blocks (tests/quant_blocks.py).
+thread; the load average is printed first and last). The matrices hold random valid blocks (harness/quant_blocks.py).
 Types of 256-value super-blocks (K-quants) cannot hold 896-wide rows: as llama.cpp does, the "Q4_K" block uses Q5_0
 there and Q4_K only for ffn_down (4864 wide).
 """
@@ -21,10 +21,10 @@ from functools import partial
 import numpy as np
 import torch
 
+from harness.quant_blocks import random_tensor
 from model.decoder import matrices
 from model.decoder.matrices import DenseMatrix, QuantizedMatrix
 from model.files.quants import SUPPORTED_TYPES, dequantize
-from tests.quant_blocks import random_tensor
 
 D, FF, VOCAB, N_LAYERS = 896, 4864, 151_936, 24
 BLOCK = {"attn_qkv": (896 + 2 * 128, D), "attn_output": (D, D), "ffn_gate_up": (2 * FF, D), "ffn_down": (D, FF)}

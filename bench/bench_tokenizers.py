@@ -43,8 +43,8 @@ def main() -> None:
     import sentencepiece as spm
     from transformers.integrations.gguf.gguf_tokenizer_mapping import convert_gguf_tokenizer
 
+    from harness.trained_vocabs import sentencepiece_meta
     from model.tokenizers.from_gguf import build_tokenizer
-    from tests.model.trained_vocabs import sentencepiece_meta
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)

@@ -670,7 +670,7 @@ def students_shown(teacher) -> int | None:
 def step_layers(teacher, steps: int, teacher_runs, swarm_: Swarm | None = None, timeout_s: float = 60.0) -> dict:
     """`steps` layer steps of the teacher (ArrowUp, ArrowDown, ...): the teacher's server run times, and with a
     swarm, each follower's rerun of the new view (its end after the teacher's run's end, its own length)."""
-    from tests.e2e.class_harness import SHOWS_JS, query
+    from harness.classroom import SHOWS_JS, query
 
     out = {"teacher": [], "view": [], "served": [], "follower_run": [], "late": 0}
     layer = int(query(teacher.url).get("layer", "0"))
@@ -751,7 +751,7 @@ def deployment(replicas: int, folder: Path):
     the README's deployment (deploy/haproxy.cfg, deploy/redis.conf): two replicas sharing a class through Redis,
     HAProxy in front, the teacher's browser on the first replica and the followers through the proxy (its round
     robin puts every other one on each replica)."""
-    from tests.e2e.browser_harness import free_port, running_app
+    from harness.browser import free_port, running_app
 
     if replicas == 1:
         with running_app(ROOT, folder / "server.log", 120) as (proc, url):
@@ -759,7 +759,7 @@ def deployment(replicas: int, folder: Path):
         return
     if replicas != 2:
         raise ValueError("deploy/haproxy.cfg has two replicas: --replicas 1 or 2")
-    from tests.classroom.redis_server import running_redis
+    from harness.redis_server import running_redis
 
     with running_redis(ROOT / "deploy/redis.conf") as redis_url, \
             mock.patch.dict(os.environ, {"ATLAS_REDIS_URL": redis_url}), contextlib.ExitStack() as stack:
@@ -792,8 +792,8 @@ def bench(args) -> None:
     from playwright.sync_api import sync_playwright
 
     from bench.bench_class_follow import SHORTCUTS_JS, RunEnds, new_page
-    from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS
-    from tests.e2e.class_harness import teacher_key
+    from harness.browser import CHROMIUM, CHROMIUM_ARGS
+    from harness.classroom import teacher_key
     from tests.e2e.test_browser import open_view
 
     print(f"CPU: {cpu_name()}", flush=True)

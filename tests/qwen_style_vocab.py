@@ -7,8 +7,8 @@ import random
 from functools import lru_cache
 from pathlib import Path
 
-from tests.model.trained_vocabs import byte_level_meta, reference_bpe, train_byte_level
-from tests.tiny_gguf import FIRST_MERGE_ID, Tiny, write_tiny
+from harness.tiny_gguf import FIRST_MERGE_ID, Tiny, write_tiny
+from harness.trained_vocabs import byte_level_meta, reference_bpe, train_byte_level
 
 PRE = "qwen2"
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]   # ids 0-2: tiny_gguf writes bos 1, eos 2

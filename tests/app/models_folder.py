@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import tiny_gguf
-from tests.tiny_gguf import Tiny, write_tiny
+from harness import tiny_gguf
+from harness.tiny_gguf import Tiny, write_tiny
 
 SHAPES = {  # name -> the tiny model: layers and heads differ, so a page that kept the old model's shows it
     "tiny-llama": Tiny(arch="llama", n_layers=3, n_heads=4, n_kv_heads=2),

@@ -113,7 +113,7 @@ def test_students_answer_the_teachers_question_and_reveal_shows_the_answer_every
 
 
 def test_an_unreachable_redis_says_so_and_the_app_still_works(monkeypatch):
-    from tests.e2e.browser_harness import free_port
+    from harness.browser import free_port
 
     monkeypatch.setenv("ATLAS_REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")     # nothing listens there
     student = open_page("attention", **{JOIN: codes.new_code()})
@@ -176,7 +176,7 @@ def test_a_redis_stopped_mid_class_keeps_the_class_its_key_and_a_students_join(m
     """Redis (deploy/redis.conf: a password, a snapshot on shutdown) stops mid-class: End class says it could not
     end the class and keeps it (the key, and so the cookie); a student opening the join link keeps join= in the
     address and is told they join when the store answers. Redis back: the student joins, End class ends it."""
-    from tests.classroom.redis_server import redis_server
+    from harness.redis_server import redis_server
 
     with redis_server(DEPLOY_REDIS) as server:
         monkeypatch.setenv("ATLAS_REDIS_URL", server.url)

@@ -1,6 +1,6 @@
 import pytest
 
-from tests.classroom.redis_server import running_redis
+from harness.redis_server import running_redis
 
 
 @pytest.fixture(scope="session")

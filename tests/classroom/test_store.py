@@ -170,7 +170,7 @@ def test_redis_keeps_no_secret_and_a_poll_is_one_read(redis_url):
 
 def test_an_unreachable_redis_raises_store_unavailable():
     from app_core.classroom import StoreUnavailable
-    from tests.e2e.browser_harness import free_port
+    from harness.browser import free_port
 
     store = RedisStore(f"redis://127.0.0.1:{free_port()}/0")
     for call in (lambda: store.create(VIEW), lambda: store.version("K7QM3XPDH9TF"),

@@ -18,9 +18,9 @@ from app_core.classroom import redis_store as redis_module
 from app_core.classroom.memory import MemoryStore
 from app_core.classroom.redis_store import RedisStore
 from app_core.classroom.store import MAX_CLASSES, VIEW_CHARS
-from tests.classroom.redis_server import redis_server
+from harness.browser import free_port
+from harness.redis_server import redis_server
 from tests.classroom.test_store import Clock
-from tests.e2e.browser_harness import free_port
 
 ROOT_CONF = Path(__file__).resolve().parents[2] / "deploy/redis.conf"
 TEXT = "注意力 attention " * 1800                  # ~27,000 characters: near the longest view a page publishes

@@ -31,7 +31,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import pytest
 from playwright import sync_api
 
-from tests.e2e.browser_harness import (
+from harness.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     CONTROLS_JS,
@@ -41,6 +41,7 @@ from tests.e2e.browser_harness import (
     KEYS_READY_JS,
     RERUN_DONE_JS,
     RUN_COUNTER_INIT_JS,
+    open_view,
     running_app,
 )
 
@@ -48,7 +49,6 @@ assert Path(CHROMIUM).exists(), f"end-to-end browser tests need Debian's chromiu
 
 ROOT = Path(__file__).resolve().parents[2]
 HEALTH_TIMEOUT_S = 90
-FIRST_LOAD_MS = 180_000        # the first run loads the model; 2 shared CPU cores can be slow
 RERUN_MS = 90_000
 PROJECTOR = (1024, 768)
 WIDE = (1280, 800)
@@ -212,11 +212,6 @@ def cell_centre(page, key: str, x: int, y: int) -> list[float]:
             break
         last = now
     return last
-
-
-def open_view(page, url: str, min_charts: int = 1) -> None:
-    page.goto(url)
-    page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=min_charts, timeout=FIRST_LOAD_MS, polling=100)
 
 
 def rerun(page, action, min_charts: int = 1) -> None:

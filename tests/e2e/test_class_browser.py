@@ -16,9 +16,8 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from app_core.classroom import codes
-from tests.classroom.redis_server import running_redis
-from tests.e2e.browser_harness import IDLE_WITH_CHARTS_JS
-from tests.e2e.class_harness import (
+from harness.browser import IDLE_WITH_CHARTS_JS
+from harness.classroom import (
     cookie_gone,
     key_cookie,
     query,
@@ -27,6 +26,7 @@ from tests.e2e.class_harness import (
     wait_shows,
     watch_addresses,
 )
+from harness.redis_server import running_redis
 from tests.e2e.test_browser import (
     HEALTH_TIMEOUT_S,
     PROJECTOR,

@@ -28,10 +28,10 @@ import pytest
 
 from app_core.classroom import View, followers
 from app_core.classroom.redis_store import RedisStore
-from tests.classroom.redis_server import RedisServer, redis_server
-from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS, KEYS_READY_JS, RUN_COUNTER_INIT_JS, free_port
+from harness.browser import CHROMIUM, CHROMIUM_ARGS, KEYS_READY_JS, RUN_COUNTER_INIT_JS, free_port
+from harness.classroom import key_cookie, query, servers, teacher_key, wait_shows
+from harness.redis_server import RedisServer, redis_server
 from tests.e2e.class_flood import ask, flood, rss_mb
-from tests.e2e.class_harness import key_cookie, query, servers, teacher_key, wait_shows
 from tests.e2e.test_browser import HEALTH_TIMEOUT_S, PROJECTOR, RERUN_MS, ROOT, open_view, rerun
 
 HAPROXY = "/usr/sbin/haproxy"

@@ -11,7 +11,7 @@ from pathlib import Path
 from playwright import sync_api
 from playwright.sync_api import expect
 
-from tests.e2e.browser_harness import RUN_COUNTER_INIT_JS
+from harness.browser import RUN_COUNTER_INIT_JS
 from tests.e2e.test_browser import (
     MIN_CHART_PX,
     PROJECTOR,

@@ -22,7 +22,7 @@ from playwright import sync_api
 
 from app_core import schemas as S
 from app_core.lessons import load_catalog
-from tests.e2e.browser_harness import IDLE_WITH_CHARTS_JS
+from harness.browser import IDLE_WITH_CHARTS_JS
 from tests.e2e.test_browser import (
     PROJECTOR,
     WIDE,

@@ -8,8 +8,8 @@ from unittest import mock
 
 import pytest
 
+from harness.browser import running_app
 from tests.app.models_folder import SHAPES, write_models
-from tests.e2e.browser_harness import running_app
 from tests.e2e.test_browser import (
     HEALTH_TIMEOUT_S,
     PROJECTOR,

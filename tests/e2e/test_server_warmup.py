@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit import file_util
 
-from tests.e2e.browser_harness import running_app
+from harness.browser import running_app
 
 ROOT = Path(__file__).resolve().parents[2]
 LOADED_RSS_MB = 450     # the dequantized weights alone are ~455 MB; a server without the model is ~200 MB

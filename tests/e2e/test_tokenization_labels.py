@@ -21,11 +21,11 @@ from app_core.tokenization import piece_rounds, piece_window
 from app_pages._i18n import translations
 from app_pages._tokenization_view import FIGURE_WIDTH, PRESENTER_WIDTH, auto_piece
 from app_pages._widgets import PRESENTER_FONT_SCALE
+from harness.browser import CHROMIUM, CHROMIUM_ARGS, IDLE_WITH_CHARTS_JS, running_app
 from model import load_model
 from model.tokenizers.bpe_walk import bpe_walk, piece_token_count
 from model.tokenizers.labels import readable_token
 from tests import qwen_style_vocab
-from tests.e2e.browser_harness import CHROMIUM, CHROMIUM_ARGS, IDLE_WITH_CHARTS_JS, running_app
 from tests.e2e.test_browser import copy_out
 from viz import tokenization as vt
 from viz.theme import scale_fonts

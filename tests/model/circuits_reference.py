@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from harness.tiny_gguf import Tiny, write_tiny
 from model import load_model
-from tests.tiny_gguf import Tiny, write_tiny
 
 ARCH_CASES = {"llama": Tiny(arch="llama"), "qwen2": Tiny(arch="qwen2"),
               "qwen3": Tiny(arch="qwen3", head_dim=32, n_heads=4, n_kv_heads=1), "gpt2": Tiny(arch="gpt2")}

@@ -1,6 +1,6 @@
 """Every supported architecture and quantization type, exact against transformers built from the same weights.
 
-Each tiny model (tests/tiny_gguf.py) is a random transformers model whose weights were stored in a GGUF as the
+Each tiny model (harness/tiny_gguf.py) is a random transformers model whose weights were stored in a GGUF as the
 type under test and set back to the file's dequantized values; our engine reads the file. Next-token logits and
 every attention layer must agree within 1e-4 (eager attention, float32), greedy generation must give the same
 tokens, and every analysis must run with the architecture's own parts.
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from harness.tiny_gguf import ARCHS, Tiny, write_tiny
 from model import load_model
 from model.decoder.matrices import QuantizedMatrix
-from tests.tiny_gguf import ARCHS, Tiny, write_tiny
 
 TEXT = "The quick brown fox jumps over the lazy dog in 2024, and then 12 more foxes... It's 3.14159, isn't it?"
 QUANTS = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")

@@ -1,6 +1,6 @@
 """Every kind of bad model file gives one ModelLoadError whose message says what is wrong, and nothing else.
 
-The files are tiny valid GGUFs (tests/tiny_gguf.py) damaged one way each: cut, patched in their header, written
+The files are tiny valid GGUFs (harness/tiny_gguf.py) damaged one way each: cut, patched in their header, written
 with a missing / extra / wrong-shaped tensor, an unknown architecture, pre-tokenizer, tensor type or a metadata value
 that changes the maths.
 """
@@ -11,8 +11,8 @@ import gguf
 import numpy as np
 import pytest
 
+from harness.tiny_gguf import Tiny, smollm_vocab, write_tiny
 from model import ModelLoadError, load_model
-from tests.tiny_gguf import Tiny, smollm_vocab, write_tiny
 
 
 @pytest.fixture(scope="module")

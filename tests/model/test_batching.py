@@ -10,11 +10,11 @@ import threading
 import numpy as np
 import pytest
 
+from harness.tiny_gguf import Tiny, write_tiny
 from model import load_model
 from model.decoder import generation as G
 from model.decoder.step_weights import steps_for
 from model.native import int8_linear
-from tests.tiny_gguf import Tiny, write_tiny
 
 PROMPTS = ["The cat sat on the mat because", "Count with me: 1, 2, 3,", "<b>bold</b> and", "Hi",
            "def fibonacci(n):\n    return", "Le chat que ma voisine a adopté", "Once upon a time", "2 + 2 ="]

@@ -1,4 +1,4 @@
-"""BERT GGUFs (tests/tiny_encoders.py: written as llama.cpp's converter writes them) against the independent
+"""BERT GGUFs (harness/tiny_encoders.py: written as llama.cpp's converter writes them) against the independent
 references: transformers' BertModel holding the same numbers (eager attention, erf GELU) for every hidden state and
 attention, and tokenizers' BertWordPieceTokenizer / transformers' pure-Python BertTokenizerLegacy over the same
 vocab.txt for the ids.
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from harness.tiny_encoders import TinyBert, read, rewritten, write_bert
 from model import ModelLoadError, load_model
-from tests.tiny_encoders import TinyBert, read, rewritten, write_bert
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",

@@ -4,9 +4,9 @@ import random
 
 import pytest
 
+from harness.trained_vocabs import sentencepiece_meta, train_sentencepiece
 from model.tokenizers.bpe_walk import MAX_PIECE_BYTES, bpe_merge_steps, bpe_walk
 from model.tokenizers.from_gguf import build_tokenizer
-from tests.model.trained_vocabs import sentencepiece_meta, train_sentencepiece
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog; it's what they'd call unbelievably antidisestablishmentarian.",

@@ -1,4 +1,4 @@
-"""Crafted GGUF files (tests/crafted_gguf.py) as a hostile visitor would put them in the models folder: each is
+"""Crafted GGUF files (harness/crafted_gguf.py) as a hostile visitor would put them in the models folder: each is
 refused with a message naming the key and the limit, or read, and describe() + load_model() of it take peak memory
 within a small multiple of the file's size (measured in a fresh process: VmHWM, under an address-space limit that
 turns a runaway allocation into a MemoryError). The reader's arrays are views of the mapped file, read as the gguf
@@ -16,10 +16,7 @@ import gguf
 import numpy as np
 import pytest
 
-from model import ModelLoadError, load_model
-from model.files import gguf_reader
-from model.files.gguf import open_reader, read_gguf
-from tests.crafted_gguf import (
+from harness.crafted_gguf import (
     ATTACKS,
     T,
     array,
@@ -31,6 +28,9 @@ from tests.crafted_gguf import (
     write_attack,
     write_good,
 )
+from model import ModelLoadError, load_model
+from model.files import gguf_reader
+from model.files.gguf import open_reader, read_gguf
 
 REFUSED = {  # attack -> what load_model and the picker say (None: read and loaded)
     "int32_4M": r"declares general\.junk with 4,000,000 items; this app reads at most 1,048,576 there",

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
+from harness.tiny_gguf import Tiny, write_tiny
 from model import load_model
 from model.decoder import generation as G
 from model.decoder.step_weights import steps_for
 from model.native import decoder_step
-from tests.tiny_gguf import Tiny, write_tiny
 
 TEXT = "The quick brown fox jumps over the lazy dog in 2024, and then 12 more foxes... It's 3.14159, isn't it?"
 CASES = {

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
+from harness.tiny_gguf import smollm_vocab
 from model import load_model
 from model.errors import ModelLoadError
-from tests.tiny_gguf import smollm_vocab
 
 TEXT = ("The quick brown fox jumps over the lazy dog in 2024, and then 12 more foxes... "
         "<|im_start|>user\nIt's 3.14159, isn't it?<|im_end|>\n")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.tiny_gguf import Tiny, write_tiny
 from model.files import hub
 from tests.fake_hub import COMMIT, FakeHub
-from tests.tiny_gguf import Tiny, write_tiny
 
 REPO = "atlas-test/Tiny-Qwen3-GGUF"
 NAME = "tiny-qwen3-Q8_0.gguf"

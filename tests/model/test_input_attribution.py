@@ -69,10 +69,10 @@ def test_a_model_kept_quantized(tmp_path):
     through their dequantized values; both still equal transformers on the file's numbers."""
     import copy
 
+    from harness.tiny_gguf import Tiny, write_tiny
     from model import load_model
     from model.decoder.matrices import QuantizedMatrix
     from tests.model.circuits_reference import patching_by_hooks
-    from tests.tiny_gguf import Tiny, write_tiny
 
     path = tmp_path / "q8.gguf"
     hf = copy.deepcopy(write_tiny(path, Tiny(arch="qwen2", quant="Q8_0", d_model=256, n_heads=4, n_kv_heads=2,

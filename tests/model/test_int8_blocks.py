@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from harness.quant_blocks import random_tensor
 from model.decoder.int8_blocks import Int8Blocks, copy_nbytes, int8_blocks_of
 from model.decoder.matrices import QuantizedMatrix
 from model.native import int8_linear
-from tests.quant_blocks import random_tensor
 
 pytestmark = pytest.mark.skipif(not int8_linear.available(), reason="no C compiler / CPU without AVX2: torch path")
 

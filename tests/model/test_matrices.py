@@ -11,12 +11,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from harness.quant_blocks import random_tensor, reference
 from model.decoder import bitplanes, matrices
 from model.decoder.matrices import DenseMatrix, QuantizedMatrix, matrix_from_gguf
 from model.decoder.step_products import affine
 from model.files.quants import SUPPORTED_TYPES, row_bytes
 from model.native import int8_linear
-from tests.quant_blocks import random_tensor, reference
 
 ROWS, COLS = 37, 512             # 7 chunks of 5 rows and a partial one of 2
 CHUNK_ROWS = 5

@@ -5,9 +5,9 @@ import gguf
 import numpy as np
 import pytest
 
+from harness.quant_blocks import random_tensor, reference
 from model.files import quants
 from model.files.quants import SUPPORTED_TYPES, dequantize, quant_format, row_bytes
-from tests.quant_blocks import random_tensor, reference
 
 COMMON_DOWNLOADS = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
                     "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")

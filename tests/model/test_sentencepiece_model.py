@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
+from harness.tiny_gguf import FIRST_MERGE_ID, Tiny, write_tiny
+from harness.trained_vocabs import sentencepiece_meta, train_sentencepiece
 from model import load_model
-from tests.model.trained_vocabs import sentencepiece_meta, train_sentencepiece
-from tests.tiny_gguf import FIRST_MERGE_ID, Tiny, write_tiny
 
 VOCAB = 700
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "注意力机制 attention 2024!", "  two  spaces, <b>bold</b> 🙂"]

@@ -1,4 +1,4 @@
-"""T5 GGUFs (tests/tiny_encoders.py: written as llama.cpp's converter writes them) against the independent
+"""T5 GGUFs (harness/tiny_encoders.py: written as llama.cpp's converter writes them) against the independent
 references: transformers' T5ForConditionalGeneration holding the same numbers (eager) for the logits and every
 attention (encoder, decoder, cross), its greedy generate for the generated ids and their cross-attention rows, and the
 sentencepiece library's own encoding of the unigram model the vocabulary came from. The loader refuses what it would
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
+from harness.tiny_encoders import TinyT5, read, rewritten, unigram_model, write_t5
+from harness.trained_vocabs import CORPUS
 from model import ModelLoadError, load_model
 from model.encoders.config import RELATIVE_MAX_DISTANCE
 from model.encoders.t5_layers import relative_buckets
-from tests.model.trained_vocabs import CORPUS
-from tests.tiny_encoders import TinyT5, read, rewritten, unigram_model, write_t5
 
 SOURCES = ["The quick brown fox jumps over the lazy dog.",
            "Attention is all you need: every token looks at every earlier token, twice，then once.",

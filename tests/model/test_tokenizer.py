@@ -4,11 +4,11 @@ import random
 
 import pytest
 
+from harness.trained_vocabs import gguf_tokenizer_meta, reference_bpe
 from model.files.gguf import default_model_path, read_gguf
 from model.tokenizers.from_gguf import build_tokenizer
 from model.tokenizers.labels import readable_token, sequence_labels
 from tests.model.text_samples import chat_string, generated_strings
-from tests.model.trained_vocabs import gguf_tokenizer_meta, reference_bpe
 
 
 @functools.cache

@@ -12,10 +12,7 @@ import random
 
 import pytest
 
-from model.tokenizers.from_gguf import build_tokenizer
-from model.tokenizers.pretokenizers import PRE_TOKENIZERS
-from tests.model.text_samples import chat_string, generated_strings
-from tests.model.trained_vocabs import (
+from harness.trained_vocabs import (
     CORPUS,
     byte_level_meta,
     reference_bpe,
@@ -23,6 +20,9 @@ from tests.model.trained_vocabs import (
     train_byte_level,
     train_sentencepiece,
 )
+from model.tokenizers.from_gguf import build_tokenizer
+from model.tokenizers.pretokenizers import PRE_TOKENIZERS
+from tests.model.text_samples import chat_string, generated_strings
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 IGNORE_MERGES = {"llama-bpe", "llama3", "llama-v3", "falcon3", "pixtral", "tekken"}  # as llama.cpp sets it

@@ -10,8 +10,8 @@ import pytest
 
 from app_core.lessons import check_answer, check_task, computed_answer, load_catalog
 from app_core.schemas import TEXT
+from harness.tiny_gguf import ARCHS, Tiny, write_tiny
 from model import load_model
-from tests.tiny_gguf import ARCHS, Tiny, write_tiny
 
 LESSONS = load_catalog().lessons
 COMPUTED = [(lesson.id, n, step) for lesson in LESSONS for n, step in enumerate(lesson.steps, start=1)

@@ -3,10 +3,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.tiny_gguf import Tiny, write_tiny
 from model import load_model
 from model.files.catalog import describe, list_models, memory_needed
 from model.native import int8_linear
-from tests.tiny_gguf import Tiny, write_tiny
 
 
 @pytest.fixture(scope="module")

@@ -625,10 +625,10 @@ def test_encoder_decoder_cache_bytes():
 
 
 def test_loaded_encoder_files_tensor_sums(tmp_path):
-    """A BERT and a T5 GGUF (tests/tiny_encoders.py): their tensors add up, group by group, to the count of the
+    """A BERT and a T5 GGUF (harness/tiny_encoders.py): their tensors add up, group by group, to the count of the
     shape the loaded model reports."""
+    from harness.tiny_encoders import TinyT5, write_bert, write_t5
     from model import load_model
-    from tests.tiny_encoders import TinyT5, write_bert, write_t5
 
     write_bert(tmp_path / "bert.gguf")
     bert = load_model(tmp_path / "bert.gguf")

@@ -1,4 +1,4 @@
-"""Crafted GGUF files: a valid tiny model (tests/tiny_gguf.py) with its metadata rewritten byte for byte, as a
+"""Crafted GGUF files: a valid tiny model (harness/tiny_gguf.py) with its metadata rewritten byte for byte, as a
 hostile visitor would upload it (huge arrays, huge strings, arrays of arrays, counts past the end, a swollen
 vocabulary), and probe(), which reads one in a fresh process and reports what the loader said and the peak memory
 it took. Used by tests/model/test_crafted_gguf.py and bench/bench_crafted_files.py.
@@ -21,7 +21,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from tests.tiny_gguf import Tiny, smollm_vocab, write_tiny
+from harness.tiny_gguf import Tiny, smollm_vocab, write_tiny
 
 T = gguf.GGUFValueType
 GOOD = Tiny(arch="llama", n_merges=200)
@@ -188,7 +188,7 @@ def probe_in_subprocess(good: Path, paths: list[Path], headroom_bytes: int = 2 <
                         timeout_s: float = 600) -> list[dict]:
     """probe() in a fresh Python process (its memory and limits apart from the caller's); RuntimeError with the
     process's output when it fails."""
-    code = ("import json, sys\nfrom tests.crafted_gguf import probe\n"
+    code = ("import json, sys\nfrom harness.crafted_gguf import probe\n"
             f"print(json.dumps(probe({str(good)!r}, {[str(p) for p in paths]!r}, {headroom_bytes})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s,
                          cwd=Path(__file__).resolve().parent.parent)

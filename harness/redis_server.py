@@ -1,5 +1,5 @@
-"""A real redis-server (Debian's) on a free port for a test, stopped by its pid afterwards; it can be stopped and
-started again on the same port and data folder, or paused (SIGSTOP: a hung Redis) and resumed.
+"""A real redis-server (Debian's) on a free port for a test or a bench, stopped by its pid afterwards; it can be
+stopped and started again on the same port and data folder, or paused (SIGSTOP: a hung Redis) and resumed.
 
 With deploy/redis.conf (whose default user is off) it runs as the README says: the app's ACL user `atlas` limited to
 `atlas:*` keys, given on the command line (APP_USER_RULES), plus an `admin` user for the test's own looks (INFO,
@@ -16,10 +16,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import redis
 
-from tests.e2e.browser_harness import free_port
+from harness.browser import free_port
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 APP_USER_RULES = ["~atlas:*", "+@all", "-@dangerous", "-@admin"]     # the README's, after `atlas on >PASSWORD`
@@ -57,7 +56,7 @@ class RedisServer:
                 return
             except (redis.ConnectionError, redis.BusyLoadingError):
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"redis-server did not start (exit {self.proc.poll()})")
+                    raise RuntimeError(f"redis-server did not start (exit {self.proc.poll()})") from None
                 time.sleep(0.05)
 
     def stop(self) -> None:

@@ -176,7 +176,7 @@ def llama3_rope_factors(t: Tiny) -> np.ndarray:
 
 def write_tiny(path: Path, t: Tiny, vocab=None, seed: int = 0, sentencepiece: dict | None = None):
     """Write t as a GGUF at path; returns the transformers model holding the file's numbers. sentencepiece: the
-    GGUF tokenizer metadata of a SentencePiece vocabulary (tests/model/trained_vocabs.sentencepiece_meta) written
+    GGUF tokenizer metadata of a SentencePiece vocabulary (harness/trained_vocabs.sentencepiece_meta) written
     instead of SmolLM2's byte-level BPE."""
     if not sentencepiece:
         tokens, types, merges = vocab if vocab is not None else smollm_vocab(t.n_merges)

@@ -21,7 +21,7 @@ import gguf
 import numpy as np
 import torch
 
-from tests.model.trained_vocabs import CORPUS
+from harness.trained_vocabs import CORPUS
 
 BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 SUFFIXES = ("s", "ed", "ing", "er", "ion", "ly", "es", "en")

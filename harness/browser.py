@@ -1,5 +1,6 @@
-"""What the e2e tests and bench/bench_ui.py share: how to launch Debian's Chromium and the app, a free port, when the
-Streamlit app counts as idle with its charts drawn, and what the page shows (figures, controls) read in the browser.
+"""What the e2e tests and the browser benches share: how to launch Debian's Chromium and the app, a free port, when
+the Streamlit app counts as idle with its charts drawn, opening a view, and what the page shows (figures, controls)
+read in the browser.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FIRST_LOAD_MS = 180_000        # the first run loads the model; 2 shared CPU cores can be slow
 
 # The app is idle (script finished, nothing stale, connected) and has at least `min` plotly charts, all drawn.
 IDLE_WITH_CHARTS_JS = """(min) => {
@@ -233,3 +235,9 @@ def running_app(root: Path, log_path: Path, timeout_s: float) -> Iterator[tuple[
             yield proc, url
         finally:
             stop_app(proc)
+
+
+def open_view(page, url: str, min_charts: int = 1) -> None:
+    """Go to url and wait until the app is idle with min_charts charts drawn (the first run may load the model)."""
+    page.goto(url)
+    page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=min_charts, timeout=FIRST_LOAD_MS, polling=100)

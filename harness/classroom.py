@@ -1,6 +1,7 @@
-"""What the live-class browser tests share: servers that share a class store (one process, or replicas on one real
-Redis, or replicas behind HAProxy), reading a follower's view in the browser, the teacher's key as the browser holds
-it (an HttpOnly cookie: Playwright reads it, the page's scripts cannot), and every address a page went to."""
+"""What the live-class browser tests and benches share: servers that share a class store (one process, or replicas
+on one real Redis, or replicas behind HAProxy), reading a follower's view in the browser, the teacher's key as the
+browser holds it (an HttpOnly cookie: Playwright reads it, the page's scripts cannot), and every address a page went
+to."""
 from __future__ import annotations
 
 import os
@@ -11,7 +12,7 @@ from unittest import mock
 from urllib.parse import parse_qs, urlsplit
 
 from app_core.classroom import codes
-from tests.e2e.browser_harness import IDLE_WITH_CHARTS_JS, running_app
+from harness.browser import IDLE_WITH_CHARTS_JS, running_app
 
 KEY_COOKIE = "atlas_teach"           # server/class_key.py
 
