@@ -95,7 +95,7 @@ def test_a_broken_file_is_listed_with_its_reason_and_a_vanished_one_gives_way(ti
 
 
 def test_crafted_files_in_the_folder_are_listed_as_refused_with_their_reason(tiny_models, tmp_path, monkeypatch):
-    from tests.crafted_gguf import write_attack, write_good
+    from harness.crafted_gguf import write_attack, write_good
 
     good = write_good(tmp_path / "good.gguf")
     said = {"int32_4M": "declares general.junk with 4,000,000 items; this app reads at most 1,048,576 there",
