@@ -34,9 +34,8 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from bench.bench_classroom import ServerProbe, niced_chromium
 from bench.ws_tap import TO_SERVER, WebSocketTap
-from harness.browser import CHROMIUM, CHROMIUM_ARGS, RUN_COUNTER_INIT_JS, running_app
+from harness.browser import CHROMIUM, CHROMIUM_ARGS, RUN_COUNTER_INIT_JS, open_view, running_app
 from harness.classroom import SHOWS_JS, query, teacher_key
-from tests.e2e.test_browser import open_view
 
 ROOT = Path(__file__).resolve().parents[1]
 SHORTCUTS_JS = "window.atlasPresenterKeys?.data != null"

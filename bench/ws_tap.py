@@ -5,7 +5,8 @@ server's 2 cores read their sockets late; a class's browsers run on their own ma
 One WebSocketTap per browser page (its own port, so its messages are that page's). Plain HTTP connections are
 relayed as they are. A websocket upgrade goes on without the browser's offer of extensions (so no message is
 compressed: permessage-deflate is never agreed); its frames are read whole, forwarded at once (a browser's message
-may first be held: see WebSocketTap's hold), unmasked (browser to server) and reported.
+may first be held: see WebSocketTap's hold), unmasked (browser to server) and reported. StampedTap stamps the
+server's messages with the kernel's time of arrival instead.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+
+from harness.websocket import SO_TIMESTAMPNS, Frames, read_stamped
 
 TO_SERVER, TO_BROWSER = "to_server", "to_browser"
 CLOSE = 0x8
@@ -99,6 +102,32 @@ class WebSocketTap:
                 if whole is not None:
                     self.on_message(direction, time.time(), opcode, whole)
         except (ConnectionError, OSError, EOFError):
+            return
+        finally:
+            shut_both(source, sink)
+
+
+class StampedTap(WebSocketTap):
+    """The tap, its server's messages stamped by the kernel (when they reached the tap's socket)
+    instead of when its thread, sharing the cores with a busy server, got to forward them; bytes forwarded as they
+    come."""
+
+    def _frames(self, source: socket.socket, sink: socket.socket, direction: str) -> None:
+        if direction == TO_SERVER:
+            super()._frames(source, sink, direction)
+            return
+        source.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        frames = Frames()
+        try:
+            while True:
+                data, stamp = read_stamped(source)
+                if not data:
+                    return
+                sink.sendall(data)
+                for opcode, payload in frames.feed(data):
+                    if opcode < CLOSE:
+                        self.on_message(direction, stamp or time.time(), opcode, payload)
+        except OSError:
             return
         finally:
             shut_both(source, sink)

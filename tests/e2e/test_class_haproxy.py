@@ -12,47 +12,28 @@ on free local ports: Redis, two app replicas with ATLAS_REDIS_URL and one ATLAS_
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import re
 import secrets
 import statistics
-import subprocess
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
 from app_core.classroom import View, followers
 from app_core.classroom.redis_store import RedisStore
-from harness.browser import CHROMIUM, CHROMIUM_ARGS, KEYS_READY_JS, RUN_COUNTER_INIT_JS, free_port
+from harness.browser import CHROMIUM, CHROMIUM_ARGS, KEYS_READY_JS, RUN_COUNTER_INIT_JS
 from harness.classroom import key_cookie, query, servers, teacher_key, wait_shows
+from harness.deployment import running_haproxy
 from harness.redis_server import RedisServer, redis_server
 from tests.e2e.class_flood import ask, flood, rss_mb
 from tests.e2e.test_browser import HEALTH_TIMEOUT_S, PROJECTOR, RERUN_MS, ROOT, open_view, rerun
 
-HAPROXY = "/usr/sbin/haproxy"
 CLASS_KEY = secrets.token_urlsafe(32)
 RATE_PER_10S = 1200                       # deploy/haproxy.cfg's default ATLAS_CLASS_RATE
 VICTIM, ATTACKER = "127.0.0.1", "127.0.0.2"
-
-
-def wait_proxy(url: str, proc: subprocess.Popen, timeout_s: float = 30) -> None:
-    """Until the proxy answers the app's health check with 200 (its backends are up)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"haproxy exited with {proc.returncode}"
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=5) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    pytest.fail("haproxy did not reach a healthy replica")
 
 
 @dataclass
@@ -71,22 +52,9 @@ def deployment(tmp_path_factory):
     with redis_server(ROOT / "deploy/redis.conf") as store, \
             servers(ROOT, logs, 2, HEALTH_TIMEOUT_S, store.url, env={followers.KEY_ENV: CLASS_KEY},
                     procs=procs) as (app1, app2):
-        port = free_port()
-        env = {"ATLAS_BIND": f"127.0.0.1:{port}", "ATLAS_APP1": app1.removeprefix("http://"),
-               "ATLAS_APP2": app2.removeprefix("http://")}
         log_path = logs / "haproxy.log"
-        with mock.patch.dict(os.environ, env), log_path.open("wb") as log:
-            os.environ.pop("ATLAS_CLASS_RATE", None)
-            assert subprocess.run([HAPROXY, "-c", "-q", "-f", str(ROOT / "deploy/haproxy.cfg")]).returncode == 0
-            proc = subprocess.Popen([HAPROXY, "-db", "-f", str(ROOT / "deploy/haproxy.cfg")], stdout=log,
-                                    stderr=subprocess.STDOUT)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            wait_proxy(url, proc)
+        with running_haproxy([app1, app2], log_path) as url:
             yield Deployment(url, log_path, [app1, app2], [p.pid for p in procs], store)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
 
 
 def test_a_teacher_and_a_student_on_two_replicas_share_a_class(deployment):
