@@ -33,6 +33,7 @@ from app_core.classroom.views import JOIN, PERSONAL, TEACH, keys_to_reset, quest
 from app_core.link import shown
 from app_core.scheduling import OUT_OF_TURN_PAGES
 from app_pages import _lesson_panel as lesson_panel
+from app_pages import navigation
 from app_pages._class_state import (
     FOLLOWING,
     FORGET,
@@ -150,7 +151,7 @@ def _open(view: View, version: int, page: str, url_read: str) -> None:
     ss.pop(url_read, None)
     own = {k: st.query_params[k] for k in PERSONAL if k in st.query_params}     # a join link's own lang=, present=
     if view.page != page:
-        st.switch_page(lesson_panel.page_file(view.page), query_params={**view.params, **own})
+        navigation.switch_to(view.page, query_params={**view.params, **own})
     st.query_params.from_dict({**view.params, **own})
 
 

@@ -25,12 +25,13 @@ from app_core.lessons.views import clamp_step, lesson_params, read_lesson_link, 
 from app_core.link import Context, note
 from app_pages import _caches as caches
 from app_pages import _lesson_question as question_ui
+from app_pages import navigation
 from app_pages._i18n import _, language
 from app_pages._lesson_question import RESULTS, REVEALED, score, translate
 from app_pages._widgets import escape_markdown
 
 __all__ = ["ACTIVE", "ANSWERED", "CLASS_HOLD", "RESULTS", "REVEALED", "active", "draw", "go", "held_notice",
-           "holds_view", "leave", "link_params", "page_file", "score", "settle", "snippet", "translate"]
+           "holds_view", "leave", "link_params", "score", "settle", "snippet", "translate"]
 
 ACTIVE = "_lesson"              # (lesson id, step n): the step the session is on
 GOTO = "_lesson_goto"           # (lesson id, step n): asked for by a button, opened at the start of the next run
@@ -44,11 +45,6 @@ PANEL_CSS = """<style>
 .st-key-lesson_nav [data-testid="stMarkdownContainer"] p
   { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; margin: 0; }
 </style>"""
-
-
-def page_file(page: str) -> str:
-    """The script of a page by its name (router.PAGES: app_pages/<name with _ for ->.py)."""
-    return f"app_pages/{page.replace('-', '_')}.py"
 
 
 def active() -> tuple[Lesson, int] | None:
@@ -98,7 +94,7 @@ def settle(page: str, first_run: bool) -> list:
     if step.page != page:
         ss[GOTO] = (lesson.id, n)
         carried = {k: v for k, v in st.query_params.to_dict().items() if k in CARRIED}   # the class's own
-        st.switch_page(page_file(step.page), query_params={**carried, **step.query(), **lesson_params(lesson.id, n)})
+        navigation.switch_to(step.page, query_params={**carried, **step.query(), **lesson_params(lesson.id, n)})
     return _open_here(lesson, n)
 
 

@@ -1,6 +1,7 @@
 """Attention: one head, all heads of a layer, the whole model, one query token, and the next-token prediction."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -12,7 +13,6 @@ from app_core.derived.heads import head_matrix_csv, head_statistics, thumbnails
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _shell as shell
-from app_pages._attention_run import PageRun
 from app_pages._i18n import N_, _, translated
 from app_pages._widgets import (
     escape_markdown,
@@ -47,6 +47,19 @@ SINK_HINT_AT = 0.5      # suggest the switch when a head puts more than this sha
 HEATMAP_HEIGHT = 560    # the one-head matrix: its top and most of it inside a 768 px high first screen
 SIDE_PANEL_PX = 300     # beside the matrix when the page is wide enough (presenter mode, 1280 px), else under it
 
+
+
+@dataclass(frozen=True)
+class PageRun:
+    """What every view of one run of the page reads: the trace, the selection, the sink switch, the statistics."""
+    ws: object              # app_core.workspace.Workspace: the model and what is computed with it
+    trace: object
+    layer: int
+    head: int
+    query: int
+    hide_sink: bool
+    stats: dict
+    words: object
 
 def titled(r: PageRun, title: str) -> str:
     """A figure title, marked when the sink is hidden."""
@@ -271,6 +284,3 @@ def next_view(r: PageRun) -> None:
         vocab=f"{r.ws.lm.config.vocab_size:,}", share=f"{probs.sum():.0%}")] + cut))
     token_legend(labels)
 
-
-if __name__ == "__main__":
-    render()

@@ -183,6 +183,3 @@ def why_expander() -> None:
               "weights still sum to 1. Zeroing probabilities after the softmax would leave rows that no longer sum "
               "to 1."))))
 
-
-if __name__ == "__main__":
-    render()

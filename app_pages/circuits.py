@@ -17,9 +17,9 @@ from app_core.circuit_pairs import PAIRS
 from app_core.derived import of_model
 from app_core.derived.circuits import pair_patching
 from app_pages import _caches as caches
-from app_pages import _circuits_controls as circuit_controls
 from app_pages import _controls as controls
 from app_pages import _shell as shell
+from app_pages import navigation
 from app_pages._i18n import N_, _, translated
 from app_pages._widgets import SharedBuilders, show_figure, token_legend
 from model.analysis.head_roles import PROBE_TOKENS
@@ -51,6 +51,13 @@ KIND_NAMES = {"resid": N_("stream"), "head": N_("head outputs")}
 
 PATCHING_HEIGHT = 340   # px: the patching map below the pair's two rows of inputs, on a 1024 x 768 first screen
 
+
+
+def use_pair(index: int) -> None:
+    """on_click: the example pair's texts, answer and foil fill the pair's settings."""
+    pair = PAIRS[index]
+    for name, value in (("a", pair.clean), ("b", pair.corrupt), ("answer", pair.answer), ("foil", pair.foil)):
+        st.session_state[S.CIRCUITS.by_name(name).key] = value
 
 def labels(names: dict[str, str]):
     """A widget's format_func: each option's name translated now (AppTest calls it outside the script run)."""
@@ -101,7 +108,7 @@ def roles_view(lm) -> None:
     if st.button(_("Open layer {layer}, head {head} on the Attention page").format(layer=layer, head=head),
                  icon=":material/grid_on:", key="w_roles_open"):
         ss["attention_view"] = "head"
-        st.switch_page("app_pages/attention.py")
+        navigation.switch_to("attention")
     downloads(f"head_roles_{role}", scores[role], ",".join(f"head {h}" for h in range(cfg.n_heads)),
               "scores = lm.head_role_scores()       # {role: [layers, heads]} on the standard probe\n"
               f"scores[{role!r}]")
@@ -117,7 +124,7 @@ def pair_inputs(lm) -> tuple[str, str, str, str, str] | None:
     with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):    # one row at 1024 px
         with st.popover(_("Examples"), icon=":material/list:"):
             for i, pair in enumerate(PAIRS):
-                st.button(_(pair.title), key=f"w_pair_{i}", on_click=circuit_controls.use_pair, args=(i,))
+                st.button(_(pair.title), key=f"w_pair_{i}", on_click=use_pair, args=(i,))
         st.text_input(_("Answer"), key=ANSWER.key, width=100, **controls.PERSIST,
                       help=_("One token: the token text A should lead to; a leading space usually belongs to the "
                              "word."))
@@ -252,6 +259,3 @@ def render() -> None:
     with tab:
         {"roles": roles_view, "patching": patching_view, "attribution": attribution_view}[view](model)
 
-
-if __name__ == "__main__":
-    render()

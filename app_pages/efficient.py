@@ -352,6 +352,3 @@ def render() -> None:
             return
         {"flash": flash_view, "masks": masks_view, "kv": kv_view, "linear": linear_view}[view](lm, trace)
 
-
-if __name__ == "__main__":
-    render()

@@ -238,6 +238,3 @@ def render() -> None:
     with tab:
         (write_view if view == "write" else compare_view)(lm, jobs, translated(vg.WORDS))
 
-
-if __name__ == "__main__":
-    render()

@@ -15,6 +15,7 @@ from app_core.derived.heads import ablated_probs
 from app_pages import _caches as caches
 from app_pages import _controls as controls
 from app_pages import _shell as shell
+from app_pages import navigation
 from app_pages._i18n import N_, _, ngettext, translated
 from app_pages._inside_common import follow_text, tok_md
 from app_pages._stream_view import lens_view, stream_view
@@ -170,7 +171,7 @@ def block_view(lm, trace) -> None:
         st.caption(_("This model does not rotate q and k. It learned one position vector per position (a table of "
                      "{n} rows) and added it to each token's embedding before layer 0, so q and k carry the position "
                      "in their numbers.").format(n=f"{cfg.max_positions:,}"))
-        st.page_link("app_pages/positional.py", label=_("Its learned positions: Positional encodings (tab: the "
+        navigation.link_to("positional", label=_("Its learned positions: Positional encodings (tab: the "
                                                         "model's positions)"), icon=":material/waves:")
     attention_steps(cfg, walk, layer, head, p, T, kv, name, tokens, hide_sink)
     mlp_steps(cfg, walk, layer)
@@ -192,7 +193,7 @@ def rope_step(cfg, walk, layer: int, head: int, p: int, T: int) -> None:
                            "spin, slow pairs barely move. Keys are turned the same way, so the score between a query "
                            "and a key depends on how far apart they are, not where they sit.").format(
         n=cfg.head_dim // 2)] + ([_("Position 0 is not turned at all.")] if p == 0 else [])))
-    st.page_link("app_pages/positional.py", label=_("More on RoPE: Positional encodings (tab: RoPE inside the model)"),
+    navigation.link_to("positional", label=_("More on RoPE: Positional encodings (tab: RoPE inside the model)"),
                  icon=":material/waves:")
 
 
@@ -224,7 +225,7 @@ def attention_steps(cfg, walk, layer: int, head: int, p: int, T: int, kv: int, n
                          "exactly 0: a token never sees the future.",
                          "The {n} keys after this token (grey above) get −∞, so after the softmax their weight is "
                          "exactly 0: a token never sees the future.", future).format(n=future))
-    st.page_link("app_pages/causal_mask.py", label=_("The mask for every token: Causal mask"),
+    navigation.link_to("causal-mask", label=_("The mask for every token: Causal mask"),
                  icon=":material/change_history:")
 
     step_header(7, "softmax", _("Softmax: attention weights"), r"a_j = \frac{e^{s_j}}{\sum_{k \le i} e^{s_k}}",
@@ -245,7 +246,7 @@ def attention_steps(cfg, walk, layer: int, head: int, p: int, T: int, kv: int, n
                       "switch on **Hide attention sink** to see the rest).") if share > 0.5 and not hide_sink else
                     _("One row per head. Head {head} puts {mine} on token 0; all heads {share} on average.")).format(
             **values))
-    st.page_link("app_pages/softmax.py", label=_("Softmax and temperature"), icon=":material/thermostat:")
+    navigation.link_to("softmax", label=_("Softmax and temperature"), icon=":material/thermostat:")
 
     step_header(8, "mix", _("Weighted sum of the values"), r"o_h = \sum_{j \le i} a_{h,j}\, v_{g(h),\,j}",
                 f"[{cfg.n_heads} × {cfg.head_dim}]")
@@ -448,6 +449,3 @@ def render() -> None:
             if trace is not None:
                 {"block": block_view, "stream": stream_view, "lens": lens_view, "heads": heads_view}[view](lm, trace)
 
-
-if __name__ == "__main__":
-    render()

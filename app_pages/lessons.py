@@ -43,6 +43,3 @@ def render() -> None:
                  "lessons/README.md in the app's repository; any view's Share link button gives a step's snippet to "
                  "paste).").format(env=f"`{ENV_DIR}`"))
 
-
-if __name__ == "__main__":
-    render()

@@ -427,6 +427,3 @@ def render() -> None:
     comparison_section(shape)
     check_section()
 
-
-if __name__ == "__main__":
-    render()

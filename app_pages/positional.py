@@ -430,6 +430,3 @@ def render() -> None:
         else:
             learned_view(lm)
 
-
-if __name__ == "__main__":
-    render()

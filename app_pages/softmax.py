@@ -197,6 +197,3 @@ def sampling_section(lm, kept: np.ndarray, labels_all: list[str] | None, words) 
         "{noise} at this N, and that shrinks as 1/√N: 100 times more draws, 10 times closer.").format(
         n=f"{n_draws:,}", bars=len(expected), gap=f"{gap:.2%}", noise=f"{noise:.2%}"))
 
-
-if __name__ == "__main__":
-    render()

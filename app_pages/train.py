@@ -10,6 +10,7 @@ from app_core import schemas as S
 from app_pages import _controls as controls
 from app_pages import _shell as shell
 from app_pages import _training as training
+from app_pages import navigation
 from app_pages._i18n import N_, _, language, ngettext, translated
 from app_pages._widgets import PRESENTER_FONT_SCALE, escape_markdown, plotly_config
 from model.tokenizers.labels import readable_token
@@ -213,7 +214,7 @@ def charts(runs: dict[str, TrainRun], names: dict[str, str], words) -> None:
     st.caption(_("Measured on held-out data at every log point. Previous-token score: a head's mean attention from "
                  "each token to the one before it. Induction score: on repeated segments, its mean attention from a "
                  "token to the token that followed that token's earlier occurrence. Dashed lines: the second run."))
-    st.page_link("app_pages/circuits.py", icon=":material/hub:", query_params={"view": "roles", "role": "induction"},
+    navigation.link_to("circuits", icon=":material/hub:", query_params={"view": "roles", "role": "induction"},
                  label=_("The same score on every head of the real model: Circuits, head roles"))
 
 
@@ -383,6 +384,3 @@ def render() -> None:
         st.rerun()                  # a run stopped while nobody watched it: asking again starts it anew
     show(jobs, run_names())
 
-
-if __name__ == "__main__":
-    render()

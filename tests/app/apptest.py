@@ -8,13 +8,22 @@ from pathlib import Path
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
+
+from app_pages.navigation import url_path
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "router.py")   # the script each session runs (app.py serves it)
 EXAMPLES = json.loads((ROOT / "assets/examples.json").read_text(encoding="utf-8"))
-PAGE_FILES = {"attention": "app_pages/attention.py", "causal-mask": "app_pages/causal_mask.py",
-              "softmax": "app_pages/softmax.py", "positional": "app_pages/positional.py",
-              "parameters": "app_pages/parameters.py"}
+
+
+
+def go_to(at: AppTest, page: str) -> AppTest:
+    """Open another page of the app in the same session at its next run, as its link in the navigation does
+    (AppTest.switch_page knows only file pages; Streamlit knows a page by the hash of its url_path:
+    tests/unit/test_streamlit_contract.py)."""
+    at._page_hash = calc_hash(url_path(page))
+    return at
 
 
 def example(word: str) -> str:

@@ -27,10 +27,12 @@ WRITTEN_KEYS = ("gen_text",)
 # Stripped before searching: code spans, LaTeX, HTML tags, plotly and Python placeholders, Material icons, URLs.
 NOT_PROSE = re.compile(r"`[^`]*`|\$[^$]*\$|<[^<>]*>|%\{[^}]*\}|\{[^{}]*\}|:material/[a-z_]+:|https?://\S+"
                        r"|:[a-z]+\[|\\text\w*")
-# Proto fields that hold no reader-facing text (ids, keys, values the user typed, figure specs read separately).
+# Proto fields that hold no reader-facing text (ids, keys, values the user typed, figure specs read separately, a
+# component's code).
 SKIP_FIELDS = {"id", "key", "form_id", "spec", "data", "value", "default", "url", "icon", "format", "theme",
                "selections", "page_script_hash", "page", "raw_value", "set_value", "arrow_data", "styler",
-               "editing_mode", "columns"}
+               "editing_mode", "columns", "component_name", "js_content", "html_content", "css_content",
+               "js_source_path", "css_source_path"}
 
 
 def english_runs(text: str) -> list[str]:

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from app_core import models_folder as _models
 from app_pages import _caches
-from tests.app.apptest import APP, PAGE_FILES
+from tests.app.apptest import APP, go_to
 
 
 def rss_mb(field: str) -> float:
@@ -25,7 +25,7 @@ def main(n_texts: int, n_words: int, models: list[str]) -> None:
     at.run()
     after_first = rss_mb("VmRSS:")
     for i in range(n_texts):
-        at.switch_page(PAGE_FILES["attention"])
+        go_to(at, "attention")
         at.session_state["attention_view"] = "head"
         if models:
             at.session_state["model"] = None if models[i % len(models)] == "builtin" else models[i % len(models)]
@@ -33,7 +33,7 @@ def main(n_texts: int, n_words: int, models: list[str]) -> None:
         at.run()
         at.session_state["attention_view"] = "model"
         at.run()
-        at.switch_page(PAGE_FILES["causal-mask"])
+        go_to(at, "causal-mask")
         at.run()
         assert not at.exception, [e.value for e in at.exception]
     sizes = {name: cache.total_bytes / 2**20 for name, cache in _caches.caches().items()}

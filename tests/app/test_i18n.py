@@ -3,24 +3,21 @@ sentence (texts, labels, help texts, options, tables, figure titles, axes, hover
 stays English; the language is in the link, the header's switch changes it, presenter mode holds in both."""
 from __future__ import annotations
 
-import ast
 import re
 
 import pytest
 
 from app_core import schemas as S
-from tests.app.apptest import APP, example, figures, open_page, rerun, run_until
+from app_pages.navigation import PAGES
+from tests.app.apptest import example, figures, open_page, rerun, run_until
 from tests.app.i18n_check import english_runs, figure_strings, page_strings
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
 def page_names() -> list[str]:
-    """The names of the router's pages (router.PAGES: (file, title, icon, name); router.py is a script)."""
-    tree = ast.parse(open(APP, encoding="utf-8").read())
-    pages = next(node.value for node in tree.body if isinstance(node, ast.Assign)
-                 and getattr(node.targets[0], "id", None) == "PAGES")
-    return [row.elts[3].value for row in pages.elts]
+    """The names of the app's pages (app_pages/navigation.py)."""
+    return [spec.name for spec in PAGES]
 
 
 def views(page: str) -> list[tuple[str | None, str | None]]:

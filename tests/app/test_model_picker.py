@@ -9,18 +9,18 @@ import pytest
 from app_core import models_folder as models
 from app_core import schemas as S
 from app_pages import _caches as caches
-from tests.app.apptest import open_page, rerun, warnings
+from tests.app.apptest import go_to, open_page, rerun, warnings
 from tests.app.models_folder import SHAPES
 
-VIEWS = {  # page file -> (its view setting's state key, the views)
-    "app_pages/attention.py": ("attention_view", tuple(S.ATTENTION_VIEWS)),
-    "app_pages/causal_mask.py": (None, (None,)),
-    "app_pages/softmax.py": ("softmax_source", tuple(S.SOFTMAX_SOURCES)),
-    "app_pages/generate.py": ("generate_view", tuple(S.GENERATE_VIEWS)),
-    "app_pages/inside.py": ("inside_view", tuple(S.INSIDE_VIEWS)),
-    "app_pages/positional.py": ("positional_view", tuple(S.POSITIONAL_VIEWS)),
-    "app_pages/efficient.py": ("efficient_view", tuple(S.EFFICIENT_VIEWS)),
-    "app_pages/parameters.py": ("params_preset", (S.DEFAULT_PRESET, S.LOADED)),
+VIEWS = {  # page -> (its view setting's state key, the views)
+    "attention": ("attention_view", tuple(S.ATTENTION_VIEWS)),
+    "causal-mask": (None, (None,)),
+    "softmax": ("softmax_source", tuple(S.SOFTMAX_SOURCES)),
+    "generate": ("generate_view", tuple(S.GENERATE_VIEWS)),
+    "inside": ("inside_view", tuple(S.INSIDE_VIEWS)),
+    "positional": ("positional_view", tuple(S.POSITIONAL_VIEWS)),
+    "efficient": ("efficient_view", tuple(S.EFFICIENT_VIEWS)),
+    "parameters": ("params_preset", (S.DEFAULT_PRESET, S.LOADED)),
 }
 TEXT = "The cat sat on the mat. The cat sat on the mat again, 12 times."
 
@@ -43,7 +43,7 @@ def test_every_page_and_view_with_each_architecture(models_dir, name):
     assert at.session_state[S.LAYER.key] == tiny.n_layers - 1 and at.session_state[S.HEAD.key] == tiny.n_heads - 1
     assert slider_max(at, S.LAYER.key) == tiny.n_layers - 1 and slider_max(at, S.HEAD.key) == tiny.n_heads - 1
     for page, (key, views) in VIEWS.items():
-        at.switch_page(page)
+        go_to(at, page)
         for view in views:
             if key is not None:
                 at.session_state[key] = view

@@ -129,3 +129,20 @@ def test_the_api_parameters_the_app_uses():
                                         on_target_change=lambda: None)["target"]
 
     assert AppTest.from_function(script).run().session_state["got"] == 7
+
+
+def test_apptest_opens_a_function_page_by_the_hash_of_its_url_path():
+    """tests/app/apptest.go_to: AppTest.switch_page knows only file pages; Streamlit knows a registered page by
+    calc_hash(url_path), the hash AppTest runs the script with (its private _page_hash)."""
+    from streamlit.util import calc_hash
+
+    def script():
+        import streamlit as st
+
+        pages = [st.Page(lambda: st.write("first"), title="A", url_path="", default=True),
+                 st.Page(lambda: st.write("second"), title="B", url_path="second")]
+        st.navigation(pages).run()
+
+    at = AppTest.from_function(script).run()
+    at._page_hash = calc_hash("second")
+    assert [m.value for m in at.run().markdown] == ["second"]
