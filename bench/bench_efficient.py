@@ -18,9 +18,9 @@ import streamlit.logger  # noqa: E402
 
 from app_core import schemas as S  # noqa: E402
 from app_core.scheduling import compute_threads  # noqa: E402
+from harness.apptest import example, open_page, rerun  # noqa: E402
 from model.files.gguf import default_model_path, open_reader, tokenizer_metadata  # noqa: E402
 from model.tokenizers.from_gguf import build_tokenizer  # noqa: E402
-from tests.app.apptest import example, open_page, rerun  # noqa: E402
 
 TOKENS = 256
 COLD = [("sink", 64), ("strided", 64), ("dilated", 64), ("window", 32), ("sink", 32)]

@@ -25,11 +25,11 @@ import streamlit.logger  # noqa: E402
 import viz.efficient as VE  # noqa: E402
 import viz.positional as VP  # noqa: E402
 from app_core import schemas as S  # noqa: E402
+from harness.apptest import open_page, rerun  # noqa: E402
 from model import load_model  # noqa: E402
 from model.analysis.head_stats import sink_hidden_view  # noqa: E402
 from model.lessons import alibi as A  # noqa: E402
 from model.lessons import positional as P  # noqa: E402
-from tests.app.apptest import open_page, rerun  # noqa: E402
 from viz.attention import causal_nan  # noqa: E402
 
 BUDGET_S = 0.5

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from app_core import models_folder as _models
 from app_pages import _caches
-from tests.app.apptest import APP, go_to
+from harness.apptest import APP, go_to
 
 
 def rss_mb(field: str) -> float:

@@ -13,7 +13,7 @@ from app_core import models_folder as _models
 from app_core import schemas as _schemas
 from app_core.examples import offered
 from app_pages import _caches
-from tests.app.apptest import (
+from harness.apptest import (
     APP,
     EXAMPLES,
     go_to,

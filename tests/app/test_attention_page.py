@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, selected_rows
+from harness.apptest import array, example, figures, open_page, rerun, titles
 from model.analysis.head_stats import apply_sink, prev_token_score
-from tests.app.apptest import array, example, figures, open_page, rerun, titles
 
 INDUCTION = example("induction")
 VIEWS = ["head", "layer", "model", "query", "next"]

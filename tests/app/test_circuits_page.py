@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from app_core.circuit_pairs import PAIRS
-from tests.app.apptest import array, figures, open_page, rerun, titles, warnings
+from harness.apptest import array, figures, open_page, rerun, titles, warnings
 from tests.app.test_hostile_texts import TEXTS, check_figure
 
 IOI = PAIRS[0]

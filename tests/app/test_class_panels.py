@@ -12,7 +12,7 @@ import pytest
 from app_core.classroom import class_store, codes, follower_key, followers
 from app_core.classroom import redis_store as redis_module
 from app_core.classroom.views import JOIN, TEACH
-from tests.app.apptest import open_page, rerun, warnings
+from harness.apptest import open_page, rerun, warnings
 from tests.app.models_folder import SHAPES
 
 DEPLOY_REDIS = Path(__file__).resolve().parents[2] / "deploy/redis.conf"

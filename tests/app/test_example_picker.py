@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from app_core.examples import load_examples
+from harness.apptest import open_page
 from tests import qwen_style_vocab
-from tests.app.apptest import open_page
 
 CHINESE = [e for e in load_examples() if e["lang"] == "zh"]
 OTHERS = [e for e in load_examples() if e["lang"] != "zh"]

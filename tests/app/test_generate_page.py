@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from app_pages import _caches, _controls
-from tests.app.apptest import array, figures, open_page, rerun, run_until, widget_values
+from harness.apptest import array, figures, open_page, rerun, run_until, widget_values
 
 PROMPT = "The capital of France is"
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.app.apptest import figures, open_page, rerun
+from harness.apptest import figures, open_page, rerun
 
 TEXTS = {
     "numbers": "Count with me: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20.",

@@ -9,7 +9,7 @@ import pytest
 
 from app_core import schemas as S
 from app_pages.navigation import PAGES
-from tests.app.apptest import example, figures, open_page, rerun, run_until
+from harness.apptest import example, figures, open_page, rerun, run_until
 from tests.app.i18n_check import english_runs, figure_strings, page_strings
 
 HAN = re.compile(r"[\u4e00-\u9fff]")

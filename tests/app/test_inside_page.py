@@ -16,8 +16,8 @@ import torch
 
 from app_core import schemas as S
 from app_core.tokenization import WINDOW_CHARS
+from harness.apptest import array, example, open_page, rerun
 from model.decoder.core import CHECKPOINT_EVERY
-from tests.app.apptest import array, example, open_page, rerun
 from viz.labels import plotly_escape
 
 STEP_ANCHORS = ("in", "norm1", "qkv", "rope", "scores", "mask", "softmax", "mix", "wo", "add1", "norm2", "swiglu",

@@ -19,7 +19,7 @@ from app_core.lessons.views import step_settings
 from app_core.link import Context
 from app_pages import _i18n
 from app_pages._widgets import escape_markdown
-from tests.app.apptest import figures, open_page, rerun, run_until, warnings
+from harness.apptest import figures, open_page, rerun, run_until, warnings
 
 LESSONS = load_catalog().lessons
 ACTIVE = "_lesson"

@@ -6,8 +6,8 @@ import re
 import numpy as np
 import pytest
 
+from harness.apptest import array, figures, open_page, rerun
 from model.lessons.sampling import filter_probs, softmax
-from tests.app.apptest import array, figures, open_page, rerun
 
 TEXT = "The cat sat on the mat because it was tired, and then the cat slept."
 

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from tests.app.apptest import ROOT
+from harness.apptest import ROOT
 
 LIMIT_MB = 1536      # MiB: 1.5 GiB. On a 2-core Xeon (MKL's AVX-512 paths) the probe peaks at 1,462-1,501 MiB from
                      # run to run, ~50 MiB of it transient (peak over final)

@@ -9,7 +9,7 @@ import pytest
 from app_core import models_folder as models
 from app_core import schemas as S
 from app_pages import _caches as caches
-from tests.app.apptest import go_to, open_page, rerun, warnings
+from harness.apptest import go_to, open_page, rerun, warnings
 from tests.app.models_folder import SHAPES
 
 VIEWS = {  # page -> (its view setting's state key, the views)

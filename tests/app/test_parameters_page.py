@@ -7,8 +7,8 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from harness.apptest import open_page, rerun
 from model.calculator.params import PRESETS, count_parameters
-from tests.app.apptest import open_page, rerun
 from viz.format import format_si
 
 K = "params_"

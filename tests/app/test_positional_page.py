@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app import apptest
-from tests.app.apptest import rerun
+from harness import apptest
+from harness.apptest import rerun
 
 TEXT = "The cat sat on the mat because it was tired, and then the cat slept on the warm mat."
 TABS = ("sin", "rope", "model")

@@ -11,7 +11,7 @@ from app_core import models_folder as models
 from app_core import schemas as S
 from app_core.examples import default_text
 from app_pages import _caches as caches
-from tests.app.apptest import open_page, rerun, warnings
+from harness.apptest import open_page, rerun, warnings
 from tests.app.models_folder import SHAPES
 from tests.fake_hub import FakeHub
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.app.apptest import example, figures, open_page, rerun, widget_values
+from harness.apptest import example, figures, open_page, rerun, widget_values
 
 TEXT = "The keys that the old man had left on the table were gone, so he looked everywhere for them."
 

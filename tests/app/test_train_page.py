@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 import model.train.trainer as trainer
+from harness.apptest import array, example, figures, open_page, rerun, run_until, widget_values
 from model.train import TrainSettings, train
-from tests.app.apptest import array, example, figures, open_page, rerun, run_until, widget_values
 
 
 def finished(at) -> bool:

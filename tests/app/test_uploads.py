@@ -12,8 +12,8 @@ import pytest
 from app_core import models_folder as models
 from app_pages import _controls as controls
 from app_pages._i18n import translations
+from harness.apptest import open_page
 from harness.crafted_gguf import T, record, string, with_records, write_attack, write_good
-from tests.app.apptest import open_page
 
 
 @pytest.fixture

@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 import torch
 
+from harness.apptest import example
 from model.decoder.hooks import capture
 from model.lessons import sparse_masks
 from model.lessons.flash_attention import flash_attention
 from model.lessons.kv_heads import pool_kv_rows
-from tests.app.apptest import example
 
 MASKS = {"window": lambda T: sparse_masks.sliding_window(T, 16),
          "sink": lambda T: sparse_masks.sink_window(T, 16, 4),

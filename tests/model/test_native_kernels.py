@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import pytest
 
+from harness.apptest import ROOT
 from model.lessons import sampling
 from model.native import attention
 from model.native.softmax_entropy import softmax_entropy, softmax_entropy_rows
-from tests.app.apptest import ROOT
 
 
 def reference_attention(q, keys, values):

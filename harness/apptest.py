@@ -12,7 +12,7 @@ from streamlit.util import calc_hash
 
 from app_pages.navigation import url_path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "router.py")   # the script each session runs (app.py serves it)
 EXAMPLES = json.loads((ROOT / "assets/examples.json").read_text(encoding="utf-8"))
 
