@@ -1,5 +1,5 @@
-"""What the AppTest suites share: opening the app on a page with a link's query params, reruns that fail on an
-exception, and reading the figures the app sent."""
+"""What the AppTest suites and the page benches share: opening the app on a page with a link's query params,
+reruns that fail on an exception, and reading the figures the app sent."""
 from __future__ import annotations
 
 import base64
