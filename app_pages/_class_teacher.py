@@ -145,7 +145,8 @@ def _qr(link: str) -> bytes:
 def class_button(where) -> None:
     """In the presenter row: "Start a class" (icon only: the row is full); a class's own panel is on its line."""
     if not st.session_state.get(TEACHING):
-        where.button("", key="w_class_start", icon=":material/groups:", on_click=_start_class, type="tertiary",
+        where.button(_("Start a class"), key="w_class_start", icon=":material/groups:", on_click=_start_class,
+                     type="tertiary",
                      help=_("Start a class") + ": " + _("Students who open the join link follow this screen: page, "
                                                       "tab, text and settings"))          # the row is full at 1024 px
 

@@ -15,6 +15,8 @@ has answered it (ANSWERED).
 """
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 
 from app_core import schemas as S
@@ -28,6 +30,7 @@ from app_pages import _lesson_question as question_ui
 from app_pages import navigation
 from app_pages._i18n import _, language
 from app_pages._lesson_question import RESULTS, REVEALED, score, translate
+from app_pages._presenter_keys import Stepped
 from app_pages._widgets import escape_markdown
 
 __all__ = ["ACTIVE", "ANSWERED", "CLASS_HOLD", "RESULTS", "REVEALED", "active", "draw", "go", "held_notice",
@@ -111,6 +114,16 @@ def go(lesson_id: str, n: int) -> None:
     st.session_state[GOTO] = (lesson_id, n)
 
 
+def stepped(page: str) -> Stepped | None:
+    """The lesson's step as the presenter keys step it (PageUp / PageDown), while a step of this page is open."""
+    found = active()
+    if found is None or found[0].step(found[1]).page != page:
+        return None
+    lesson, n = found
+    return Stepped("lesson step", n, 1, len(lesson.steps), {"PageUp": -1, "PageDown": 1},
+                   functools.partial(go, lesson.id))
+
+
 def leave() -> None:
     """on_click: leave the lesson (the view stays as it is)."""
     st.session_state.pop(ACTIVE, None)
@@ -153,7 +166,6 @@ def draw(page: str) -> None:
         return
     lesson, n = found
     lang, total = language(), len(lesson.steps)
-    presenting = bool(st.session_state.get(S.PRESENT.key))
     step = lesson.step(n)
     st.sidebar.html(PANEL_CSS)                                   # in the sidebar: no gap on the page
     with st.container(border=True, key="lesson_panel", gap="small"):
@@ -161,10 +173,11 @@ def draw(page: str) -> None:
             st.markdown(_("**Step {n} of {total}** · {title}").format(title=escape_markdown(lesson.title[lang]), n=n,
                                                                        total=total), width="stretch")
             st.button(_("Previous"), key="w_lesson_prev", icon=":material/arrow_back:", disabled=n <= 1,
-                      on_click=go, args=(lesson.id, n - 1), shortcut="PageUp" if presenting else None)
+                      on_click=go, args=(lesson.id, n - 1))
             st.button(_("Next"), key="w_lesson_next", icon=":material/arrow_forward:", disabled=n >= total,
-                      on_click=go, args=(lesson.id, n + 1), shortcut="PageDown" if presenting else None)
-            st.button("", key="w_lesson_back", icon=":material/restart_alt:", on_click=go, args=(lesson.id, n),
+                      on_click=go, args=(lesson.id, n + 1))
+            st.button(_("Back to this step's view"), key="w_lesson_back", icon=":material/restart_alt:", on_click=go,
+                      args=(lesson.id, n),
                       help=_("Back to this step's view: its page and settings as the lesson set them"))
             held = holds_view(page)
             if step.question is not None and not held:
@@ -172,7 +185,7 @@ def draw(page: str) -> None:
                 label = _("Question") + (f" · {right}/{checked}" if checked else "")
                 with st.popover(label, icon=":material/quiz:", key="lesson_question"):
                     question_ui.draw(lesson, n, lang)
-            st.button("", key="w_lesson_leave", icon=":material/close:", on_click=leave,
+            st.button(_("Leave the lesson"), key="w_lesson_leave", icon=":material/close:", on_click=leave,
                       help=_("Leave the lesson"))
         st.markdown(fill(step.text[lang], question_ui.facts()))
         if step.predict and not held:               # the prediction's outcome stays on the frame

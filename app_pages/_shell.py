@@ -21,7 +21,7 @@ from app_pages import _controls as controls
 from app_pages import _lesson_panel as lesson_panel
 from app_pages._i18n import LANG_KEY, LANGUAGES, _, language, ngettext
 from app_pages._presenter_keys import Stepped, presenter_keys
-from app_pages._widgets import escape_markdown
+from app_pages._widgets import ICON_ONLY_CSS, escape_markdown
 from model import ForwardTrace
 
 NOTES = "_url_notes"
@@ -153,7 +153,7 @@ def start(page: str, before_controls: Callable[[], None] | None = None) -> None:
     ss[RUN] = (page, schema, ctx)
     if before_controls is not None:
         before_controls()
-    st.sidebar.html(CSS + (PRESENTER_CSS if presenter_mode() else ""))   # in the sidebar: no gap on the page
+    st.sidebar.html(CSS + f"<style>{ICON_ONLY_CSS}</style>" + (PRESENTER_CSS if presenter_mode() else ""))  # no gap
     _shared_controls(schema)
     lesson_panel.draw(page)
 
@@ -269,19 +269,23 @@ def _shared_controls(schema: Schema) -> None:
             controls.model_picker(st)
             st.caption(_("Model: **{name}** · {shape}").format(name=escape_markdown(lm.name),
                                                                 shape=model_shape(lm.config)))
-    if has[S.LAYER.key] or has[S.HEAD.key]:
-        _keyboard_shortcuts(cfg)
+    _keyboard_shortcuts(cfg, has[S.LAYER.key] or has[S.HEAD.key], schema.page)
 
 
-def _keyboard_shortcuts(cfg) -> None:
-    """The arrow keys step the head (left / right) and the layer (up / down), every press applied
+def _keyboard_shortcuts(cfg, layer_and_head: bool, page: str) -> None:
+    """The arrow keys step the head (left / right) and the layer (up / down) where they are shown, and in presenter
+    mode PageUp / PageDown a lesson's step (what presentation clickers send), every press applied
     (_presenter_keys)."""
     ss = st.session_state
     stepped = [Stepped(key, int(ss.get(key) or 0), 0, top, keys, functools.partial(controls.set_within, key, 0, top))
                for key, top, keys in ((S.LAYER.key, cfg.n_layers - 1, {"ArrowUp": 1, "ArrowDown": -1}),
-                                      (S.HEAD.key, cfg.n_heads - 1, {"ArrowRight": 1, "ArrowLeft": -1}))]
-    with st.sidebar.container(key="keyboard_shortcuts"):    # mounted (so the keys work) but never shown
-        presenter_keys(*stepped)
+                                      (S.HEAD.key, cfg.n_heads - 1, {"ArrowRight": 1, "ArrowLeft": -1}))
+               if layer_and_head]
+    lesson_step = lesson_panel.stepped(page) if presenter_mode() else None
+    stepped += [lesson_step] if lesson_step is not None else []
+    if stepped:
+        with st.sidebar.container(key="keyboard_shortcuts"):    # mounted (so the keys work) but never shown
+            presenter_keys(*stepped)
 
 
 def _share_popover(where) -> None:

@@ -51,6 +51,12 @@ def plotly_config(filename: str) -> dict:
     }
 
 
+ICON_ONLY = ("w_class_start", "w_lesson_back", "w_lesson_leave")     # buttons that show their icon alone
+# Their labels stay in the page, visually hidden: the button's accessible name (screen readers, test tools).
+ICON_ONLY_CSS = ", ".join(f'.st-key-{key} button [data-testid="stMarkdownContainer"]' for key in ICON_ONLY) + \
+    " { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap; }"
+
+
 def show_figure(fig, key: str, filename: str, image: dict | None = None, **kwargs):
     """st.plotly_chart with the shared config (PNG button named after the view), an explicit key, and larger
     text in presenter mode. image: other toImageButtonOptions for the toolbar's image button (format "svg", width,

@@ -781,3 +781,14 @@ def test_long_text_keeps_the_sidebar_controls_on_screen(app_url, new_page):
     for key in ("layer", "head", "sink"):
         control = box(page, f'[data-testid="stSidebar"] .st-key-{key}')
         assert fully_visible(control, width, height), f"{key}: {control}"
+
+
+@pytest.mark.parametrize(("lang", "names"), [("en", ["Start a class", "Back to this step's view", "Leave the lesson"]),
+                                             ("zh", ["开始上课", "回到这一步的视图", "离开课程"])])
+def test_icon_only_buttons_have_accessible_names(app_url, new_page, lang, names):
+    """A button that shows only its icon keeps its label as its accessible name (screen readers and test tools find
+    "Start a class" by name), in both languages."""
+    page = new_page(*PROJECTOR)
+    open_view(page, url_of(app_url, "/", lesson="1-llm-basics", step="2", present="1", lang=lang))
+    missing = [name for name in names if page.get_by_role("button", name=name, exact=True).count() != 1]
+    assert not missing, f"no button named {missing} ({lang})"
