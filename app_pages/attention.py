@@ -10,11 +10,9 @@ import streamlit as st
 
 from app_core import schemas as S
 from app_core.derived.heads import head_matrix_csv, head_statistics, thumbnails
-from app_pages import _caches as caches
-from app_pages import _controls as controls
-from app_pages import _shell as shell
-from app_pages._i18n import N_, _, translated
-from app_pages._widgets import (
+from app_pages.frame import controls, session, shell
+from app_pages.frame.i18n import N_, _, translated
+from app_pages.frame.widgets import (
     escape_markdown,
     shared_figure,
     show_figure,
@@ -124,7 +122,7 @@ def render() -> None:
     if trace is None:
         st.stop()
     hide_sink = bool(ss[S.SINK.key])
-    ws = caches.workspace()
+    ws = session.workspace()
     r = PageRun(ws=ws, trace=trace, layer=ss[S.LAYER.key], head=ss[S.HEAD.key], query=ss[S.QUERY.key],
                 hide_sink=hide_sink, stats=ws.compute(head_statistics, trace.text, hide_sink),
                 words=translated(va.WORDS))

@@ -7,11 +7,9 @@ import streamlit as st
 
 import viz.mask
 from app_core import schemas as S
-from app_pages import _caches as caches
-from app_pages import _controls as controls
-from app_pages import _shell as shell
-from app_pages._i18n import _, ngettext, translated
-from app_pages._widgets import SharedBuilders, escape_markdown, show_figure, token_label, token_legend
+from app_pages.frame import controls, session, shell
+from app_pages.frame.i18n import _, ngettext, translated
+from app_pages.frame.widgets import SharedBuilders, escape_markdown, show_figure, token_label, token_legend
 from model.analysis.head_stats import sink_hidden_view
 from model.lessons.masking import masked_views, most_leaking_row, softmax_steps
 
@@ -44,10 +42,10 @@ def render() -> None:
     trace = shell.current_trace()
     if trace is None:
         st.stop()
-    cfg = caches.get_model().config
+    cfg = session.get_model().config
     layer, head, hide_sink = ss[S.LAYER.key], ss[S.HEAD.key], bool(ss[S.SINK.key])
     T = trace.n_tokens
-    detail = caches.workspace().layer_detail(trace.text, layer)
+    detail = session.workspace().layer_detail(trace.text, layer)
 
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
         if T >= 3:

@@ -16,12 +16,10 @@ from app_core import schemas as S
 from app_core.circuit_pairs import PAIRS
 from app_core.derived import of_model
 from app_core.derived.circuits import pair_patching
-from app_pages import _caches as caches
-from app_pages import _controls as controls
-from app_pages import _shell as shell
 from app_pages import navigation
-from app_pages._i18n import N_, _, translated
-from app_pages._widgets import SharedBuilders, show_figure, token_legend
+from app_pages.frame import controls, session, shell
+from app_pages.frame.i18n import N_, _, translated
+from app_pages.frame.widgets import SharedBuilders, show_figure, token_legend
 from model.analysis.head_roles import PROBE_TOKENS
 from model.analysis.head_stats import top_predictions
 from model.analysis.input_attribution import MAX_ATTRIBUTION_TOKENS
@@ -90,7 +88,7 @@ def downloads(name: str, table: np.ndarray, header: str, code: str) -> None:
 def roles_view(lm) -> None:
     ss = st.session_state
     cfg = lm.config
-    scores = caches.workspace(lm).compute(of_model, "head_role_scores")
+    scores = session.workspace(lm).compute(of_model, "head_role_scores")
     role = st.segmented_control(_("Role"), options=list(ROLE_NAMES), format_func=labels(ROLE_NAMES),
                                 key=ROLE.key, required=True, **controls.PERSIST)
     layer, head = ss[S.LAYER.key], ss[S.HEAD.key]
@@ -164,7 +162,7 @@ def patching_view(lm) -> None:
     if picked is None:
         return
     clean, corrupt, answer, foil, kind = picked
-    ws = caches.workspace(lm)
+    ws = session.workspace(lm)
     with st.spinner(_("Patching every layer…"), show_time=True):
         patched = ws.compute(pair_patching, clean, corrupt, answer, foil, kind)
     if patched.problem == "same token":
@@ -224,7 +222,7 @@ def attribution_view(lm) -> None:
     target, names = controls.target_picker(lm, TARGET, TARGET_PICK, top_ids, _("Explain the prediction of"),
                                            help=_("The next token whose probability is explained."))
     layer, head = ss[S.LAYER.key], ss[S.HEAD.key]
-    ws = caches.workspace(lm)
+    ws = session.workspace(lm)
     with st.spinner(_("Occluding every token…"), show_time=True):
         occluded = ws.compute(of_model, "occlusion", list(trace.token_ids), target)
         gradients = ws.compute(of_model, "gradient_x_input", list(trace.token_ids), target)
@@ -254,7 +252,7 @@ def render() -> None:
     shell.header(_("Circuits"), _("Which heads do what, which activations carry an answer from one text into another, "
                                   "and which tokens a prediction depends on: the tools of interpretability research, "
                                   "on the loaded model."))
-    model = caches.get_model()
+    model = session.get_model()
     view, tab = controls.view_tabs(VIEW, S.CIRCUITS_VIEWS)
     with tab:
         {"roles": roles_view, "patching": patching_view, "attribution": attribution_view}[view](model)

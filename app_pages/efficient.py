@@ -2,7 +2,7 @@
 (the attention-sink finding), MHA / GQA / MQA by regrouping the model's KV heads, and linear attention.
 
 Thin: the maths is in model/lessons (flash_attention, sparse_masks, kv_heads, linear_attention, perplexity), the
-passes and their caching in app_pages/_efficient_data.py, the figures in viz/efficient.py. Only the open view is
+passes in app_core/derived/efficient.py, the figures in viz/efficient.py. Only the open view is
 computed.
 """
 from __future__ import annotations
@@ -13,12 +13,10 @@ import streamlit as st
 import viz.efficient
 from app_core import schemas as S
 from app_core.derived import efficient as E
-from app_pages import _caches as caches
-from app_pages import _controls as controls
-from app_pages import _efficient_data as data
-from app_pages import _shell as shell
-from app_pages._i18n import _
-from app_pages._widgets import SharedBuilders, show_figure, token_label, token_legend
+from app_core.examples import load_examples
+from app_pages.frame import controls, session, shell
+from app_pages.frame.i18n import _
+from app_pages.frame.widgets import SharedBuilders, show_figure, token_label, token_legend
 from model.lessons import kv_heads, linear_attention, sparse_masks
 from model.lessons.flash_attention import (
     block_history,
@@ -40,6 +38,27 @@ TOP_NEXT = 8                      # next-token candidates compared
 LONG_TEXT = 128                   # below this many tokens the masks view suggests the long story
 COST_POSITIONS = 4096             # the cost-per-token figure runs to this many tokens
 SMOOTH = 16                       # per-token losses are also drawn as the mean of the last SMOOTH
+
+
+STORY_TITLE = "A long story (attention sinks)"     # the example text the masks view offers to load
+
+
+def switch_mask(kind: str) -> None:
+    """Button callback: show another kind of mask (the masks view's setting)."""
+    st.session_state[S.EFFICIENT.by_name("mask").key] = kind
+
+
+def story_text() -> str | None:
+    """The long example story (None if the examples file lacks it)."""
+    return next((e["text"] for e in load_examples() if e["title"] == STORY_TITLE), None)
+
+
+def load_story() -> None:
+    """Button callback: the long story becomes the text (the masks view needs a few hundred tokens)."""
+    text = story_text()
+    if text is not None:
+        st.session_state[S.TEXT.key] = text
+        st.session_state[S.QUERY.key] = None
 
 
 def mask_names() -> dict[str, str]:
@@ -65,7 +84,7 @@ def flash_view(lm, trace) -> None:
     layer, head = ss[S.LAYER.key], ss[S.HEAD.key]
     offered = block_sizes(trace.n_tokens)
     block = ss[BLOCK.key] = nearest_block(int(ss[BLOCK.key]), trace.n_tokens)
-    run = caches.workspace().compute(E.flash_run, trace.text, layer, head, block)
+    run = session.workspace().compute(E.flash_run, trace.text, layer, head, block)
     last = len(run.steps) - 1
     t = last if ss.get(TILE.key) is None else min(int(ss[TILE.key]), last)
     ss[TILE_PICK] = t
@@ -107,7 +126,7 @@ def flash_view(lm, trace) -> None:
                                                                     _("final output")),
                                      x_title=_("dimension of the head"), value_word=_("value")),
                 key="eff_out", filename=f"flash_output_L{layer}_H{head}")
-    exact, model = caches.workspace().compute(E.flash_differences, trace.text, layer, head, block)
+    exact, model = session.workspace().compute(E.flash_differences, trace.text, layer, head, block)
     st.caption(_("After the last tile every row is complete. Largest difference from ordinary softmax attention "
                  "on the same q, k, v: {exact:.1e} (float64 rounding); from the model's own float32 forward pass "
                  "(its pattern times v): {model:.1e}.").format(exact=exact, model=model))
@@ -170,12 +189,12 @@ def masks_view(lm, trace) -> None:
             st.info(_("This text has {T} tokens. A mask that keeps only the recent tokens shows its effect on long "
                       "texts: load the long story (about 230 tokens).").format(T=T), icon=":material/short_text:",
                     width=520)                           # the button beside it: one row, the chart on the first screen
-            st.button(_("Load the long story"), key="eff_story", on_click=data.load_story)
+            st.button(_("Load the long story"), key="eff_story", on_click=load_story)
     mask_controls(T)
     kind = ss[MASK.key]
     key = E.mask_key(kind, int(ss[WINDOW.key]), int(ss[SINKS.key]), int(ss[STRIDE.key]))
     mask = sparse_masks.build_mask(kind, T, *key[1:])
-    ws = caches.workspace(lm)
+    ws = session.workspace(lm)
     full = ws.compute(E.full_pass, trace.text)
     with st.spinner(_("Running the model with this mask in every layer…")):
         masked = ws.compute(E.masked_pass, trace.text, key)
@@ -228,11 +247,11 @@ def sink_finding(text: str, key: tuple, masked: E.PassResult, full: E.PassResult
     kind, window = key[0], key[1]
     sinks = int(ss[SINKS.key])
     other_key = E.counterpart(key, sinks)
-    other = caches.workspace().computed(E.masked_pass, text, other_key)
+    other = session.workspace().computed(E.masked_pass, text, other_key)
     if other is None:
         target = mask_names()[other_key[0]]
         st.button(_("Compare: {mask}").format(mask=target), key="eff_compare", icon=":material/compare_arrows:",
-                  on_click=data.switch_mask, args=(other_key[0],),
+                  on_click=switch_mask, args=(other_key[0],),
                   help=_("Runs the same window with the first {k} tokens kept (or dropped): the attention-sink "
                          "finding.").format(k=sinks))
         return
@@ -252,7 +271,7 @@ def kv_view(lm, trace) -> None:
     cfg = lm.config
     counts = kv_heads.kv_head_counts(cfg.n_heads, cfg.n_kv_heads)
     names = kv_names(cfg)
-    ws = caches.workspace(lm)
+    ws = session.workspace(lm)
     with st.spinner(_("Running the model with its KV heads regrouped…")):
         results = {slug: ws.compute(E.kv_pass, trace.text, n) for slug, n in counts.items()}
     T = trace.n_tokens
@@ -298,7 +317,7 @@ def linear_view(lm, trace) -> None:
     ss = st.session_state
     cfg = lm.config
     layer, head = ss[S.LAYER.key], ss[S.HEAD.key]
-    detail = caches.workspace().layer_detail(trace.text, layer)
+    detail = session.workspace().layer_detail(trace.text, layer)
     kv = head // cfg.group_size
     q, k, v = detail.q_rot[head], detail.k_rot[kv], detail.v[kv]
     soft = detail.pattern[head].astype(np.float64)                                     # [T, T] the model's own
@@ -343,7 +362,7 @@ def render() -> None:
     trace = shell.current_trace()
     if trace is None:
         st.stop()
-    lm = caches.get_model()
+    lm = session.get_model()
     view, tab = controls.view_tabs(VIEW, S.EFFICIENT_VIEWS)
     with tab:
         if view in ("masks", "kv") and trace.n_tokens < 2:

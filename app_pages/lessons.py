@@ -6,10 +6,10 @@ import streamlit as st
 
 from app_core.lessons import load_catalog
 from app_core.lessons.loading import ENV_DIR
-from app_pages import _lesson_panel as panel
-from app_pages import _shell as shell
-from app_pages._i18n import _, language, ngettext
-from app_pages._widgets import escape_markdown
+from app_pages.frame import lesson_panel as panel
+from app_pages.frame import shell
+from app_pages.frame.i18n import _, language, ngettext
+from app_pages.frame.widgets import escape_markdown
 
 
 def render() -> None:

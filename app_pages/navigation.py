@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app_pages._i18n import N_, _
+from app_pages.frame.i18n import N_, _
 
 
 @dataclass(frozen=True)
@@ -27,12 +27,12 @@ PAGES = (
     PageSpec("attention", N_("Attention"), ":material/grid_on:", "app_pages.attention"),
     PageSpec("causal-mask", N_("Causal mask"), ":material/change_history:", "app_pages.causal_mask"),
     PageSpec("softmax", N_("Softmax & temperature"), ":material/thermostat:", "app_pages.softmax"),
-    PageSpec("generate", N_("Generate"), ":material/edit:", "app_pages.generate"),
-    PageSpec("inside", N_("Inside a block"), ":material/account_tree:", "app_pages.inside"),
+    PageSpec("generate", N_("Generate"), ":material/edit:", "app_pages.generate.page"),
+    PageSpec("inside", N_("Inside a block"), ":material/account_tree:", "app_pages.inside.page"),
     PageSpec("positional", N_("Positional encodings"), ":material/waves:", "app_pages.positional"),
     PageSpec("efficient", N_("Efficient attention"), ":material/speed:", "app_pages.efficient"),
     PageSpec("parameters", N_("Parameters"), ":material/calculate:", "app_pages.parameters"),
-    PageSpec("train", N_("Train"), ":material/model_training:", "app_pages.train"),
+    PageSpec("train", N_("Train"), ":material/model_training:", "app_pages.train.page"),
     PageSpec("lessons", N_("Lessons"), ":material/school:", "app_pages.lessons"),
     PageSpec("circuits", N_("Circuits"), ":material/hub:", "app_pages.circuits"),
 )

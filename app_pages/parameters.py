@@ -10,11 +10,9 @@ import streamlit as st
 
 import viz.params
 from app_core import schemas as S
-from app_pages import _caches as caches
-from app_pages import _controls as controls
-from app_pages import _shell as shell
-from app_pages._i18n import N_, _, language, ngettext, translated
-from app_pages._widgets import SharedBuilders, show_figure
+from app_pages.frame import controls, session, shell
+from app_pages.frame.i18n import N_, _, language, ngettext, translated
+from app_pages.frame.widgets import SharedBuilders, show_figure
 from model.calculator.params import (
     LABELS,
     MAX_BATCH,
@@ -105,7 +103,7 @@ def follow_preset() -> None:
     ss = st.session_state
     name = ss[K + "preset"]
     if name in PRESETS or name == S.LOADED:
-        values = shape_from_config(caches.get_model().config).as_dict() if name == S.LOADED else S.preset_values(name)
+        values = shape_from_config(session.get_model().config).as_dict() if name == S.LOADED else S.preset_values(name)
         for field in FIELDS:
             ss[K + field] = values[field]
 
@@ -128,7 +126,7 @@ def shape_form() -> dict:
                      help=_("Pick a real model's shape, then change any field (the box then says 'custom')."))
         name = ss[K + "preset"]
         if name == S.LOADED:
-            st.caption(_("Shape read from the loaded model's file, {model}.").format(model=caches.get_model().name))
+            st.caption(_("Shape read from the loaded model's file, {model}.").format(model=session.get_model().name))
         else:
             st.caption(_("Shape from the published config of {source}.").format(source=f"`{PRESET_SOURCES[name]}`")
                        if name in PRESET_SOURCES else _("Custom shape: every field below is yours."))
@@ -384,7 +382,7 @@ def comparison_section(current: Shape | None) -> None:
 
 def check_section() -> None:
     st.markdown("#### " + _("Check against the loaded model"))
-    lm = caches.get_model()
+    lm = session.get_model()
     sizes = {str(name): int(n) for name, n in lm.tensor_sizes.items()}
     b = count_parameters(**shape_from_config(lm.config).as_dict())
     tensor_groups = tensor_group_sums(sizes)

@@ -14,11 +14,9 @@ import viz.positional
 from app_core import schemas as S
 from app_core.derived import pure
 from app_core.derived.heads import head_statistics
-from app_pages import _caches as caches
-from app_pages import _controls as controls
-from app_pages import _shell as shell
-from app_pages._i18n import N_, _, translated
-from app_pages._widgets import SharedBuilders, show_figure, token_label, token_legend
+from app_pages.frame import controls, session, shell
+from app_pages.frame.i18n import N_, _, translated
+from app_pages.frame.widgets import SharedBuilders, show_figure, token_label, token_legend
 from model.analysis.head_stats import sink_hidden_view
 from model.lessons import alibi as A
 from model.lessons import positional as P
@@ -47,7 +45,7 @@ ROPE_PAPER_BASE = 10_000.0   # the base the RoPE tab draws for a model without R
 
 def sinusoidal_figures(d_model: int, n_positions: int, base: float, dims: list[int], words=V.WORDS) -> dict:
     key = (d_model, n_positions, base)
-    ws = caches.workspace()
+    ws = session.workspace()
     pe, positions, shown_dims, sim = ws.compute(pure, P.pe_view, *key, MAX_CELLS)
     starts, offsets, dots = ws.compute(pure, P.pe_offsets, *key)
     waves = P.sinusoidal_pe_dims(n_positions, d_model, base, dims)                     # [len(dims), P]
@@ -92,7 +90,7 @@ def model_figures(detail, tokens: list[str], head: int, kv: int, head_dim: int, 
     contrib_rot = P.pair_contributions(q_rot, k_rot)
     contrib_plain = P.pair_contributions(q, k)
     score = float(detail.scores[head, m, n])
-    shifts, shift_curves, distances, by_distance, envelope = caches.workspace().compute(
+    shifts, shift_curves, distances, by_distance, envelope = session.workspace().compute(
         pure, P.rope_curves, q, k, m, n, base, max_distance, max_shift)
     with_rope = detail.pattern[head]
     without = P.attention_without_rope(detail.q[head], detail.k[kv], detail.mask)
@@ -253,7 +251,7 @@ def learned_view(lm) -> None:
     """A model without RoPE (GPT-2): its learned position table instead of the rotation."""
     table = lm.position_embedding
     n = min(int(table.shape[0]), S.MAX_PE_POSITIONS)
-    sim, waves, explained = caches.workspace(lm).compute(pure, P.learned_positions, table.numpy(), n)
+    sim, waves, explained = session.workspace(lm).compute(pure, P.learned_positions, table.numpy(), n)
     st.info(_("{model} does not use RoPE: it learned one vector of {d} numbers for each of its {n} positions and "
               "adds it to the token's embedding before layer 0. Here is that table.").format(
         model=lm.name, d=lm.config.d_model, n=f"{table.shape[0]:,}"), icon=":material/info:")
@@ -280,7 +278,7 @@ def model_view(cfg) -> None:
     if trace is None:
         st.stop()
     layer, head, m, hide_sink = ss[S.LAYER.key], ss[S.HEAD.key], ss[S.QUERY.key], bool(ss[S.SINK.key])
-    detail = caches.workspace().layer_detail(trace.text, layer)
+    detail = session.workspace().layer_detail(trace.text, layer)
     strongest = P.strongest_key(detail.pattern[head, m], m)
     if ss.get(KEY.key) is not None and ss[KEY.key] > m:
         ss[KEY.key] = None
@@ -343,7 +341,7 @@ def model_view(cfg) -> None:
 def _open_prev_token_head(text: str) -> None:
     """Button callback: select the head with the highest previous-token score on the current text."""
     ss = st.session_state
-    stats = caches.workspace().compute(head_statistics, text, False)["prev_token"]      # [L, H]
+    stats = session.workspace().compute(head_statistics, text, False)["prev_token"]      # [L, H]
     layer, head = np.unravel_index(int(np.nanargmax(stats)), stats.shape)
     ss[S.LAYER.key], ss[S.HEAD.key], ss[KEY.key] = int(layer), int(head), None
 
@@ -414,7 +412,7 @@ def render() -> None:
     shell.header(_("Positional encodings"), _("Attention alone is order-blind. Two fixes: **add** position vectors "
                                               "to the input (sine waves, 2017; learned, GPT-2) or **rotate** queries "
                                               "and keys inside attention (RoPE, 2021; Llama, Qwen)."))
-    lm = caches.get_model()
+    lm = session.get_model()
     cfg = lm.config
     views = S.POSITIONAL_VIEWS if cfg.uses_rope else {**S.POSITIONAL_VIEWS, "model": N_("The model's positions")}
     view, tab = controls.view_tabs(VIEW, views)

@@ -7,11 +7,9 @@ import streamlit as st
 
 import viz.softmax
 from app_core import schemas as S
-from app_pages import _caches as caches
-from app_pages import _controls as controls
-from app_pages import _shell as shell
-from app_pages._i18n import _, ngettext, translated
-from app_pages._widgets import SharedBuilders, escape_markdown, show_figure, token_label, token_legend
+from app_pages.frame import controls, session, shell
+from app_pages.frame.i18n import _, ngettext, translated
+from app_pages.frame.widgets import SharedBuilders, escape_markdown, show_figure, token_label, token_legend
 from model.lessons.sampling import (
     T_MAX,
     T_MIN,
@@ -59,7 +57,7 @@ def distribution(trace, source: str) -> tuple[np.ndarray, list[str] | None, str]
         return logits, None, what
     layer, head, query = ss[S.LAYER.key], ss[S.HEAD.key], ss[S.QUERY.key]
     controls.query_slider(trace, label=_("Query token i"))
-    detail = caches.workspace().layer_detail(trace.text, layer)
+    detail = session.workspace().layer_detail(trace.text, layer)
     logits = np.asarray(detail.scores[head, query, : query + 1], dtype=np.float64)     # keys j <= query
     labels_all = [token_label(trace.tokens, j) for j in range(query + 1)]
     sink_hidden = bool(ss[S.SINK.key]) and query >= 1
@@ -87,7 +85,7 @@ def render() -> None:
     trace = shell.current_trace()
     if trace is None:
         st.stop()
-    lm = caches.get_model()
+    lm = session.get_model()
     words = translated(vs.WORDS)
 
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):

@@ -30,7 +30,7 @@ import torch
 t1 = time.perf_counter()
 from model import load_model
 from model.files.heap import tune_heap
-tune_heap()                                   # as the app's server does (app_pages/_caches.py)
+tune_heap()                                   # as the app's server does (app_pages/frame/session.py)
 lm = load_model()
 ids = (lm.encode({sample!r}) * 200)[:{T}]
 t2 = time.perf_counter()

@@ -33,7 +33,7 @@ IDLE_WITH_CHARTS_JS = """(min) => {
   return charts.length >= min && charts.every(c => c.querySelector('.main-svg'));
 }"""
 
-# The presenter keys' handler (app_pages/_presenter_keys.py) has mounted: the arrow keys work.
+# The presenter keys' handler (app_pages/frame/presenter_keys.py) has mounted: the arrow keys work.
 KEYS_READY_JS = "() => window.atlasPresenterKeys?.data != null"
 
 # Init script (context.add_init_script): counts the script runs of the page from the app's own messages, so a test

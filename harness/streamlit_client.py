@@ -4,7 +4,7 @@ A follower does what Streamlit 1.67's frontend does, as one recorded through ben
   - opens ws://127.0.0.1:PORT/_stcore/stream (subprotocols "streamlit, PLACEHOLDER_AUTH_TOKEN", no extension: the
     server's websocket compression is off) and asks for the first run: rerun_script with query_string join=CODE,
     no page hash, an empty widget_states and the browser's context_info;
-  - runs the class listener component as its script does (app_pages/_class_js.py's LISTENER_JS): an HTTP/1.1
+  - runs the class listener component as its script does (app_pages/classroom/js.py's LISTENER_JS): an HTTP/1.1
     keep-alive connection asking the server's wait route (server/class_wait.py) with the data of the listener's
     last mount, HAProxy's affinity cookie from the websocket's handshake sent along; an answer with another version
     sends the trigger's rerun (rerun_script with the widget states, the page's query string and script hash, and the
@@ -150,7 +150,7 @@ class MessageCache:
 
 
 # ------------------------------------------------------------------------------------------------ a follower's listener
-LISTENER = "atlas_class_listener"        # app_pages/_class_js.py's component
+LISTENER = "atlas_class_listener"        # app_pages/classroom/js.py's component
 TRIGGER_ID = "$$STREAMLIT_INTERNAL_KEY_{id}__events"     # a bidi component's trigger widget, as the frontend names it
 SHOWN_WAIT_S = 5.0                       # LISTENER_JS: after a trigger, wait this long for the page to show it
 

@@ -13,7 +13,7 @@ from app_core.scheduling import freeze_long_lived
 LOG = logging.getLogger("attention_atlas.warmup")
 # What the first view (Attention, one head) imports beyond the model: imported before the load, so the first
 # visitor's script, which imports them too, waits for them instead of importing them while the model loads.
-FIRST_VIEW_MODULES = ("app_pages._shell", "app_pages._widgets", "viz.attention")
+FIRST_VIEW_MODULES = ("app_pages.frame.shell", "app_pages.frame.widgets", "viz.attention")
 # What the other pages import: after the default text's run, off the first view's path.
 PAGE_MODULES = ("viz.generation", "viz.head_effects", "viz.inside", "viz.mask", "viz.params", "viz.positional",
                 "viz.softmax", "viz.tokenization")
@@ -40,8 +40,8 @@ def warm_up() -> None:
             for module in FIRST_VIEW_MODULES:
                 importlib.import_module(module)
             from app_core.examples import default_text
-            from app_pages import _caches as caches
-            from app_pages._default_model import default_info
+            from app_pages.frame import session as caches
+            from app_pages.frame.default_model import default_info
             from model.files.gguf import default_model_path
 
             info, _ = default_info()          # None: no default model, or it failed (the built-in one is used)

@@ -1,5 +1,5 @@
 """The words figures write (axis titles, hovers, legends): each viz module keeps them in a frozen dataclass of
-English defaults, and pages pass it translated (app_pages._i18n.translated). viz/ never imports gettext."""
+English defaults, and pages pass it translated (app_pages.frame.i18n.translated). viz/ never imports gettext."""
 from __future__ import annotations
 
 

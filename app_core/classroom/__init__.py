@@ -1,4 +1,4 @@
-"""A live class: students' screens follow the teacher's view (Streamlit-free; app_pages/_class_panel.py draws it).
+"""A live class: students' screens follow the teacher's view (Streamlit-free; app_pages/classroom/panel.py draws it).
 
 codes.py: join codes, the teacher's secret and tickets; followers.py: signed follower ids; store.py: the state and
 the store's interface; memory.py: the store of one process; redis_store.py: the store in Redis (ATLAS_REDIS_URL),

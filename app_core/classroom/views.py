@@ -1,5 +1,5 @@
 """Between the app's links and a class: the view the teacher publishes, what a follower resets before opening it,
-the join link and its QR code. Streamlit-free (app_pages/_class_panel.py calls these)."""
+the join link and its QR code. Streamlit-free (app_pages/classroom/panel.py calls these)."""
 from __future__ import annotations
 
 import io

@@ -11,7 +11,7 @@ import sys
 from streamlit.testing.v1 import AppTest
 
 from app_core import models_folder as _models
-from app_pages import _caches
+from app_pages.frame import session
 from harness.apptest import APP, go_to
 
 
@@ -36,9 +36,9 @@ def main(n_texts: int, n_words: int, models: list[str]) -> None:
         go_to(at, "causal-mask")
         at.run()
         assert not at.exception, [e.value for e in at.exception]
-    sizes = {name: cache.total_bytes / 2**20 for name, cache in _caches.caches().items()}
+    sizes = {name: cache.total_bytes / 2**20 for name, cache in session.caches().items()}
     print(json.dumps({"peak_mb": rss_mb("VmHWM:"), "final_mb": rss_mb("VmRSS:"), "after_first_mb": after_first,
-                      "cache_mb": sizes, "budget_mb": _caches.cache_budget_mb(),
+                      "cache_mb": sizes, "budget_mb": session.cache_budget_mb(),
                       "models_mb": _models.pool().total_bytes / 2**20,
                       "models_budget_mb": _models.memory_budget_bytes() / 2**20, "loads": _models.pool().loads,
                       "loaded": [key[0] for key in _models.pool().keys()]}))

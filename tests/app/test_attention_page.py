@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, selected_rows
+from app_pages.frame.widgets import escape_markdown, picked_layer_head, selected_points, selected_rows
 from harness.apptest import array, example, figures, open_page, rerun, titles
 from model.analysis.head_stats import apply_sink, prev_token_score
 

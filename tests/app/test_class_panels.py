@@ -158,7 +158,7 @@ def test_students_follow_the_teacher_through_a_lesson_onto_another_page():
 
 
 def test_a_session_starts_a_bounded_number_of_classes_and_the_server_holds_a_bounded_number(monkeypatch):
-    monkeypatch.setattr("app_pages._class_teacher.MAX_STARTED", 2)
+    monkeypatch.setattr("app_pages.classroom.teacher.MAX_STARTED", 2)
     teacher, _, _ = start_class()
     act(teacher, teacher.button(key="w_class_end").click())
     act(teacher, teacher.button(key="w_class_start").click())

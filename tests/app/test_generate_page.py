@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app_pages import _caches, _controls
+from app_pages.frame import controls, session
 from harness.apptest import array, figures, open_page, rerun, run_until, widget_values
 
 PROMPT = "The capital of France is"
@@ -86,7 +86,7 @@ def test_the_generation_is_asked_for_before_the_frame_is_drawn(lm, monkeypatch):
     draws the sidebar's shared controls (~10 ms of Python each, under one GIL), and lets the batch make the first
     step first; the page's own ask then gets the same job."""
     events, jobs = [], []
-    ask, picker = _caches.generation_job, _controls.model_picker
+    ask, picker = session.generation_job, controls.model_picker
 
     def asked(*settings):
         jobs.append(ask(*settings))
@@ -98,8 +98,8 @@ def test_the_generation_is_asked_for_before_the_frame_is_drawn(lm, monkeypatch):
         return picker(*args)
 
     open_page("attention", text=PROMPT)                # the class has its texts open: their traces are made
-    monkeypatch.setattr(_caches, "generation_job", asked)
-    monkeypatch.setattr(_controls, "model_picker", drawn)
+    monkeypatch.setattr(session, "generation_job", asked)
+    monkeypatch.setattr(controls, "model_picker", drawn)
     at = open_page("generate", text=PROMPT, n="2", temp="1.0", seed="53117")
     assert generated(at)
     settings = (PROMPT, 2, 1.0, 0, 1.0, 53117)

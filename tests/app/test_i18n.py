@@ -1,6 +1,6 @@
-"""The interface in Chinese and English (app_pages/_i18n.py): every page and view opened with ?lang=zh shows no English
-sentence (texts, labels, help texts, options, tables, figure titles, axes, hovers: tests/app/i18n_check.py); ?lang=en
-stays English; the language is in the link, the header's switch changes it, presenter mode holds in both."""
+"""The interface in Chinese and English (app_pages/frame/i18n.py): every page and view opened with ?lang=zh shows no
+English sentence (texts, labels, help texts, options, tables, figure titles, axes, hovers: tests/app/i18n_check.py);
+?lang=en stays English; the language is in the link, the header's switch changes it, presenter mode holds in both."""
 from __future__ import annotations
 
 import re

@@ -10,6 +10,8 @@ app's language is the default, English: on a Chinese page whose selectbox labels
 the session's language: AppTest only. The walk sets the default language to the page's (in_language)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from app_core.lessons import load_catalog
@@ -17,8 +19,8 @@ from app_core.lessons.facts import fill, model_facts
 from app_core.lessons.loading import ENV_DIR
 from app_core.lessons.views import step_settings
 from app_core.link import Context
-from app_pages import _i18n
-from app_pages._widgets import escape_markdown
+from app_pages.frame import i18n
+from app_pages.frame.widgets import escape_markdown
 from harness.apptest import figures, open_page, rerun, run_until, warnings
 
 LESSONS = load_catalog().lessons
@@ -29,7 +31,7 @@ HELD = {"en": "Predict first.", "zh": "先预测。"}
 @pytest.fixture
 def in_language(monkeypatch):
     """Sets the language AppTest formats widget options in (outside a script run) to the page's."""
-    return lambda lang: monkeypatch.setattr(_i18n, "DEFAULT", lang)
+    return lambda lang: monkeypatch.setattr(i18n, "DEFAULT", lang)
 
 
 @pytest.fixture(scope="module")
@@ -239,12 +241,24 @@ def test_a_computed_answer_follows_the_text_in_use(lm):
     assert f"Answer: {escape_markdown(expected.replace(' ', '␣'))}" in "\n".join(s.value for s in at.success)
 
 
+def keys_handled(at) -> dict:
+    """What the presenter keys' handler was given: {key: [value name, step]} (app_pages/frame/presenter_keys.py)."""
+    found = [json.loads(e.proto.json) for e in at.get("bidi_component") if e.proto.component_name ==
+             "atlas_presenter_keys"]
+    return found[0]["keys"] if found else {}
+
+
 def test_presenter_mode_moves_with_page_down_and_page_up():
+    """In presenter mode PageDown / PageUp step the lesson (a clicker's keys), within its steps; the arrows still step
+    the layer and the head. A plain page leaves PageUp / PageDown to the browser."""
     at = open_page("attention", lesson="2-attention-maths", step="2", present="1")
-    assert at.button(key="w_lesson_next").proto.shortcut.lower() == "pagedown"
-    assert at.button(key="w_lesson_prev").proto.shortcut.lower() == "pageup"
+    keys = keys_handled(at)
+    assert keys["PageDown"] == ["lesson step", 1] and keys["PageUp"] == ["lesson step", -1]
+    assert keys["ArrowUp"] == ["layer", 1]
+    steps = len(next(lesson for lesson in LESSONS if lesson.id == "2-attention-maths").steps)
+    assert json.loads(at.get("bidi_component")[0].proto.json)["limits"]["lesson step"] == [1, steps]
     plain = open_page("attention", lesson="2-attention-maths", step="2")
-    assert not plain.button(key="w_lesson_next").proto.shortcut
+    assert "PageDown" not in keys_handled(plain) and "ArrowUp" in keys_handled(plain)
 
 
 def test_the_lessons_page_lists_lessons_and_broken_files(tmp_path, monkeypatch, in_language):

@@ -8,7 +8,7 @@ import pytest
 
 from app_core import models_folder as models
 from app_core import schemas as S
-from app_pages import _caches as caches
+from app_pages.frame import session as caches
 from harness.apptest import go_to, open_page, rerun, warnings
 from tests.app.models_folder import SHAPES
 
@@ -113,7 +113,7 @@ def test_crafted_files_in_the_folder_are_listed_as_refused_with_their_reason(tin
 
 
 def test_an_upload_over_the_limit_is_refused(models_dir, monkeypatch):
-    from app_pages import _controls as controls
+    from app_pages.frame import controls
 
     class Upload:
         name, size = "big.gguf", 3 * 2**20

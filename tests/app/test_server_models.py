@@ -10,7 +10,7 @@ from app_core import default_model as dm
 from app_core import models_folder as models
 from app_core import schemas as S
 from app_core.examples import default_text
-from app_pages import _caches as caches
+from app_pages.frame import session as caches
 from harness.apptest import open_page, rerun, warnings
 from tests.app.models_folder import SHAPES
 from tests.fake_hub import FakeHub
@@ -77,13 +77,13 @@ def test_a_default_model_named_by_its_file_in_the_models_folder(models_dir, monk
 
 
 def test_a_page_shows_a_progress_bar_while_the_default_model_comes(hub, monkeypatch):
-    from app_pages import _default_model
+    from app_pages.frame import default_model
 
     monkeypatch.setenv(dm.ENV, f"{REPO}:{FILE}")
     hub.delay_s = 1.0                                               # still coming when the page asks for it
     bars = []
-    real_progress = _default_model.st.progress
-    monkeypatch.setattr(_default_model.st, "progress", lambda value, text=None: bars.append(text) or
+    real_progress = default_model.st.progress
+    monkeypatch.setattr(default_model.st, "progress", lambda value, text=None: bars.append(text) or
                         real_progress(value, text=text))
     at = open_page("attention", text=TEXT)
     assert bars and bars[0] == f"Fetching this server's default model {REPO}:{FILE} (first start only)…"

@@ -112,7 +112,7 @@ def test_a_run_waiting_behind_another_shows_its_axes_and_its_place(monkeypatch):
     uniform guess (ln of the vocabulary) and how many runs are ahead."""
     import threading
 
-    from app_pages import _training as training
+    from app_pages.train import runs as training
 
     hold, started = threading.Event(), threading.Event()
 

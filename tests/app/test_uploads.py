@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from app_core import models_folder as models
-from app_pages import _controls as controls
-from app_pages._i18n import translations
+from app_pages.frame import controls
+from app_pages.frame.i18n import translations
 from harness.apptest import open_page
 from harness.crafted_gguf import T, record, string, with_records, write_attack, write_good
 

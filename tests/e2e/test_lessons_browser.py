@@ -111,7 +111,7 @@ def reveal_if_held(page, step, n: int) -> None:
 def press(page, key: str, step: int, held: bool = False, times: int = 1) -> None:
     """A key pressed `times` times 30 ms apart (the focus on the page, not in a field), then the link names `step`
     and the app is idle with its charts drawn (none while a predict step holds its view). No press is lost, even
-    one that falls into a Train page's polling run (app_pages/_presenter_keys.py)."""
+    one that falls into a Train page's polling run (app_pages/frame/presenter_keys.py)."""
     for _ in range(times):
         page.locator("body").press(key)
         page.wait_for_timeout(30)

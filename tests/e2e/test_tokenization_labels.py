@@ -18,9 +18,9 @@ import pytest
 from playwright import sync_api
 
 from app_core.tokenization import piece_rounds, piece_window
-from app_pages._i18n import translations
-from app_pages._tokenization_view import FIGURE_WIDTH, PRESENTER_WIDTH, auto_piece
-from app_pages._widgets import PRESENTER_FONT_SCALE
+from app_pages.frame.i18n import translations
+from app_pages.frame.widgets import PRESENTER_FONT_SCALE
+from app_pages.inside.tokenization import FIGURE_WIDTH, PRESENTER_WIDTH, auto_piece
 from harness.browser import CHROMIUM, CHROMIUM_ARGS, IDLE_WITH_CHARTS_JS, running_app
 from model import load_model
 from model.tokenizers.bpe_walk import bpe_walk, piece_token_count

@@ -14,7 +14,7 @@ import pytest
 from app_core.lessons import load_catalog
 from app_core.lessons.views import step_settings
 from app_core.link import Context
-from app_pages._training import runs_of
+from app_pages.train.runs import runs_of
 from model.train import PRESETS, train, verdict
 from model.train.presets import FORMED_BELOW, final_loss
 

@@ -13,7 +13,7 @@ from babel.messages.extract import extract, extract_from_dir
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po
 
-from app_pages import _i18n
+from app_pages.frame import i18n
 from viz import attention as va
 from viz.format import format_count_zh
 
@@ -77,17 +77,17 @@ def test_the_compiled_catalog_is_the_po(catalog):
 
 
 def test_the_browser_locale_picks_chinese_only_for_chinese():
-    assert [_i18n.language_of_locale(x) for x in ("zh-CN", "zh", "zh-Hans-CN", "zh_TW", "en-US", "fr", None, "")] \
+    assert [i18n.language_of_locale(x) for x in ("zh-CN", "zh", "zh-Hans-CN", "zh_TW", "en-US", "fr", None, "")] \
         == ["zh", "zh", "zh", "zh", "en", "en", "en", "en"]
 
 
 def test_outside_a_session_messages_stay_english_and_chinese_is_one_lookup_away():
-    assert _i18n._("Layer") == "Layer" and _i18n.ngettext("{n} token", "{n} tokens", 2) == "{n} tokens"
-    zh = _i18n.translations("zh")
+    assert i18n._("Layer") == "Layer" and i18n.ngettext("{n} token", "{n} tokens", 2) == "{n} tokens"
+    zh = i18n.translations("zh")
     assert zh.gettext("Causal mask") == "因果掩码" and zh.gettext("Rotate nothing that is not a message") == \
         "Rotate nothing that is not a message"
     assert zh.ngettext("{n} token", "{n} tokens", 1) == zh.ngettext("{n} token", "{n} tokens", 5) == "{n} 个词元"
-    assert _i18n.translations("zh") is zh                              # read once per process
+    assert i18n.translations("zh") is zh                              # read once per process
 
 
 def test_viz_words_are_all_in_the_catalog(catalog):

@@ -1,11 +1,11 @@
-"""Figures shared between sessions: the key of a call (app_core.call_key) and app_pages._widgets.shared_figure."""
+"""Figures shared between sessions: the key of a call (app_core.call_key) and app_pages.frame.widgets.shared_figure."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from app_core.call_key import Unkeyable, call_key, value_key
-from app_pages import _widgets as widgets
+from app_pages.frame import widgets
 from viz.attention import WORDS, head_heatmap
 
 

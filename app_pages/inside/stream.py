@@ -10,11 +10,11 @@ import viz.inside
 from app_core import schemas as S
 from app_core.derived import of_trace
 from app_core.derived.heads import lens_window
-from app_pages import _caches as caches
-from app_pages import _controls as controls
-from app_pages._i18n import _, translated
-from app_pages._inside_common import tok_md
-from app_pages._widgets import SharedBuilders, show_figure, token_legend
+from app_pages.frame import controls
+from app_pages.frame import session as caches
+from app_pages.frame.i18n import _, translated
+from app_pages.frame.widgets import SharedBuilders, show_figure, token_legend
+from app_pages.inside.common import tok_md
 from viz.labels import plotly_escape, shorten
 
 vi = SharedBuilders(viz.inside)

@@ -9,8 +9,8 @@ import streamlit as st
 
 from app_core import models_folder as models
 from app_core import schemas as S
-from app_pages._i18n import _
-from app_pages._widgets import escape_markdown
+from app_pages.frame.i18n import _
+from app_pages.frame.widgets import escape_markdown
 from model.files import hub
 from viz.format import format_bytes
 

@@ -12,9 +12,9 @@ from app_core import schemas as S
 from app_core.lessons import Lesson, check_answer, check_task, computed_answer, load_catalog
 from app_core.lessons.facts import fill, model_facts
 from app_core.link import Note
-from app_pages import _caches as caches
-from app_pages._i18n import _
-from app_pages._widgets import escape_markdown
+from app_pages.frame import session as caches
+from app_pages.frame.i18n import _
+from app_pages.frame.widgets import escape_markdown
 
 RESULTS = "_lesson_results"     # {(lesson id, step n): right?}: the first check of each question counts
 REVEALED = "_lesson_revealed"   # {(lesson id, step n)}: questions whose answer is shown
@@ -48,7 +48,7 @@ def answer_of(question):
     if not text.strip():
         return None
     ws = caches.workspace()
-    return computed_answer(question, ws.lm, ws.trace(text))
+    return computed_answer(question, ws.model, ws.trace(text))         # ws.model: a block walk takes the lock
 
 
 def given_something(value) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_core.classroom import StoreUnavailable, codes
-from app_pages._i18n import _
+from app_pages.frame.i18n import _
 
 TEACHING = "_class_teaching"      # (code, secret): this session teaches that class
 PUBLISHED = "_class_published"    # (code, View): what the teacher published last

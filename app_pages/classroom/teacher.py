@@ -17,8 +17,8 @@ import streamlit as st
 from app_core.classroom import ClassClosed, ClassesFull, NotTeacher, StoreUnavailable, View, class_store, codes
 from app_core.classroom.views import join_link, qr_png, read_question_key
 from app_core.lessons import load_catalog
-from app_pages import _class_js as class_js
-from app_pages._class_state import (
+from app_pages.classroom import js as class_js
+from app_pages.classroom.state import (
     FORGET,
     HERE,
     HERE_S,
@@ -33,7 +33,7 @@ from app_pages._class_state import (
     trouble,
     unreachable_message,
 )
-from app_pages._i18n import _, language, ngettext
+from app_pages.frame.i18n import _, language, ngettext
 from server import class_key, class_wait
 
 QR_PX = 330                       # the whole panel fits the popover at 768 px: no scrolling to the code

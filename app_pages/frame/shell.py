@@ -15,13 +15,13 @@ import streamlit as st
 from app_core import schemas as S
 from app_core.examples import default_text, note_for, reads_chinese
 from app_core.link import Context, Note, Schema, clamp, decode, encode
-from app_pages import _caches as caches
-from app_pages import _class_panel as class_panel
-from app_pages import _controls as controls
-from app_pages import _lesson_panel as lesson_panel
-from app_pages._i18n import LANG_KEY, LANGUAGES, _, language, ngettext
-from app_pages._presenter_keys import Stepped, presenter_keys
-from app_pages._widgets import ICON_ONLY_CSS, escape_markdown
+from app_pages.classroom import panel as class_panel
+from app_pages.frame import controls
+from app_pages.frame import lesson_panel as lesson_panel
+from app_pages.frame import session as caches
+from app_pages.frame.i18n import LANG_KEY, LANGUAGES, _, language, ngettext
+from app_pages.frame.presenter_keys import Stepped, presenter_keys
+from app_pages.frame.widgets import ICON_ONLY_CSS, escape_markdown
 from model import ForwardTrace
 
 NOTES = "_url_notes"

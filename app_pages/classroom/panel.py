@@ -32,9 +32,8 @@ from app_core.classroom import (
 from app_core.classroom.views import JOIN, PERSONAL, TEACH, keys_to_reset, question_key, read_question_key, teacher_view
 from app_core.link import shown
 from app_core.scheduling import OUT_OF_TURN_PAGES
-from app_pages import _lesson_panel as lesson_panel
 from app_pages import navigation
-from app_pages._class_state import (
+from app_pages.classroom.state import (
     FOLLOWING,
     FORGET,
     HERE,
@@ -51,9 +50,10 @@ from app_pages._class_state import (
     closed_message,
     trouble,
 )
-from app_pages._class_student import pending_join, student_bar
-from app_pages._class_teacher import class_button, class_popover, keep_key, stop_teaching, teacher_strip
-from app_pages._i18n import _
+from app_pages.classroom.student import pending_join, student_bar
+from app_pages.classroom.teacher import class_button, class_popover, keep_key, stop_teaching, teacher_strip
+from app_pages.frame import lesson_panel as lesson_panel
+from app_pages.frame.i18n import _
 from server import class_key
 
 __all__ = ["class_button", "link_params", "settle", "turn"]

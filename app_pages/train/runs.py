@@ -17,8 +17,8 @@ import streamlit as st
 
 from app_core import schemas as S
 from app_core.jobs import Job, JobRunner
-from app_pages import _caches as caches
-from app_pages._widgets import FIGURE_BYTES
+from app_pages.frame import session as caches
+from app_pages.frame.widgets import FIGURE_BYTES
 from model.train import PRESETS, TrainRun, TrainSettings
 
 TRAIN_SHARE = 0.05            # of the app's cache budget (ATLAS_CACHE_MB), for finished runs

@@ -7,7 +7,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app_core import default_model as dm
 from app_core import models_folder as models
-from app_pages._i18n import _
+from app_pages.frame.i18n import _
 
 
 def configured() -> str | None:

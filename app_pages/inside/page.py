@@ -1,6 +1,6 @@
-"""Inside a block: how the text becomes tokens (app_pages/_tokenization_view.py), then one token through one decoder
+"""Inside a block: how the text becomes tokens (app_pages/inside/tokenization.py), then one token through one decoder
 block with the model's own numbers, the residual stream's size across layers and the logit lens
-(app_pages/_stream_view.py), and which heads push the prediction (direct logit attribution and head ablation)."""
+(app_pages/inside/stream.py), and which heads push the prediction (direct logit attribution and head ablation)."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,15 +12,14 @@ import viz.inside
 from app_core import schemas as S
 from app_core.derived import of_trace
 from app_core.derived.heads import ablated_probs
-from app_pages import _caches as caches
-from app_pages import _controls as controls
-from app_pages import _shell as shell
 from app_pages import navigation
-from app_pages._i18n import N_, _, ngettext, translated
-from app_pages._inside_common import follow_text, tok_md
-from app_pages._stream_view import lens_view, stream_view
-from app_pages._tokenization_view import tokens_view
-from app_pages._widgets import SharedBuilders, picked_layer_head, selected_points, show_figure, token_legend
+from app_pages.frame import controls, shell
+from app_pages.frame import session as caches
+from app_pages.frame.i18n import N_, _, ngettext, translated
+from app_pages.frame.widgets import SharedBuilders, picked_layer_head, selected_points, show_figure, token_legend
+from app_pages.inside.common import follow_text, tok_md
+from app_pages.inside.stream import lens_view, stream_view
+from app_pages.inside.tokenization import tokens_view
 from model.analysis.block_walk import NEAR_ZERO
 from model.analysis.head_stats import sink_hidden_row
 from model.decoder.rope import rope_frequencies

@@ -13,8 +13,8 @@ import streamlit as st
 
 from app_core import schemas as S
 from app_core.jobs import Job
-from app_pages import _caches as caches
-from app_pages import _shell as shell
+from app_pages.frame import session as caches
+from app_pages.frame import shell
 
 VIEW = S.GENERATE.by_name("view")
 N, GREEDY, TEMP = (S.GENERATE.by_name(n) for n in ("n", "greedy", "temp"))

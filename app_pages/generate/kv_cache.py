@@ -11,9 +11,9 @@ import numpy as np
 import streamlit as st
 
 from app_core.derived.generation import kv_cache_timings
-from app_pages import _caches as caches
-from app_pages._i18n import _
-from app_pages._widgets import show_figure
+from app_pages.frame import session
+from app_pages.frame.i18n import _
+from app_pages.frame.widgets import show_figure
 from model.calculator.params import kv_cache_bytes_per_token, shape_from_config
 from viz.efficient import kv_cache_figure
 from viz.format import format_bytes
@@ -43,7 +43,7 @@ def kv_cache_panel(lm, g) -> None:
                      "the cache the model would have to run the whole text again for every new token.").format(
             b=format_bytes(kv_cache_bytes_per_token(shape_from_config(cfg), "fp32")), L=cfg.n_layers,
             kv=cfg.n_kv_heads, d=cfg.head_dim))
-        ws = caches.workspace(lm)
+        ws = session.workspace(lm)
         timings = ws.computed(kv_cache_timings, tuple(ids), n_prompt)
         if timings is None:
             if len(ids) <= n_prompt or not st.button(_("Measure on this machine"), key="gen_kv_measure",

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages._widgets import escape_markdown
+from app_pages.frame.widgets import escape_markdown
 from viz.labels import shorten
 
 ss = st.session_state

@@ -13,11 +13,9 @@ import streamlit as st
 import viz.tokenization
 from app_core import schemas as S
 from app_core.tokenization import piece_rounds, piece_window
-from app_pages import _caches as caches
-from app_pages import _controls as controls
-from app_pages._i18n import _, ngettext, translated
-from app_pages._inside_common import follow_text
-from app_pages._widgets import (
+from app_pages.frame import controls, session
+from app_pages.frame.i18n import _, ngettext, translated
+from app_pages.frame.widgets import (
     PRESENT_KEY,
     PRESENTER_FONT_SCALE,
     SharedBuilders,
@@ -25,6 +23,7 @@ from app_pages._widgets import (
     show_figure,
     token_legend,
 )
+from app_pages.inside.common import follow_text
 from model.tokenizers.bpe_walk import BpeWalk, bpe_walk, piece_token_count
 from model.tokenizers.labels import readable_token
 from model.tokenizers.sentencepiece import SentencePieceTokenizer
@@ -159,8 +158,8 @@ def sentencepiece_figure(walk: BpeWalk, chosen: int, labels: list[str]) -> list[
 
 def whole_text_caption(tok, text: str, pieces: list[str]) -> None:
     total = len(tok.encode(text)) - len(tok.prefix_ids)
-    read = ([_("The model reads the first {n}.").format(n=caches.DEFAULT_MAX_TOKENS)]
-            if total > caches.DEFAULT_MAX_TOKENS else [])
+    read = ([_("The model reads the first {n}.").format(n=session.DEFAULT_MAX_TOKENS)]
+            if total > session.DEFAULT_MAX_TOKENS else [])
     split = (_("The text is cut before each space (the space stays with the word after it) and between two "
                "characters that no token holds side by side. This walk replays the tokenizer's merge loop and ends "
                "on the same tokens.") if isinstance(tok, SentencePieceTokenizer) else

@@ -11,13 +11,11 @@ import viz.attention
 import viz.generation
 from app_core import schemas as S
 from app_core.scheduling import FIGURES_IN_TURN
-from app_pages import _caches as caches
-from app_pages import _controls as controls
-from app_pages import _shell as shell
-from app_pages._generation_jobs import GREEDY, HIGH, LOW, SEED, TEMP, TOP_K, TOP_P, VIEW, N, current_jobs
-from app_pages._i18n import _, ngettext, translated
-from app_pages._kv_cache_panel import kv_cache_panel
-from app_pages._widgets import SharedBuilders, escape_markdown, show_figure, token_legend
+from app_pages.frame import controls, session, shell
+from app_pages.frame.i18n import _, ngettext, translated
+from app_pages.frame.widgets import SharedBuilders, escape_markdown, show_figure, token_legend
+from app_pages.generate.jobs import GREEDY, HIGH, LOW, SEED, TEMP, TOP_K, TOP_P, VIEW, N, current_jobs
+from app_pages.generate.kv_cache import kv_cache_panel
 from model.analysis.head_stats import mean_distance_back, sink_hidden_row
 from model.lessons.sampling import T_MAX, T_MIN, temperature_grid
 from viz.format import percent_labels
@@ -43,7 +41,7 @@ def temperature_slider(param, label: str, width=260) -> None:
 
 def sampling_popover(where) -> None:
     with where.popover(_("Sampling"), icon=":material/tune:", help=_("top-k, top-p and the random seed")):
-        st.number_input(_("top-k (0 = off)"), min_value=0, max_value=caches.get_model().config.vocab_size, step=1,
+        st.number_input(_("top-k (0 = off)"), min_value=0, max_value=session.get_model().config.vocab_size, step=1,
                         key=TOP_K.key, **controls.PERSIST, help=_("Keep only the k most probable tokens."))
         st.slider(_("top-p (1.00 = off)"), 0.01, 1.0, step=0.01, key=TOP_P.key, format="%.2f", **controls.PERSIST,
                   help=_("Keep the smallest set of most probable tokens whose probabilities add up to p."))
@@ -87,7 +85,7 @@ def wait_for(jobs: dict[str, object], what: str) -> None:
                     step = job.partial[-1]
                     st.caption(_("Last token: {token} (p = {p})").format(token=escape_markdown(step.token),
                                                                          p=percent_labels([step.prob])[0]))
-        pending[0].done.wait(min(MAX_REFRESH_S, REFRESH_S * max(1, caches.generations_running())))
+        pending[0].done.wait(min(MAX_REFRESH_S, REFRESH_S * max(1, session.generations_running())))
     shown.empty()
 
 
@@ -225,7 +223,7 @@ def compare_view(lm, jobs: dict[str, object], words) -> None:
 
 def render() -> None:
     """The page: the prompt's generation (write view) or the same prompt at two temperatures (compare view)."""
-    lm = caches.get_model()
+    lm = session.get_model()
     text = shell.current_text()
     jobs = current_jobs()       # asked for already, before the frame was drawn (router.py): the same jobs
     shell.header(_("Generate"), _("The model writes one token at a time: each new token is drawn from its next-token "

@@ -23,8 +23,8 @@ from app_core.model_pool import TooLarge
 from app_core.scheduling import compute_threads
 from app_core.schemas import MODEL
 from app_core.workspace import DEFAULT_MAX_TOKENS, SHARES, Workspace, shared_caches
-from app_pages import _default_model
-from app_pages._i18n import _
+from app_pages.frame import default_model
+from app_pages.frame.i18n import _
 from model import load_model
 from model.errors import ModelLoadError
 from model.files.fetch import cached_model_path
@@ -141,7 +141,7 @@ DEFAULT_NOTED = "_default_model_noted"     # this session was told why the serve
 def _server_default():
     """The server's default model (ATLAS_DEFAULT_MODEL), or None where it has none or it cannot be used (the session
     is then told why, once)."""
-    info, why = _default_model.default_info()
+    info, why = default_model.default_info()
     if info is not None:
         try:
             return _loaded(info)
@@ -150,7 +150,7 @@ def _server_default():
     if why and get_script_run_ctx(suppress_warning=True) is not None and not st.session_state.get(DEFAULT_NOTED):
         st.session_state[DEFAULT_NOTED] = True
         st.session_state[MODEL_NOTE] = _("This server's default model ({model}) could not be used: {reason} Showing "
-                                         "the built-in model instead.").format(model=_default_model.configured(),
+                                         "the built-in model instead.").format(model=default_model.configured(),
                                                                                reason=why)
     return None
 
@@ -172,7 +172,7 @@ def get_model():
         except ModelLoadError as exc:
             st.session_state[MODEL.key] = name = None
             st.session_state[MODEL_NOTE] = (_("{reason} Showing this server's default model instead.")
-                                            if _default_model.configured() else
+                                            if default_model.configured() else
                                             _("{reason} Showing the built-in model instead.")).format(reason=exc)
     if not name and (lm := _server_default()) is not None:
         return lm

@@ -10,9 +10,8 @@ import streamlit as st
 
 from app_core.classroom import ClassClosed, StoreUnavailable, View, class_store, codes
 from app_core.lessons import check_answer, computed_answer
-from app_pages import _caches as caches
-from app_pages import _class_js as class_js
-from app_pages._class_state import (
+from app_pages.classroom import js as class_js
+from app_pages.classroom.state import (
     BEAT,
     BEAT_S,
     FOLLOWING,
@@ -27,9 +26,10 @@ from app_pages._class_state import (
     trouble,
     unreachable_message,
 )
-from app_pages._class_teacher import step_question
-from app_pages._i18n import _, language
-from app_pages._widgets import escape_markdown
+from app_pages.classroom.teacher import step_question
+from app_pages.frame import session as caches
+from app_pages.frame.i18n import _, language
+from app_pages.frame.widgets import escape_markdown
 from server import class_wait
 
 

@@ -13,11 +13,11 @@ import streamlit as st
 from app_core import models_folder as models
 from app_core import schemas as S
 from app_core.examples import load_examples, localized, offered, reads_chinese
-from app_pages import _caches as caches
-from app_pages import _default_model
-from app_pages._download_box import download_box
-from app_pages._i18n import _, language
-from app_pages._widgets import escape_markdown, picked_layer_head, selected_points, selected_rows, token_label
+from app_pages.frame import default_model
+from app_pages.frame import session as caches
+from app_pages.frame.download_box import download_box
+from app_pages.frame.i18n import _, language
+from app_pages.frame.widgets import escape_markdown, picked_layer_head, selected_points, selected_rows, token_label
 from model import ForwardTrace, ModelConfig
 from viz.format import format_bytes, format_si
 
@@ -121,7 +121,7 @@ def model_picker(where) -> None:
     available = models.catalog()
     readable = {info.name: info for info in available if info.ok}
     builtin = models.info_of(caches.builtin_model_path())
-    server_default = _default_model.ready_info()      # the server's default model: the link's model when unnamed
+    server_default = default_model.ready_info()      # the server's default model: the link's model when unnamed
     if server_default is None:
         labels = {BUILTIN_PICK: model_label(builtin, builtin=True)}
     else:

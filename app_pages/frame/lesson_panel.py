@@ -1,6 +1,6 @@
 """The lesson frame around a page's view: the step's text above the view (the model's facts filled in), "step n of
 N", Previous / Next (PageUp / PageDown in presenter mode), "back to this step's view", the step's question
-(_lesson_question.py); and "Copy as a lesson step" for authors.
+(lesson_question.py); and "Copy as a lesson step" for authors.
 
 The shell calls settle(page) first in every run (a lesson link, or a step asked for by a button, puts the step's
 settings into the state, switching to the step's page when it is another), draw(page) after the shared controls,
@@ -25,13 +25,13 @@ from app_core.lessons.facts import fill
 from app_core.lessons.format import CLASS_SETTINGS
 from app_core.lessons.views import clamp_step, lesson_params, read_lesson_link, step_settings, step_snippet
 from app_core.link import Context, note
-from app_pages import _caches as caches
-from app_pages import _lesson_question as question_ui
 from app_pages import navigation
-from app_pages._i18n import _, language
-from app_pages._lesson_question import RESULTS, REVEALED, score, translate
-from app_pages._presenter_keys import Stepped
-from app_pages._widgets import escape_markdown
+from app_pages.frame import lesson_question as question_ui
+from app_pages.frame import session as caches
+from app_pages.frame.i18n import _, language
+from app_pages.frame.lesson_question import RESULTS, REVEALED, score, translate
+from app_pages.frame.presenter_keys import Stepped
+from app_pages.frame.widgets import escape_markdown
 
 __all__ = ["ACTIVE", "ANSWERED", "CLASS_HOLD", "RESULTS", "REVEALED", "active", "draw", "go", "held_notice",
            "holds_view", "leave", "link_params", "score", "settle", "snippet", "translate"]

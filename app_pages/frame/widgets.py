@@ -10,8 +10,8 @@ import streamlit as st
 from app_core.budget import nbytes
 from app_core.call_key import Unkeyable, call_key
 from app_core.schemas import PRESENT
-from app_pages import _caches as caches
-from app_pages._i18n import _
+from app_pages.frame import session as caches
+from app_pages.frame.i18n import _
 from viz.labels import symbol_legend
 from viz.theme import scale_fonts
 

@@ -18,7 +18,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from viz.text import N_  # noqa: F401  (pages mark import-time messages with it; so do _schemas.py and viz/)
 
-LOCALE_DIR = Path(__file__).resolve().parent.parent / "locale"
+LOCALE_DIR = Path(__file__).resolve().parents[2] / "locale"
 DOMAIN = "messages"
 LANGUAGES = {"en": "English", "zh": "中文"}       # code in the link -> the switch's label
 CATALOGS = {"zh": "zh_CN"}                         # code -> the catalog's directory under locale/

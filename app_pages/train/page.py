@@ -7,12 +7,11 @@ import numpy as np
 import streamlit as st
 
 from app_core import schemas as S
-from app_pages import _controls as controls
-from app_pages import _shell as shell
-from app_pages import _training as training
 from app_pages import navigation
-from app_pages._i18n import N_, _, language, ngettext, translated
-from app_pages._widgets import PRESENTER_FONT_SCALE, escape_markdown, plotly_config
+from app_pages.frame import controls, shell
+from app_pages.frame.i18n import N_, _, language, ngettext, translated
+from app_pages.frame.widgets import PRESENTER_FONT_SCALE, escape_markdown, plotly_config
+from app_pages.train import runs as training
 from model.tokenizers.labels import readable_token
 from model.train import PRESETS, TrainRun, TrainSettings, verdict
 from model.train import settings as TS

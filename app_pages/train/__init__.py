@@ -1,0 +1,1 @@
+"""The Train page (page.py) and its runs as background jobs shared by every session (runs.py)."""
