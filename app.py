@@ -1,5 +1,5 @@
 """Attention Atlas: `streamlit run app.py` serves the pages (router.py) and, as the server starts, loads the model
-and runs the default text in the background (server/warmup.py), so the first visitor does not wait for it;
+and runs the default text in the background (app_pages/frame/warmup.py), so the first visitor does not wait for it;
 Streamlit's frontend files are sent gzip-compressed from memory, the chart library imported with the page
 (server/static_assets.py); a live class's followers wait for the teacher's next view on its own route
 (server/class_wait.py), and a teacher's browser gets its class key as an HttpOnly cookie from another
@@ -13,10 +13,10 @@ import streamlit as st
 from starlette.middleware import Middleware
 
 from app_core.scheduling import SWITCH_INTERVAL_S
+from app_pages.frame.warmup import start_warm_up
 from server import class_key, class_wait
 from server.static_assets import FrontendFiles
 from server.tcp_nodelay import no_delay_on_listening_sockets
-from server.warmup import start_warm_up
 
 # A class pressing Generate at once: the batch thread asks for the GIL back ~10 times a step, each time behind the
 # pages' runs (app_core/scheduling.py; a class of 30, one instrumented run: a 30-row step 137 -> 121 ms at 1 ms).

@@ -105,7 +105,7 @@ def test_a_malformed_default_model_setting_is_refused(raw):
 
 
 def test_the_warm_up_fetches_and_loads_the_default_model_at_server_start(hub, tmp_path, monkeypatch):
-    from server import warmup
+    from app_pages.frame import warmup
 
     monkeypatch.setenv(dm.ENV, f"{REPO}:{FILE}")
     monkeypatch.setattr(warmup, "freeze_long_lived", lambda: None)    # keep the test process's collector as it is

@@ -1,6 +1,6 @@
 """What `streamlit run app.py` does as a server, before and without any browser: it loads the model as it starts
-(server/warmup.py), and it sends Streamlit's frontend files gzip-compressed, the page importing the Plotly chunk
-(server/static_assets.py)."""
+(app_pages/frame/warmup.py), and it sends Streamlit's frontend files gzip-compressed, the page importing the Plotly
+chunk (server/static_assets.py)."""
 import gzip
 import re
 import time

@@ -9,14 +9,16 @@ import logging
 import threading
 
 from app_core.scheduling import freeze_long_lived
+from app_pages.navigation import PAGES
 
 LOG = logging.getLogger("attention_atlas.warmup")
 # What the first view (Attention, one head) imports beyond the model: imported before the load, so the first
 # visitor's script, which imports them too, waits for them instead of importing them while the model loads.
-FIRST_VIEW_MODULES = ("app_pages.frame.shell", "app_pages.frame.widgets", "viz.attention")
-# What the other pages import: after the default text's run, off the first view's path.
+FIRST_VIEW_MODULES = ("app_pages.frame.shell", "app_pages.frame.widgets", "app_pages.attention", "viz.attention")
+# What the other pages import: after the default text's run, off the first view's path (every page module: the
+# router registers them all at a session's first run).
 PAGE_MODULES = ("viz.generation", "viz.head_effects", "viz.inside", "viz.mask", "viz.params", "viz.positional",
-                "viz.softmax", "viz.tokenization")
+                "viz.softmax", "viz.tokenization", *(spec.module for spec in PAGES))
 
 
 def warm_up() -> None:
