@@ -24,8 +24,8 @@ from model.calculator.params import (
     POSITIONAL_KINDS,
     PRESETS,
 )
-from model.lessons.flash_attention import BLOCK_CANDIDATES, block_sizes, default_block
-from model.lessons.sampling import T_MAX, T_MIN
+from model.maths.flash_attention import BLOCK_CANDIDATES, block_sizes, default_block
+from model.maths.sampling import T_MAX, T_MIN
 from model.train import PRESETS as TRAIN_PRESETS
 from model.train import TrainSettings
 from model.train import settings as TS
@@ -239,7 +239,7 @@ INSIDE = Schema("inside", (
 # ---------------------------------------------------------------------------------------------- Efficient attention
 EFFICIENT_VIEWS = {"flash": N_("FlashAttention, tile by tile"), "masks": N_("Masks on the whole model"),
                    "kv": N_("MHA / GQA / MQA"), "linear": N_("Linear attention")}
-MASK_KINDS = ("full", "window", "sink", "strided", "dilated")    # model.lessons.sparse_masks.MASK_KINDS
+MASK_KINDS = ("full", "window", "sink", "strided", "dilated")    # model.maths.sparse_masks.MASK_KINDS
 MAX_SINKS = 16
 MAX_STRIDE = 64
 _E_VIEW = "efficient_view"
@@ -252,7 +252,7 @@ def _mask_reads(*kinds: str):
 
 
 def _flash_blocks(ctx: Context) -> tuple[int, ...]:
-    """The block sizes offered for this text (model.lessons.flash_attention.block_sizes); every candidate while the
+    """The block sizes offered for this text (model.maths.flash_attention.block_sizes); every candidate while the
     text is not known yet (a link is read before its text is tokenized, then clamped again)."""
     return block_sizes(ctx.n_tokens) if ctx.n_tokens else BLOCK_CANDIDATES
 

@@ -11,7 +11,7 @@ from app_pages.frame import controls, session, shell
 from app_pages.frame.i18n import _, ngettext, translated
 from app_pages.frame.widgets import SharedBuilders, escape_markdown, show_figure, token_label, token_legend
 from model.analysis.head_stats import sink_hidden_view
-from model.lessons.masking import masked_views, most_leaking_row, softmax_steps
+from model.maths.masking import masked_views, most_leaking_row, softmax_steps
 
 vm = SharedBuilders(viz.mask)
 

@@ -1,7 +1,7 @@
 """Efficient attention: FlashAttention tile by tile on one real head, sparse masks applied to the whole model
 (the attention-sink finding), MHA / GQA / MQA by regrouping the model's KV heads, and linear attention.
 
-Thin: the maths is in model/lessons (flash_attention, sparse_masks, kv_heads, linear_attention, perplexity), the
+Thin: the maths is in model/maths (flash_attention, sparse_masks, kv_heads, linear_attention, perplexity), the
 passes in app_core/derived/efficient.py, the figures in viz/efficient.py. Only the open view is
 computed.
 """
@@ -17,8 +17,8 @@ from app_core.examples import load_examples
 from app_pages.frame import controls, session, shell
 from app_pages.frame.i18n import _
 from app_pages.frame.widgets import SharedBuilders, show_figure, token_label, token_legend
-from model.lessons import kv_heads, linear_attention, sparse_masks
-from model.lessons.flash_attention import (
+from model.maths import kv_heads, linear_attention, sparse_masks
+from model.maths.flash_attention import (
     block_history,
     block_ranges,
     block_sizes,
@@ -26,7 +26,7 @@ from model.lessons.flash_attention import (
     nearest_block,
     visit_order,
 )
-from model.lessons.perplexity import moving_average, perplexity, token_losses
+from model.maths.perplexity import moving_average, perplexity, token_losses
 from viz.format import format_bytes, format_si
 
 V = SharedBuilders(viz.efficient)

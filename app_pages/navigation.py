@@ -31,7 +31,7 @@ PAGES = (
     PageSpec("inside", N_("Inside a block"), ":material/account_tree:", "app_pages.inside.page"),
     PageSpec("positional", N_("Positional encodings"), ":material/waves:", "app_pages.positional"),
     PageSpec("efficient", N_("Efficient attention"), ":material/speed:", "app_pages.efficient"),
-    PageSpec("parameters", N_("Parameters"), ":material/calculate:", "app_pages.parameters"),
+    PageSpec("parameters", N_("Parameters"), ":material/calculate:", "app_pages.calculator"),
     PageSpec("train", N_("Train"), ":material/model_training:", "app_pages.train.page"),
     PageSpec("lessons", N_("Lessons"), ":material/school:", "app_pages.lessons"),
     PageSpec("circuits", N_("Circuits"), ":material/hub:", "app_pages.circuits"),

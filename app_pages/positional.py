@@ -18,8 +18,8 @@ from app_pages.frame import controls, session, shell
 from app_pages.frame.i18n import N_, _, translated
 from app_pages.frame.widgets import SharedBuilders, show_figure, token_label, token_legend
 from model.analysis.head_stats import sink_hidden_view
-from model.lessons import alibi as A
-from model.lessons import positional as P
+from model.maths import alibi as A
+from model.maths import positional as P
 from viz.attention import causal_nan
 
 VE = SharedBuilders(viz.efficient)

@@ -10,7 +10,7 @@ from app_core import schemas as S
 from app_pages.frame import controls, session, shell
 from app_pages.frame.i18n import _, ngettext, translated
 from app_pages.frame.widgets import SharedBuilders, escape_markdown, show_figure, token_label, token_legend
-from model.lessons.sampling import (
+from model.maths.sampling import (
     T_MAX,
     T_MIN,
     effective_choices,

@@ -1,6 +1,6 @@
 """Server time of the Positional encodings page (budget: 0.5 s per control change).
 
-First each view's work without the app, as its page does it: the maths (model.lessons.positional / alibi, the
+First each view's work without the app, as its page does it: the maths (model.maths.positional / alibi, the
 model's layer detail for "inside the model") and the figures (viz.positional / viz.efficient, then what
 st.plotly_chart does with each: Plotly's figure check and JSON), nothing cached. Then whole-page reruns in
 Streamlit's AppTest (router, shell and page, the app's own caches), one control changed per rerun: "cold" where each
@@ -28,8 +28,8 @@ from app_core import schemas as S  # noqa: E402
 from harness.apptest import open_page, rerun  # noqa: E402
 from model import load_model  # noqa: E402
 from model.analysis.head_stats import sink_hidden_view  # noqa: E402
-from model.lessons import alibi as A  # noqa: E402
-from model.lessons import positional as P  # noqa: E402
+from model.maths import alibi as A  # noqa: E402
+from model.maths import positional as P  # noqa: E402
 from viz.attention import causal_nan  # noqa: E402
 
 BUDGET_S = 0.5

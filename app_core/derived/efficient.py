@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.lessons import sparse_masks
-from model.lessons.flash_attention import FlashRun, flash_attention, softmax_attention
-from model.lessons.sampling import softmax
+from model.maths import sparse_masks
+from model.maths.flash_attention import FlashRun, flash_attention, softmax_attention
+from model.maths.sampling import softmax
 
 USES = {"full": (), "window": ("window",), "sink": ("window", "sinks"), "strided": ("stride",),
         "dilated": ("window", "stride")}     # the sizes each mask kind reads

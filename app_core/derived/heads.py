@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from model.analysis.head_stats import apply_sink, head_stats, sink_hidden_view
-from model.lessons.sampling import softmax
+from model.maths.sampling import softmax
 from viz.attention import thumbnail_tiles
 from viz.exports import matrix_csv
 

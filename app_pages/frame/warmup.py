@@ -17,7 +17,7 @@ LOG = logging.getLogger("attention_atlas.warmup")
 FIRST_VIEW_MODULES = ("app_pages.frame.shell", "app_pages.frame.widgets", "app_pages.attention", "viz.attention")
 # What the other pages import: after the default text's run, off the first view's path (every page module: the
 # router registers them all at a session's first run).
-PAGE_MODULES = ("viz.generation", "viz.head_effects", "viz.inside", "viz.mask", "viz.params", "viz.positional",
+PAGE_MODULES = ("viz.generation", "viz.head_effects", "viz.inside", "viz.mask", "viz.calculator", "viz.positional",
                 "viz.softmax", "viz.tokenization", *(spec.module for spec in PAGES))
 
 

@@ -17,7 +17,7 @@ from app_pages.frame.widgets import SharedBuilders, escape_markdown, show_figure
 from app_pages.generate.jobs import GREEDY, HIGH, LOW, SEED, TEMP, TOP_K, TOP_P, VIEW, N, current_jobs
 from app_pages.generate.kv_cache import kv_cache_panel
 from model.analysis.head_stats import mean_distance_back, sink_hidden_row
-from model.lessons.sampling import T_MAX, T_MIN, temperature_grid
+from model.maths.sampling import T_MAX, T_MIN, temperature_grid
 from viz.format import percent_labels
 
 va = SharedBuilders(viz.attention)

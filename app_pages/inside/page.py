@@ -23,7 +23,7 @@ from app_pages.inside.tokenization import tokens_view
 from model.analysis.block_walk import NEAR_ZERO
 from model.analysis.head_stats import sink_hidden_row
 from model.decoder.rope import rope_frequencies
-from model.lessons import kv_heads
+from model.maths import kv_heads
 from viz.format import format_bytes
 from viz.labels import plotly_escape, shorten
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from model.lessons.sampling import entropy_bits, softmax
+from model.maths.sampling import entropy_bits, softmax
 
 # name -> (label, what it measures): the order is the order of the chooser in the app
 STATISTICS: dict[str, tuple[str, str]] = {

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.lessons import sampling
+from model.maths import sampling
 
 MAX_NEW_TOKENS = 256
 N_CANDIDATES = 10          # top candidates recorded per step

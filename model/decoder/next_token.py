@@ -1,4 +1,4 @@
-"""Choosing the next token from a step's logits (model/lessons/sampling.py's rules): temperature, then top-k, then
+"""Choosing the next token from a step's logits (model/maths/sampling.py's rules): temperature, then top-k, then
 top-p, renormalize, then one draw (inverse_cdf) from the generation's own numpy Generator (temperature 0: greedy
 argmax). The softmax and its entropy are one native call where the kernels run (model.native.softmax_entropy), and a
 batch's rows without top-k / top-p are surveyed and drawn natively too (choose_steps, model.native.token_choice).
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from model.decoder.generation_records import N_CANDIDATES, Candidates, GenerationSettings, GenerationStep, read_only
-from model.lessons import sampling
+from model.maths import sampling
 from model.native import softmax_entropy as native_softmax
 from model.native import token_choice
 

@@ -2,7 +2,7 @@
 logits ~0.04 ms with AVX-512, ~0.15 ms with AVX2, against numpy's 0.45 (0.9 with its entropy), for every row of
 every step; softmax_entropy_rows does a batch's rows in one call, a row a thread at a time. None where the kernel
 cannot run (no compiler, neither AVX-512 nor AVX2 + FMA) or the logits are not all finite: the caller then uses
-numpy (model.lessons.sampling)."""
+numpy (model.maths.sampling)."""
 from __future__ import annotations
 
 import ctypes

@@ -10,7 +10,7 @@ import pytest
 
 from app_core.examples import default_text
 from harness.apptest import array, example, figures, open_page, rerun, run_until, widget_values
-from model.lessons.flash_attention import flash_attention
+from model.maths.flash_attention import flash_attention
 
 TEXT = "The keys that the old man had left on the table were gone, so he looked everywhere for them."
 

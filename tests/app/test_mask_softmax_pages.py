@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from harness.apptest import array, figures, open_page, rerun
-from model.lessons.sampling import filter_probs, softmax
+from model.maths.sampling import filter_probs, softmax
 
 TEXT = "The cat sat on the mat because it was tired, and then the cat slept."
 

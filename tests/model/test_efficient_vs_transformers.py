@@ -6,7 +6,7 @@
   run on the window's attention (ours 5.2e-5), so two float32 runs may differ by more than the 1e-4 asked; the
   logits and log-probabilities also against float32 transformers, at the same 1e-3;
 - token_logprobs vs transformers' log-softmax of every position's logits;
-- with_kv_heads(n) vs transformers whose k_proj / v_proj are pooled or repeated the same way (model.lessons.kv_heads);
+- with_kv_heads(n) vs transformers whose k_proj / v_proj are pooled or repeated the same way (model.maths.kv_heads);
 - the tiled FlashAttention of one head vs the forward pass's own attention output for that head.
 """
 from __future__ import annotations
@@ -19,9 +19,9 @@ import torch
 
 from harness.apptest import example
 from model.decoder.hooks import capture
-from model.lessons import sparse_masks
-from model.lessons.flash_attention import flash_attention
-from model.lessons.kv_heads import pool_kv_rows
+from model.maths import sparse_masks
+from model.maths.flash_attention import flash_attention
+from model.maths.kv_heads import pool_kv_rows
 
 MASKS = {"window": lambda T: sparse_masks.sliding_window(T, 16),
          "sink": lambda T: sparse_masks.sink_window(T, 16, 4),

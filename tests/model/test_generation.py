@@ -17,7 +17,7 @@ from model.decoder.next_token import (
     next_token_distribution,
     record_step,
 )
-from model.lessons.sampling import top_ids
+from model.maths.sampling import top_ids
 from model.native import token_choice
 
 ENGLISH = "The history of the printing press begins in the fifteenth century, when Johannes Gutenberg"

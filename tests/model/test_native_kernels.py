@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harness.apptest import ROOT
-from model.lessons import sampling
+from model.maths import sampling
 from model.native import attention
 from model.native.softmax_entropy import softmax_entropy, softmax_entropy_rows
 

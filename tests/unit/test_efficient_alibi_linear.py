@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from model.calculator.costs import kv_values_per_token
-from model.lessons.alibi import alibi_bias, alibi_slopes, alibi_weight_by_distance, rope_decay
-from model.lessons.kv_heads import cache_bytes_per_token, kv_head_counts, pool_kv_rows
-from model.lessons.linear_attention import (
+from model.maths.alibi import alibi_bias, alibi_slopes, alibi_weight_by_distance, rope_decay
+from model.maths.kv_heads import cache_bytes_per_token, kv_head_counts, pool_kv_rows
+from model.maths.linear_attention import (
     cost_per_token,
     elu_feature_map,
     linear_attention,

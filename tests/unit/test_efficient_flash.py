@@ -1,10 +1,10 @@
-"""model/lessons/flash_attention.py: the tiled forward equals plain softmax attention; the memory counts by hand."""
+"""model/maths/flash_attention.py: the tiled forward equals plain softmax attention; the memory counts by hand."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from model.lessons.flash_attention import (
+from model.maths.flash_attention import (
     block_history,
     block_ranges,
     block_sizes,

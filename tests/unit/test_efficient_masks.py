@@ -1,11 +1,11 @@
-"""model/lessons/sparse_masks.py: each mask against small cases worked by hand."""
+"""model/maths/sparse_masks.py: each mask against small cases worked by hand."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from model.lessons import sparse_masks as M
-from model.lessons.perplexity import moving_average, perplexity, token_losses
+from model.maths import sparse_masks as M
+from model.maths.perplexity import moving_average, perplexity, token_losses
 
 
 def rows(mask) -> list[list[int]]:

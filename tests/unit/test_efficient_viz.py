@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from model.lessons.alibi import alibi_bias, alibi_slopes
-from model.lessons.sparse_masks import sink_window
+from model.maths.alibi import alibi_bias, alibi_slopes
+from model.maths.sparse_masks import sink_window
 from viz import efficient as V
 
 TOKENS = ["The", " cat", " sat", " on", " the", " mat", ".", " It", " was", " 8"]

@@ -16,7 +16,7 @@ from model.analysis.head_stats import (
     sink_score,
     top_predictions,
 )
-from model.lessons.sampling import softmax
+from model.maths.sampling import softmax
 
 
 def prev_token_pattern(T):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from model.analysis.head_stats import sink_hidden_view
-from model.lessons.masking import masked_views, most_leaking_row, softmax_steps
+from model.maths.masking import masked_views, most_leaking_row, softmax_steps
 
 
 def test_masked_views_by_hand():

@@ -9,7 +9,7 @@ import torch
 import model.decoder.blocks as decoder_blocks
 import model.decoder.core as decoder_core
 import model.decoder.rope as decoder_rope
-import model.lessons.positional as pos
+import model.maths.positional as pos
 
 
 @pytest.fixture(scope="module")

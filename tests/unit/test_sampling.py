@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from model.lessons import sampling as S
+from model.maths import sampling as S
 
 
 def test_softmax_hand_worked():

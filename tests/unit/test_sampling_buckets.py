@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.lessons.sampling import expected_total_variation, sample_counts, softmax, top_buckets, total_variation
+from model.maths.sampling import expected_total_variation, sample_counts, softmax, top_buckets, total_variation
 
 
 def test_top_buckets_by_hand():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-import viz.params
+import viz.calculator
 from app_core import schemas as S
 from app_pages.frame import controls, session, shell
 from app_pages.frame.i18n import N_, _, language, ngettext, translated
@@ -35,7 +35,7 @@ from model.calculator.params import (
 )
 from viz.format import SI, format_bytes, format_count_zh, format_si
 
-vp = SharedBuilders(viz.params)
+vp = SharedBuilders(viz.calculator)
 
 K = S.PARAMS_KEY                  # prefix of every state key on this page: params_<field>
 FIELDS = (*S.SHAPE_NUMBERS, *S.SHAPE_CHOICES, *S.SHAPE_FLAGS)

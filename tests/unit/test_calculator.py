@@ -411,7 +411,7 @@ def test_loaded_model_tensor_sum(lm):
 # ----------------------------------------------------------------------------------------------------- figures
 
 def test_figures_carry_the_exact_numbers():
-    from viz.params import breakdown_treemap, comparison_figure, layer_split_figure, memory_figure
+    from viz.calculator import breakdown_treemap, comparison_figure, layer_split_figure, memory_figure
 
     b = count_parameters(**PRESETS["Qwen3-8B"])
     tree = breakdown_treemap(b.parts())
@@ -429,7 +429,7 @@ def test_figures_carry_the_exact_numbers():
 def test_treemap_labels_fit_small_boxes():
     """Each leaf's text is short lines (name / count / share), so even the q, k, v boxes of a GQA model show it;
     boxes too small for 12 px text hide it (hover still tells)."""
-    from viz.params import TREEMAP_MIN_TEXT, breakdown_treemap
+    from viz.calculator import TREEMAP_MIN_TEXT, breakdown_treemap
 
     tree = breakdown_treemap(count_parameters(**PRESETS["SmolLM2-135M"]).parts())
     leaves = {label: text for label, text, parent in zip(tree.data[0].labels, tree.data[0].text,
@@ -442,7 +442,7 @@ def test_treemap_labels_fit_small_boxes():
 
 
 def test_memory_figure_short_labels():
-    from viz.params import memory_figure
+    from viz.calculator import memory_figure
 
     mem = memory_figure({"fp32": 538_060_032, "bf16": 269_030_016}, {"MHA": 566_231_040}, 8192, 1)
     assert list(mem.data[0].text) == ["538 MB", "269 MB"] and list(mem.data[1].text) == ["566 MB"]

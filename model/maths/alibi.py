@@ -3,7 +3,7 @@
 Head h's slope m_h comes from a geometric sequence: for n heads (a power of 2) it starts at 2^(-8/n) and has that
 ratio, so 8 heads get 1/2, 1/4, ..., 1/256. For other n the paper takes the 2^floor(log2 n) slopes of the closest
 power of 2, then every other slope of twice that many heads for the rest. RoPE's side, for comparison, is the code
-the model runs (model.decoder.rope) through model.lessons.positional.
+the model runs (model.decoder.rope) through model.maths.positional.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from model.lessons.positional import aligned_envelope
+from model.maths.positional import aligned_envelope
 
 
 def _power_of_2_slopes(n: int) -> list[float]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from model.decoder.rope import CONVENTIONS, apply_rope, rope_cos_sin, rope_frequencies
-from model.lessons.sampling import softmax
+from model.maths.sampling import softmax
 
 
 def sinusoidal_pe(n_positions: int, d_model: int, base: float = 10000.0) -> np.ndarray:

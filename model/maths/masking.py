@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.lessons.sampling import softmax
+from model.maths.sampling import softmax
 
 
 @dataclass(frozen=True)
