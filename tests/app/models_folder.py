@@ -1,5 +1,5 @@
 """A models folder of tiny GGUFs, one per architecture, each with its own layer and head counts (written once per
-test session; tests/tiny_gguf.py). The app reads it through ATLAS_MODELS_DIR."""
+test session; harness/tiny_gguf.py). The app reads it through ATLAS_MODELS_DIR."""
 from __future__ import annotations
 
 from pathlib import Path

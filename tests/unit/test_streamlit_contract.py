@@ -85,11 +85,19 @@ def test_the_frontend_marks_run_state_and_keys(frontend):
 
 
 def test_forward_msg_fields_the_harness_counts():
-    """browser_harness's RUN_COUNTER_INIT_JS counts runs from raw frames by field number: a run starts with
+    """harness/browser.py's RUN_COUNTER_INIT_JS counts runs from raw frames by field number: a run starts with
     new_session (4) and ends with script_finished (6); bench/ reads ForwardMsg / BackMsg by name."""
     fields = ForwardMsg.DESCRIPTOR.fields_by_name
     assert (fields["new_session"].number, fields["script_finished"].number) == (4, 6)
-    assert {"delta", "ref_hash", "page_info_changed"} <= set(fields)
+    assert {"delta", "ref_hash", "page_info_changed", "auto_rerun", "stop_auto_rerun", "navigation", "metadata",
+            "new_session", "script_finished"} <= set(fields)
+    new_session = ForwardMsg.DESCRIPTOR.fields_by_name["new_session"].message_type.fields_by_name
+    assert "script_run_id" in new_session or "page_script_hash" in new_session
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.BidiComponent_pb2 import BidiComponent
+
+    assert {"rerun_script"} <= set(BackMsg.DESCRIPTOR.fields_by_name)
+    assert {"component_name", "json"} <= set(BidiComponent.DESCRIPTOR.fields_by_name)
 
 
 def test_the_leading_emoji_lookup_we_mend():
@@ -132,7 +140,7 @@ def test_the_api_parameters_the_app_uses():
 
 
 def test_apptest_opens_a_function_page_by_the_hash_of_its_url_path():
-    """tests/app/apptest.go_to: AppTest.switch_page knows only file pages; Streamlit knows a registered page by
+    """harness/apptest.go_to: AppTest.switch_page knows only file pages; Streamlit knows a registered page by
     calc_hash(url_path), the hash AppTest runs the script with (its private _page_hash)."""
     from streamlit.util import calc_hash
 
