@@ -22,6 +22,7 @@ from model.decoder.matrices import QuantizedMatrix
 from model.decoder.rope import rope_cos_sin
 from model.decoder.trace import ForwardTrace, LayerDetail
 from model.native.threads import torch_on_calling_thread
+from model.tokenizers.delegate import TokenMethods
 
 DEFAULT_MAX_TOKENS = 512
 CHECKPOINT_EVERY = 6  # keep every 6th layer's input: layer_detail re-runs at most 5 blocks; 1/6 of the memory
@@ -47,7 +48,7 @@ class Positions:
         return Positions(cos, sin, self.mask[n:])
 
 
-class Decoder:
+class Decoder(TokenMethods):
     """A loaded decoder with its tokenizer: encode / decode / run / layer_detail / token_logprobs."""
 
     def __init__(self, config: ModelConfig, weights: dict[str, object], tokenizer, source: str,
@@ -73,20 +74,6 @@ class Decoder:
     @property
     def name(self) -> str:
         return self.config.name
-
-    def encode(self, text: str) -> list[int]:
-        """Token ids of text, after the BOS id when the model file asks for one (tokenizer.ggml.add_bos_token)."""
-        return self.tokenizer.encode(text)
-
-    def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids)
-
-    def token_strings(self, ids: list[int]) -> list[str]:
-        return self.tokenizer.token_strings(ids)
-
-    def token_labels(self, ids: list[int]) -> list[str]:
-        """Each token's label on its own (candidates, not a text: a byte stays <0xNN>)."""
-        return [self.tokenizer.token_label(i) for i in ids]
 
     def check_max_tokens(self, max_tokens: int) -> int:
         limit = self.config.max_positions

@@ -5,12 +5,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from model.tokenizers.delegate import TokenMethods
+
 DEFAULT_MAX_TOKENS = 512
 FLOAT32_ATTENTION_BYTES = 64 * 2**20   # attention kept float32 up to this size, float16 above (as the decoders)
 
 
-class TokenizerMethods:
-    """encode / decode / labels through self.tokenizer, and the checks of a run's text and token limit."""
+class TokenizerMethods(TokenMethods):
+    """TokenMethods, and the checks of a run's text and token limit."""
 
     tokenizer: object
     config: object
@@ -22,20 +24,6 @@ class TokenizerMethods:
     @property
     def eos_token_id(self) -> int | None:
         return self.tokenizer.eos_token_id
-
-    def encode(self, text: str) -> list[int]:
-        """Token ids of text with the special tokens the file adds ([CLS] ... [SEP]; ... </s>)."""
-        return self.tokenizer.encode(text)
-
-    def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids)
-
-    def token_strings(self, ids: list[int]) -> list[str]:
-        return self.tokenizer.token_strings(ids)
-
-    def token_labels(self, ids: list[int]) -> list[str]:
-        """Each token's label on its own (a candidate)."""
-        return [self.tokenizer.token_label(i) for i in ids]
 
     def check_max_tokens(self, max_tokens: int | None) -> int:
         limit = self.config.max_positions

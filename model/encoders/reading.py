@@ -69,7 +69,7 @@ def inspect(path: Path):
         if arch not in KNOWN_KEYS:
             raise ModelLoadError(f"{path.name} is a '{arch}' model, not an encoder this app reads (bert, t5).")
         config, expected = _config(reader, path, arch)
-        _check_tensors(reader, path, arch, expected, config.vocab_size)
+        G.check_tensors(reader, path, expected, arch, "model", config.vocab_size)
     except ModelLoadError:
         raise
     except Exception as exc:
@@ -109,27 +109,6 @@ def _config(reader, path: Path, arch: str) -> tuple[BertConfig | T5Config, dict[
         return config, t5_tensor_shapes(config, "output.weight" in names)
     except ValueError as exc:
         raise ModelLoadError(f"{path.name} {exc}.") from exc
-
-
-def _check_tensors(reader, path: Path, arch: str, expected: dict[str, tuple[int, ...]], vocab_size: int) -> None:
-    found = {t.name: tuple(int(n) for n in reversed(t.shape)) for t in reader.tensors}
-    extra = sorted(set(found) - set(expected))
-    if extra:
-        listed = ", ".join(extra[:8]) + (f" and {len(extra) - 8} more" if len(extra) > 8 else "")
-        raise ModelLoadError(f"{path.name} has tensors this app does not use: {listed}. Attention Atlas computes a "
-                             f"plain {arch} model and does not support them: leaving them out would give wrong "
-                             f"results.")
-    missing = [name for name in expected if name not in found]
-    if missing:
-        raise ModelLoadError(f"{path.name} lacks the tensors {', '.join(missing[:8])}"
-                             f"{' ...' if len(missing) > 8 else ''}; it is not a complete {arch} GGUF.")
-    wrong = [f"{name} {found[name]} (expected {shape})" for name, shape in expected.items() if found[name] != shape]
-    if wrong:
-        raise ModelLoadError(f"{path.name} has tensors whose shapes do not match its metadata: {', '.join(wrong[:4])}.")
-    n_tokens = len(reader.fields["tokenizer.ggml.tokens"].data)
-    if n_tokens != vocab_size:
-        raise ModelLoadError(f"{path.name} has {n_tokens:,} tokens but {vocab_size:,} embedding rows; this app needs "
-                             f"one row per token.")
 
 
 def memory_needed(tensors) -> int:

@@ -186,24 +186,31 @@ def _check_supported(reader, path: Path, arch: Architecture, config: ModelConfig
     if unsupported:
         raise ModelLoadError(f"{path.name} sets {', '.join(unsupported[:6])}: this app does not support that (it "
                              f"computes a plain {arch.name} decoder, so its results would be wrong).")
-    expected = arch.tensor_shapes(config)
+    check_tensors(reader, path, arch.tensor_shapes(config), arch.name, "decoder", config.vocab_size)
+
+
+def check_tensors(reader, path: Path, expected: dict[str, tuple[int, ...]], arch: str, kind: str,
+                  vocab_size: int) -> None:
+    """The file holds exactly the tensors expected, of their shapes, and one embedding row per token: else a
+    ModelLoadError naming what is extra, missing or of the wrong shape (a plain `arch` `kind` is computed)."""
     found = {t.name: tuple(int(n) for n in reversed(t.shape)) for t in reader.tensors}
     extra = sorted(set(found) - set(expected))
     if extra:
         listed = ", ".join(extra[:8]) + (f" and {len(extra) - 8} more" if len(extra) > 8 else "")
         raise ModelLoadError(f"{path.name} has tensors this app does not use: {listed}. Attention Atlas computes a "
-                             f"plain {arch.name} decoder and does not support them: leaving them out would give "
-                             f"wrong results.")
+                             f"plain {arch} {kind} and does not support them: leaving them out would give wrong "
+                             f"results.")
     missing = [name for name in expected if name not in found]
     if missing:
         raise ModelLoadError(f"{path.name} lacks the tensors {', '.join(missing[:8])}"
-                             f"{' ...' if len(missing) > 8 else ''}; it is not a complete {arch.name} GGUF.")
+                             f"{' ...' if len(missing) > 8 else ''}; it is not a complete {arch} GGUF.")
     wrong = [f"{name} {found[name]} (expected {shape})" for name, shape in expected.items() if found[name] != shape]
     if wrong:
         raise ModelLoadError(f"{path.name} has tensors whose shapes do not match its metadata: {', '.join(wrong[:4])}.")
-    if len(reader.fields["tokenizer.ggml.tokens"].data) != config.vocab_size:
-        raise ModelLoadError(f"{path.name} has {len(reader.fields['tokenizer.ggml.tokens'].data):,} tokens but "
-                             f"{config.vocab_size:,} embedding rows; this app needs one row per token.")
+    n_tokens = len(reader.fields["tokenizer.ggml.tokens"].data)
+    if n_tokens != vocab_size:
+        raise ModelLoadError(f"{path.name} has {n_tokens:,} tokens but {vocab_size:,} embedding rows; this app needs "
+                             f"one row per token.")
 
 
 def float32_bytes(tensors) -> int:
