@@ -1,8 +1,9 @@
 """The class store of one server process: dicts under a lock (no ATLAS_REDIS_URL).
 
 Every call is O(1) in the number of followers (a heartbeat moves its id to the end of an insertion-ordered dict, so
-the oldest come first), except sweep(), which a timer calls off the event loop, and the teacher's count of
-followers (once a second, from the newest back to the first stale one).
+the oldest come first), except sweep(), which a timer calls off the event loop, and the teacher's reads: the count
+of followers (once a second, from the newest back to the first stale one) and the answers' tallies (counted from
+one question's answers, or every question's).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from app_core.classroom import codes
 from app_core.classroom.store import (
     MAX_FOLLOWERS,
+    MAX_QUESTIONS,
     TICKET_S,
     ClassClosed,
     ClassesFull,
@@ -35,7 +37,8 @@ class _Class:
     version: int
     teacher_seen: float
     heartbeats: dict[str, float] = field(default_factory=dict)   # follower -> last heartbeat, oldest first
-    answers: dict[str, str] = field(default_factory=dict)        # follower -> answer to the current question
+    answers: dict[str, dict[str, str]] = field(default_factory=dict)   # question -> follower -> answer
+    revealed: set[str] = field(default_factory=set)              # questions whose answer was revealed
 
 
 class MemoryStore(ClassStore):
@@ -110,11 +113,10 @@ class MemoryStore(ClassStore):
         check_view(view)
         with self._lock:
             found = self._teacher(code, secret)
-            same_question = view.question == found.view.question
-            view = replace(view, revealed=same_question and found.view.revealed)   # the store owns the reveal
+            revealed = found.view.revealed if view.question == found.view.question else \
+                view.question in found.revealed                 # the store owns the reveal
+            view = replace(view, revealed=revealed)
             if view != found.view:
-                if not same_question:
-                    found.answers.clear()
                 found.view, found.version = view, found.version + 1
             return found.version
 
@@ -123,6 +125,8 @@ class MemoryStore(ClassStore):
             found = self._teacher(code, secret)
             if not found.view.revealed:
                 found.view, found.version = replace(found.view, revealed=True), found.version + 1
+                if found.view.question is not None:
+                    found.revealed.add(found.view.question)
             return found.version
 
     def teacher_here(self, code: str, secret: str) -> None:
@@ -164,14 +168,24 @@ class MemoryStore(ClassStore):
             found = self._open(code)
             if question != found.view.question or found.view.revealed:
                 return False
-            if follower not in found.answers and len(found.answers) >= MAX_FOLLOWERS:
+            given = found.answers.get(question, {})
+            if not given and len(found.answers) >= MAX_QUESTIONS:
                 return False
-            found.answers[follower] = answer
+            if follower not in given and len(given) >= MAX_FOLLOWERS:
+                return False
+            found.answers[question] = given
+            given[follower] = answer
             return True
 
     def answers(self, code: str, secret: str) -> dict[str, int]:
         with self._lock:
-            return tally(list(self._teacher(code, secret).answers.values()))
+            found = self._teacher(code, secret)
+            return tally(list(found.answers.get(found.view.question, {}).values()))
+
+    def tallies(self, code: str, secret: str) -> dict[str, dict[str, int]]:
+        with self._lock:
+            return {question: tally(list(given.values()))
+                    for question, given in self._teacher(code, secret).answers.items()}
 
     # ------------------------------------------------------------------------------------ upkeep, keys, tickets
     def _sweep_classes(self, now: float) -> int:

@@ -2,10 +2,14 @@
 
 Keys, all under `atlas:` (the ACL user of deploy/redis.conf may touch no other), a class's with a TTL of ttl_s that
 each teacher call renews (so a class ends 12 h after its teacher left):
-- atlas:class:<code>        hash: secret (its SHA-256), view (JSON: page, params, question), question, revealed
-                            ("0"/"1"), version (a follower's poll is one HGET of it);
+- atlas:class:<code>        hash: secret (its SHA-256), view (JSON: page, params, question, predict), question,
+                            revealed ("0"/"1": the current question's), version (a follower's poll is one HGET of it);
 - atlas:class:<code>:f      sorted set: follower id -> time of its last heartbeat (at most MAX_FOLLOWERS);
-- atlas:class:<code>:a      hash: follower id -> answer to the current question (deleted when the question changes);
+- atlas:class:<code>:a      hash: question SEP follower id -> that student's answer (the last one counts);
+- atlas:class:<code>:t      hash: question SEP answer -> how many students gave it (the tallies, kept as answers come);
+- atlas:class:<code>:n      hash: question -> how many students answered it (at most MAX_FOLLOWERS; MAX_QUESTIONS
+                            questions);
+- atlas:class:<code>:r      set: the questions revealed (a question the teacher comes back to stays revealed);
 - atlas:class:<code>:ended  set by end(), so the code reads as ended, not unknown;
 - atlas:classes             sorted set: open class -> when its teacher was last there (the cap on open classes);
 - atlas:ticket:<id>         a teacher's key sealed with a one-time ticket (codes.seal), TICKET_S;
@@ -32,6 +36,8 @@ from redis.retry import Retry
 from app_core.classroom import codes
 from app_core.classroom.store import (
     MAX_FOLLOWERS,
+    MAX_QUESTIONS,
+    SEP,
     TICKET_S,
     ClassClosed,
     ClassesFull,
@@ -42,7 +48,6 @@ from app_core.classroom.store import (
     View,
     check_answer_text,
     check_view,
-    tally,
 )
 
 PREFIX = "atlas:class:"
@@ -61,7 +66,7 @@ if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[5]) then
   local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   if tonumber(oldest[2]) >= tonumber(ARGV[4]) then return -3 end
   local gone = ARGV[10] .. oldest[1]
-  redis.call('DEL', gone, gone .. ':f', gone .. ':a')
+  redis.call('DEL', gone, gone .. ':f', gone .. ':a', gone .. ':t', gone .. ':n', gone .. ':r')
   redis.call('SET', gone .. ':ended', '1', 'EX', ARGV[2])
   redis.call('ZREM', KEYS[1], oldest[1])
 end
@@ -70,21 +75,21 @@ redis.call('EXPIRE', KEYS[2], ARGV[2])
 redis.call('ZADD', KEYS[1], ARGV[1], ARGV[6])
 return 0
 """
-# KEYS: class, followers, answers, ended, classes. ARGV: secret hash, ttl, now, code. Returns CLOSED, FORBIDDEN or 0
-# (then the action runs).
+# KEYS: class, followers, answers, ended, classes, tallies, answered, revealed. ARGV: secret hash, ttl, now, code.
+# Returns CLOSED, FORBIDDEN or 0 (then the action runs).
 _TEACHER = """#!lua
 local kept = redis.call('HGET', KEYS[1], 'secret')
 if not kept then return -1 end
 if kept ~= ARGV[1] then return -2 end
-for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ARGV[2]) end
+for _, i in ipairs({1, 2, 3, 6, 7, 8}) do redis.call('EXPIRE', KEYS[i], ARGV[2]) end
 redis.call('ZADD', KEYS[5], ARGV[3], ARGV[4])
 """
 # ARGV[5]: view JSON, ARGV[6]: question ('' for none). Returns the version.
 PUBLISH = _TEACHER + """
 if redis.call('HGET', KEYS[1], 'view') == ARGV[5] then return tonumber(redis.call('HGET', KEYS[1], 'version')) end
 if redis.call('HGET', KEYS[1], 'question') ~= ARGV[6] then
-  redis.call('DEL', KEYS[3])
-  redis.call('HSET', KEYS[1], 'question', ARGV[6], 'revealed', '0')
+  local shown = ARGV[6] ~= '' and redis.call('SISMEMBER', KEYS[8], ARGV[6]) == 1
+  redis.call('HSET', KEYS[1], 'question', ARGV[6], 'revealed', shown and '1' or '0')
 end
 redis.call('HSET', KEYS[1], 'view', ARGV[5])
 return redis.call('HINCRBY', KEYS[1], 'version', 1)
@@ -92,12 +97,32 @@ return redis.call('HINCRBY', KEYS[1], 'version', 1)
 REVEAL = _TEACHER + """
 if redis.call('HGET', KEYS[1], 'revealed') == '1' then return tonumber(redis.call('HGET', KEYS[1], 'version')) end
 redis.call('HSET', KEYS[1], 'revealed', '1')
+local question = redis.call('HGET', KEYS[1], 'question')
+if question ~= '' then
+  redis.call('SADD', KEYS[8], question)
+  redis.call('EXPIRE', KEYS[8], ARGV[2])
+end
 return redis.call('HINCRBY', KEYS[1], 'version', 1)
 """
 TEACHER_HERE = _TEACHER + "return 0"
-ANSWERS = _TEACHER + "return redis.call('HVALS', KEYS[3])"
+# The current question's tally: answer, count, answer, count, ...
+ANSWERS = _TEACHER + """
+local question = redis.call('HGET', KEYS[1], 'question')
+local out = {}
+if question == '' then return out end
+local prefix = question .. '\\31'
+local all = redis.call('HGETALL', KEYS[6])
+for i = 1, #all, 2 do
+  if string.sub(all[i], 1, #prefix) == prefix then
+    out[#out + 1] = string.sub(all[i], #prefix + 1)
+    out[#out + 1] = all[i + 1]
+  end
+end
+return out
+"""
+TALLIES = _TEACHER + "return redis.call('HGETALL', KEYS[6])"
 END = _TEACHER.replace("#!lua", "#!lua flags=allow-oom") + """
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[6], KEYS[7], KEYS[8])
 redis.call('SET', KEYS[4], '1', 'EX', ARGV[2])
 redis.call('ZREM', KEYS[5], ARGV[4])
 return 0
@@ -112,14 +137,27 @@ if over > 0 then redis.call('ZPOPMIN', KEYS[2], over) end
 redis.call('EXPIRE', KEYS[2], ARGV[4])
 return 0
 """
-# KEYS: class, answers. ARGV: follower, question, answer, ttl, most kept.
+# KEYS: class, answers, tallies, answered. ARGV: follower, question, answer, ttl, most per question, most questions.
+# Returns CLOSED, 0 (not taken) or 1.
 ANSWER = """#!lua
 local state = redis.call('HMGET', KEYS[1], 'question', 'revealed')
 if not state[1] then return -1 end
 if state[1] ~= ARGV[2] or state[2] == '1' then return 0 end
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 and redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[5]) then return 0 end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-redis.call('EXPIRE', KEYS[2], ARGV[4])
+local mine = ARGV[2] .. '\\31' .. ARGV[1]
+local before = redis.call('HGET', KEYS[2], mine)
+if before == ARGV[3] then return 1 end
+if before then
+  local was = ARGV[2] .. '\\31' .. before
+  if redis.call('HINCRBY', KEYS[3], was, -1) <= 0 then redis.call('HDEL', KEYS[3], was) end
+else
+  local n = tonumber(redis.call('HGET', KEYS[4], ARGV[2]) or '0')
+  if n >= tonumber(ARGV[5]) then return 0 end
+  if n == 0 and redis.call('HLEN', KEYS[4]) >= tonumber(ARGV[6]) then return 0 end
+  redis.call('HINCRBY', KEYS[4], ARGV[2], 1)
+end
+redis.call('HSET', KEYS[2], mine, ARGV[3])
+redis.call('HINCRBY', KEYS[3], ARGV[2] .. '\\31' .. ARGV[3], 1)
+for i = 2, 4 do redis.call('EXPIRE', KEYS[i], ARGV[4]) end
 return 1
 """
 
@@ -146,8 +184,8 @@ def _reachable(method):
 
 def _view_json(view: View) -> str:
     check_view(view)
-    return json.dumps({"page": view.page, "params": view.params, "question": view.question}, ensure_ascii=False,
-                      sort_keys=True)
+    return json.dumps({"page": view.page, "params": view.params, "question": view.question, "predict": view.predict},
+                      ensure_ascii=False, sort_keys=True)
 
 
 class RedisStore(ClassStore):
@@ -162,7 +200,8 @@ class RedisStore(ClassStore):
                                           retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)))
         self._scripts = {name: self.redis.register_script(source) for name, source in
                          (("create", CREATE), ("publish", PUBLISH), ("reveal", REVEAL), ("here", TEACHER_HERE),
-                          ("answers", ANSWERS), ("end", END), ("follow", FOLLOW), ("answer", ANSWER))}
+                          ("answers", ANSWERS), ("tallies", TALLIES), ("end", END), ("follow", FOLLOW),
+                          ("answer", ANSWER))}
         self._down: tuple[float, str, bool] | None = None     # (until, why, slow): calls fail at once until then
         self._key: bytes | None = None
         self._key_lock = threading.Lock()
@@ -172,7 +211,7 @@ class RedisStore(ClassStore):
 
     def _keys(self, code: str) -> list[str]:
         key = PREFIX + code
-        return [key, key + ":f", key + ":a", key + ":ended", CLASSES]
+        return [key, key + ":f", key + ":a", key + ":ended", CLASSES, key + ":t", key + ":n", key + ":r"]
 
     def _closed(self, code: str) -> ClassClosed:
         return ClassClosed(code, bool(self.redis.exists(PREFIX + code + ":ended")))
@@ -219,7 +258,8 @@ class RedisStore(ClassStore):
         if view is None:
             raise self._closed(code)
         data = json.loads(view)
-        return ClassState(code, int(version), View(data["page"], data["params"], data["question"], revealed == "1"))
+        return ClassState(code, int(version), View(data["page"], data["params"], data["question"], revealed == "1",
+                                                   bool(data.get("predict"))))
 
     @_reachable
     def publish(self, code: str, secret: str, view: View) -> int:
@@ -255,15 +295,26 @@ class RedisStore(ClassStore):
     def answer(self, code: str, follower: str, question: str, answer: str) -> bool:
         check_answer_text(question, follower, answer)
         keys = self._keys(code)
-        out = self._scripts["answer"](keys=[keys[0], keys[2]],
-                                      args=[follower, question, answer, self._ttl(), MAX_FOLLOWERS])
+        out = self._scripts["answer"](keys=[keys[0], keys[2], keys[5], keys[6]],
+                                      args=[follower, question, answer, self._ttl(), MAX_FOLLOWERS, MAX_QUESTIONS])
         if out == CLOSED:
             raise self._closed(code)
         return out == 1
 
     @_reachable
     def answers(self, code: str, secret: str) -> dict[str, int]:
-        return tally(list(self._teacher("answers", code, secret)))
+        flat = self._teacher("answers", code, secret)
+        return {flat[i]: int(flat[i + 1]) for i in range(0, len(flat), 2) if int(flat[i + 1]) > 0}
+
+    @_reachable
+    def tallies(self, code: str, secret: str) -> dict[str, dict[str, int]]:
+        flat = self._teacher("tallies", code, secret)
+        out: dict[str, dict[str, int]] = {}
+        for i in range(0, len(flat), 2):
+            question, _, answer = flat[i].partition(SEP)
+            if int(flat[i + 1]) > 0:
+                out.setdefault(question, {})[answer] = int(flat[i + 1])
+        return out
 
     # ------------------------------------------------------------------------------------ upkeep, keys, tickets
     @_reachable

@@ -3,14 +3,20 @@ shared by every replica).
 
 The state is the teacher's current view (exactly what a share link carries: the page and its query params, the
 text always), its version (one number a follower polls cheaply, raised by every change of the view and by Reveal),
-the current question's key and whether its answer is revealed; beside it, the followers' heartbeats and the
-students' answers. Every change of the view needs the teacher's secret; a student writes only their own heartbeat
-and their own answer to the current question. A class ends with end() or after `ttl_s` (12 h) without the teacher.
+the current question's key, whether the step holds its chart until the answer (predict) and whether its answer is
+revealed; beside it, the followers' heartbeats and the students' answers. Every change of the view needs the
+teacher's secret; a student writes only their own heartbeat and their own answer to the current question.
+
+Answers are kept per question until the class ends: one per student and question (the last one counts), so a
+teacher who goes back to a step finds its answers, and a revealed question stays revealed (it takes no more
+answers). The teacher reads the current question's tally (the live strip) and every question's (the class's
+results). A class ends with end() or after `ttl_s` (12 h) without the teacher.
 
 Bounded whatever visitors do: at most `max_classes` open at once (a new class takes the place of one whose teacher
-has been away `idle_s`, else ClassesFull), a view of at most VIEW_CHARS, MAX_FOLLOWERS heartbeats and answers a
-class; sweep() (a timer calls it) forgets expired and ended classes, old heartbeats and spent tickets. A ticket
-hands the teacher's key to their browser once (server/class_key.py), within TICKET_S.
+has been away `idle_s`, else ClassesFull), a view of at most VIEW_CHARS, MAX_FOLLOWERS heartbeats a class and
+answers a question, answers to at most MAX_QUESTIONS questions a class; sweep() (a timer calls it) forgets expired
+and ended classes, old heartbeats and spent tickets. A ticket hands the teacher's key to their browser once
+(server/class_key.py), within TICKET_S.
 """
 from __future__ import annotations
 
@@ -23,7 +29,10 @@ from dataclasses import asdict, dataclass, field
 
 TTL_S = 12 * 3600              # a class ends after this long without the teacher
 FOLLOW_WINDOW_S = 15.0         # a follower counts while its last heartbeat is this recent
-ANSWER_CHARS = 16              # an answer is a choice's number or "right" / "wrong": short
+ANSWER_CHARS = 16              # an answer is a choice's number, a clicked position or "right" / "wrong": short
+QUESTION_CHARS = 300           # a question's key: lesson id / step
+MAX_QUESTIONS = 64             # questions a class keeps answers to (a lesson has at most 40 steps)
+SEP = "\x1f"                   # between a question's key and a follower or an answer, in a store's field names
 FOLLOWER_ID_CHARS = 64
 MAX_CLASSES = 200              # open classes at once, per server (per deployment with Redis): ATLAS_MAX_CLASSES
 IDLE_S = 600.0                 # when full, a class whose teacher has been away this long gives its place to a new one
@@ -59,12 +68,14 @@ class ClassesFull(RuntimeError):
 
 @dataclass(frozen=True)
 class View:
-    """What every follower shows: a page, its link's query params, the step's question (key) and its reveal."""
+    """What every follower shows: a page, its link's query params, the step's question (key), whether the step
+    holds its chart until the question is answered (predict) and the question's reveal."""
 
     page: str
     params: dict[str, str] = field(default_factory=dict)
     question: str | None = None
     revealed: bool = False
+    predict: bool = False
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False, sort_keys=True)
@@ -73,7 +84,7 @@ class View:
     def from_json(text: str) -> View:
         data = json.loads(text)
         return View(str(data["page"]), {str(k): str(v) for k, v in data["params"].items()},
-                    data.get("question"), bool(data.get("revealed")))
+                    data.get("question"), bool(data.get("revealed")), bool(data.get("predict")))
 
 
 @dataclass(frozen=True)
@@ -97,8 +108,9 @@ def check_view(view: View) -> str:
 
 
 def check_answer_text(question: str, follower: str, answer: str) -> None:
-    """ValueError for an answer a student could not have sent from the page (too long, empty)."""
-    if not answer or len(answer) > ANSWER_CHARS or not follower or len(follower) > FOLLOWER_ID_CHARS:
+    """ValueError for an answer a student could not have sent from the page (too long, empty, a separator)."""
+    if not answer or len(answer) > ANSWER_CHARS or not follower or len(follower) > FOLLOWER_ID_CHARS or \
+            len(question) > QUESTION_CHARS or SEP in question + follower + answer:
         raise ValueError("not an answer")
 
 
@@ -147,12 +159,13 @@ class ClassStore(ABC):
     @abstractmethod
     def publish(self, code: str, secret: str, view: View) -> int:
         """The teacher's new view: the new version. The same view again changes nothing (same version); another
-        question starts with no answers and unrevealed (view.revealed is ignored: reveal() sets it). NotTeacher,
-        ClassClosed, ValueError (view too long)."""
+        question is revealed only if it was before (view.revealed is ignored: reveal() sets it), and keeps the
+        answers it had. NotTeacher, ClassClosed, ValueError (view too long)."""
 
     @abstractmethod
     def reveal(self, code: str, secret: str) -> int:
-        """Reveal the current question's answer on every screen: the new version. NotTeacher, ClassClosed."""
+        """Reveal the current question's answer on every screen (for good: it takes no more answers): the new
+        version. NotTeacher, ClassClosed."""
 
     @abstractmethod
     def teacher_here(self, code: str, secret: str) -> None:
@@ -173,8 +186,14 @@ class ClassStore(ABC):
     @abstractmethod
     def answer(self, code: str, follower: str, question: str, answer: str) -> bool:
         """A student's answer to the current question (the last one counts); False when that question is no longer
-        the current one, its answer is revealed, or MAX_FOLLOWERS others answered. ClassClosed."""
+        the current one, its answer is revealed, MAX_FOLLOWERS others answered it, or it would be the class's
+        MAX_QUESTIONS + 1st question answered. ClassClosed, ValueError (not an answer the page sends)."""
 
     @abstractmethod
     def answers(self, code: str, secret: str) -> dict[str, int]:
         """The current question's answers, counted (only the teacher reads them). NotTeacher, ClassClosed."""
+
+    @abstractmethod
+    def tallies(self, code: str, secret: str) -> dict[str, dict[str, int]]:
+        """Every question's answers, counted: {question key: {answer: count}} (only the teacher reads them).
+        NotTeacher, ClassClosed."""

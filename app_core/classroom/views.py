@@ -30,15 +30,17 @@ def read_question_key(key: str | None) -> tuple[str, int] | None:
     return (lesson_id, int(n)) if slash and lesson_id and n.isdigit() else None
 
 
-def teacher_view(page: str, link: Mapping[str, str], state: Mapping[str, Any], question: str | None) -> View:
+def teacher_view(page: str, link: Mapping[str, str], state: Mapping[str, Any], question: str | None,
+                 predict: bool = False) -> View:
     """What the followers show: the page and its link's params without the personal ones, with the text even when
-    it is too long for a link (the store carries it)."""
+    it is too long for a link (the store carries it); the step's question key, and whether the step holds its chart
+    until the question is answered (predict)."""
     params = {k: v for k, v in link.items() if k not in PERSONAL}
     text = state.get(S.TEXT.key)
     applies = any(p.key == S.TEXT.key for p in S.schema(page).active(state))
     if applies and S.TEXT.name not in params and isinstance(text, str) and text != S.TEXT.default:
         params[S.TEXT.name] = text
-    return View(page, params, question)
+    return View(page, params, question, predict=predict and question is not None)
 
 
 def keys_to_reset(page: str) -> list[str]:

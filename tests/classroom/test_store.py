@@ -74,7 +74,7 @@ def test_only_the_teacher_changes_the_view(make):
     for forged in ("", "x" * 32, codes.new_secret(), other_secret, secret[:-1] + ("A" if secret[-1] != "A" else "B")):
         for write in (lambda s: store.publish(code, s, moved), lambda s: store.reveal(code, s),
                       lambda s: store.end(code, s), lambda s: store.answers(code, s),
-                      lambda s: store.teacher_here(code, s)):
+                      lambda s: store.tallies(code, s), lambda s: store.teacher_here(code, s)):
             with pytest.raises(NotTeacher):
                 write(forged)
     assert store.state(code).view == VIEW and store.version(code) == 1
@@ -103,6 +103,55 @@ def test_answers_are_counted_for_the_current_question_until_revealed(make):
     assert store.state(code).view.revealed
     store.publish(code, secret, View("attention", {"layer": "4"}, question="lesson-1/5"))
     assert store.answers(code, secret) == {} and not store.state(code).view.revealed
+
+
+def test_answers_are_kept_per_question_until_the_class_ends(make):
+    """One answer per student and question, the last one counting; a question the teacher comes back to keeps its
+    answers (and, once revealed, stays revealed: it takes no more); every question's tally until End class."""
+    store, _, _ = make()
+    code, secret = store.create(VIEW)
+    first, second = "lesson-1/4", "lesson-1/6"
+    store.publish(code, secret, View("attention", {"layer": "3"}, question=first, predict=True))
+    assert store.state(code).view.predict
+    assert store.answer(code, "s1", first, "3") and store.answer(code, "s2", first, "2")
+    assert store.answer(code, "s1", first, "2")                             # s1 changes their mind
+    assert store.answer(code, "s1", first, "2")                             # the same again: counted once
+    assert store.answers(code, secret) == {"2": 2}
+    store.publish(code, secret, View("softmax", question=second))
+    assert not store.state(code).view.predict and store.answers(code, secret) == {}
+    assert store.answer(code, "s1", second, "right") and store.answer(code, "s2", second, "wrong")
+    assert not store.answer(code, "s3", first, "1")                         # no longer the current question
+    version = store.reveal(code, secret)
+    assert not store.answer(code, "s3", second, "right")                    # revealed: too late
+    back = store.publish(code, secret, View("attention", {"layer": "3"}, question=first))
+    assert back == version + 1 and not store.state(code).view.revealed
+    assert store.answers(code, secret) == {"2": 2}                          # its answers waited
+    assert store.answer(code, "s2", first, "1") and store.answer(code, "s4", first, "5")
+    assert store.tallies(code, secret) == {first: {"2": 1, "1": 1, "5": 1}, second: {"right": 1, "wrong": 1}}
+    store.publish(code, secret, View("softmax", question=second))
+    assert store.state(code).view.revealed and store.answers(code, secret) == {"right": 1, "wrong": 1}
+    store.publish(code, secret, View("softmax"))                            # no question: nothing to count
+    assert store.answers(code, secret) == {} and store.tallies(code, secret)[first] == {"2": 1, "1": 1, "5": 1}
+    for bad in ("", "x" * 100, "1\x1f2"):
+        with pytest.raises(ValueError):
+            store.answer(code, "s5", first, bad)
+    store.end(code, secret)
+    with pytest.raises(ClassClosed):
+        store.tallies(code, secret)
+
+
+def test_redis_forgets_every_answer_of_an_ended_class_and_keeps_none_past_its_time(redis_url):
+    store = RedisStore(redis_url)
+    code, secret = store.create(VIEW)
+    store.publish(code, secret, View("attention", question="l/1"))
+    store.answer(code, "s1", "l/1", "2")
+    store.reveal(code, secret)
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    kept = client.keys(f"atlas:class:{code}*")
+    assert {key.rpartition(":")[2] for key in kept} >= {"a", "t", "n", "r"}
+    assert all(0 < client.ttl(key) <= 12 * 3600 for key in kept)
+    store.end(code, secret)
+    assert client.keys(f"atlas:class:{code}*") == [f"atlas:class:{code}:ended"]
 
 
 def test_followers_count_while_their_heartbeats_are_recent(make):

@@ -107,6 +107,13 @@ def test_heartbeats_and_answers_are_bounded_and_stale_heartbeats_swept(make, mon
     assert store.followers(code) == 5                         # the five newest
     assert [store.answer(code, f"f{i}", "l/1", "1") for i in range(7)] == [True] * 5 + [False] * 2
     assert store.answer(code, "f0", "l/1", "2")               # an answer already counted can change
+    assert store.answers(code, secret) == {"1": 4, "2": 1}
+    monkeypatch.setattr(memory_module, "MAX_QUESTIONS", 2)
+    monkeypatch.setattr(redis_module, "MAX_QUESTIONS", 2)
+    for question, taken in (("l/2", True), ("l/3", False), ("l/1", True)):   # two questions a class
+        store.publish(code, secret, View("attention", question=question))
+        assert store.answer(code, "f0", question, "3") is taken
+    assert set(store.tallies(code, secret)) == {"l/1", "l/2"}
     clock.now += 20
     store.follow(code, "late")
     store.sweep()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import struct
 
 from app_core import schemas as S
+from app_core.classroom.store import View
 from app_core.classroom.views import join_link, keys_to_reset, qr_png, read_question_key, teacher_view
 
 LONG = "Count: 1, 2, 3 <b> 注意力 🙂 " * 600            # too long for a link (S.TEXT.url_limit)
@@ -16,6 +17,14 @@ def test_the_published_view_drops_personal_settings_and_keeps_a_long_text():
     assert same.params == {"layer": "3"} and same.question == "1-llm-basics/5"
     assert S.PRESENT.key not in keys_to_reset("attention") and S.LANG.key not in keys_to_reset("attention")
     assert {S.LAYER.key, S.HEAD.key, S.TEXT.key, S.MODEL.key} <= set(keys_to_reset("attention"))
+
+
+def test_a_predict_step_is_published_with_its_question_and_read_back():
+    held = teacher_view("attention", {"layer": "3"}, {}, "2-attention-maths/1", predict=True)
+    assert held.predict and held.question == "2-attention-maths/1"
+    assert View.from_json(held.to_json()) == held
+    assert not teacher_view("attention", {}, {}, None, predict=True).predict     # no question: nothing to hold
+    assert View.from_json('{"page": "attention", "params": {}}') == View("attention")   # a view stored before
 
 
 def test_question_keys_and_the_join_link():
