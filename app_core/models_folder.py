@@ -27,6 +27,7 @@ import threading
 import weakref
 from pathlib import Path
 
+from app_core import demo_models
 from app_core.link import Note, note
 from app_core.model_pool import ModelPool
 from model.files import hub
@@ -96,9 +97,16 @@ def catalog() -> list[ModelInfo]:
     return [info_of(p) for p in model_files(models_dir())]
 
 
+def offered() -> list[ModelInfo]:
+    """What the model picker lists: every GGUF of the models folder (readable or not), then the built-in demo
+    models of the families the folder has none of (app_core/demo_models.py)."""
+    listed = catalog()
+    return listed + demo_models.offered(listed, info_of)
+
+
 def resolve(name: str) -> ModelInfo | None:
-    """The folder's model whose file name (without .gguf) is name, or None."""
-    return next((info for info in catalog() if info.name == name), None)
+    """The offered model whose file name (without .gguf) is name, or None."""
+    return next((info for info in offered() if info.name == name), None)
 
 
 @functools.lru_cache(maxsize=1)

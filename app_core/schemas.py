@@ -16,6 +16,8 @@ from app_core.link import Choice, Context, Flag, Float, Int, IntList, ModelName,
 from model.calculator.params import (
     CUSTOM,
     DEFAULTS,
+    ENCODER_DECODER_PRESETS,
+    ENCODER_PRESETS,
     LIMITS,
     MAX_BATCH,
     MAX_CONTEXT,
@@ -75,7 +77,10 @@ def _with(param: Param, when) -> Param:
 
 # ------------------------------------------------------------------------------------------------------ Attention
 ATTENTION_VIEWS = {"head": N_("One head"), "layer": N_("All heads of a layer"), "model": N_("Whole model"),
-                   "query": N_("Query token"), "next": N_("Next token")}
+                   "query": N_("Query token"), "next": N_("Next token"), "cross": N_("Cross-attention")}
+CROSS_STACKS = {"cross": N_("Cross-attention"), "decoder": N_("Decoder self-attention"),
+                "encoder": N_("Encoder self-attention")}      # app_core/derived/seq2seq.STACKS
+MAX_TARGET_CHARS = 400          # a T5's target (the decoder's input): a few dozen tokens
 OVERVIEW_KINDS = ("thumbs", "prev_token", "induction", "sink", "self", "entropy")
 _A_VIEW = "attention_view"
 ATTENTION = Schema("attention", (
@@ -84,17 +89,29 @@ ATTENTION = Schema("attention", (
     _with(LAYER, _view_is_not(_A_VIEW, "next")),
     _with(HEAD, _view_is_not(_A_VIEW, "next")),
     _with(QUERY, _view_is(_A_VIEW, "head", "query")),
-    _with(SINK, _view_is_not(_A_VIEW, "next")),
+    _with(SINK, _view_is_not(_A_VIEW, "next", "cross")),
+    Choice("stack", "cross_stack", "cross", options=tuple(CROSS_STACKS), when=_view_is(_A_VIEW, "cross")),
+    Text("target", "cross_target", None, max_chars=MAX_TARGET_CHARS, url_limit=2000,   # None: the model's own output
+         when=_view_is(_A_VIEW, "cross")),
     Flag("stretch", "attention_stretch", when=_view_is(_A_VIEW, "head", "layer")),
     Choice("color", "attention_overview", "prev_token", options=OVERVIEW_KINDS, when=_view_is(_A_VIEW, "model")),
 ))
 
 # --------------------------------------------------------------------------------------------------- Causal mask
 MASK_TOKENS = 16                # the first N tokens shown by default: cells stay readable on a projector
+MASK_VIEWS = {"steps": N_("The mask, step by step"), "compare": N_("With and without a mask")}
+MAX_PARTNER_LAYERS = 256        # the compared model's layer and head: bounded by that model (the page clamps them)
+_M_VIEW = "mask_view"
+_steps = _view_is(_M_VIEW, "steps")
+_compare = _view_is(_M_VIEW, "compare")
 CAUSAL_MASK = Schema("causal-mask", (
-    TEXT, LAYER, HEAD, SINK,
+    Choice("view", _M_VIEW, "steps", options=tuple(MASK_VIEWS)),
+    TEXT, LAYER, HEAD, _with(SINK, _steps),
     Int("n", "mask_n", lambda c: min(MASK_TOKENS, c.n_tokens or 2), lo=2, hi=_token_count),
-    Flag("side", "mask_side"),
+    Flag("side", "mask_side", when=_steps),
+    Text("enc", "mask_encoder", None, max_chars=160, url_limit=400, when=_compare),   # None: the first BERT offered
+    Int("olayer", "mask_other_layer", 0, lo=0, hi=MAX_PARTNER_LAYERS - 1, when=_compare),
+    Int("ohead", "mask_other_head", 0, lo=0, hi=MAX_PARTNER_LAYERS - 1, when=_compare),
 ))
 
 # ------------------------------------------------------------------------------------------ Softmax & temperature
@@ -189,6 +206,12 @@ PARAMETERS = Schema("parameters", (
     Choice("kv_dtype", PARAMS_KEY + "kv_dtype", "bf16", options=KV_DTYPES),
     Choice("left", PARAMS_KEY + "cmp_a", "GPT-2 small", options=COMPARE_OPTIONS),
     Choice("right", PARAMS_KEY + "cmp_b", DEFAULT_PRESET, options=COMPARE_OPTIONS),
+    # The other families' section (app_pages/calculator_families.py): a BERT / T5 shape ("loaded": the session's
+    # BERT or T5), the tokens an encoder reads and a T5 writes.
+    Choice("family", PARAMS_KEY + "family", "BERT-base",
+           options=(*ENCODER_PRESETS, *ENCODER_DECODER_PRESETS, LOADED)),
+    Int("source", PARAMS_KEY + "source", 128, lo=1, hi=MAX_CONTEXT),
+    Int("target", PARAMS_KEY + "target", 32, lo=1, hi=MAX_CONTEXT),
 ))
 
 # -------------------------------------------------------------------------------------------------------- Generate
@@ -347,6 +370,9 @@ CIRCUITS = Schema("circuits", (
 LESSONS = Schema("lessons", ())           # the list of lessons (app_pages/lessons.py): no settings of its own
 
 # ---------------------------------------------------------------------------------------------------------- all
+VIEW_LABELS = {"attention": ATTENTION_VIEWS, "causal-mask": MASK_VIEWS, "softmax": SOFTMAX_SOURCES,
+               "generate": GENERATE_VIEWS, "inside": INSIDE_VIEWS, "positional": POSITIONAL_VIEWS,
+               "efficient": EFFICIENT_VIEWS, "circuits": CIRCUITS_VIEWS}   # each page's views, as its tabs name them
 SCHEMAS: dict[str, Schema] = {
     s.page: Schema(s.page, (*s.params, PRESENT, LANG, MODEL))
     for s in (ATTENTION, CAUSAL_MASK, SOFTMAX, GENERATE, INSIDE, POSITIONAL, PARAMETERS, EFFICIENT, TRAIN, LESSONS,

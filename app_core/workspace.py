@@ -1,7 +1,8 @@
 """The service layer the pages call: one loaded model and everything sessions compute with it, computed once and
 shared read-only (pure Python: no Streamlit).
 
-A Workspace is a light view of a model: `trace(text)` (the forward trace every page starts from), `layer_detail`,
+A Workspace is a light view of a model: `trace(text)` (the forward trace every page starts from; an encoder's run, a
+T5's encoder over the text: app_core/derived/seq2seq.py), `layer_detail`,
 and `compute(fn, *args)` for anything derived from them, fn(workspace, *args) keyed by the model and the call
 itself (call_key: the function's name and its arguments by value), so no page builds a key. Values live in the
 process's byte-bounded caches (SHARES of ATLAS_CACHE_MB); several sessions asking for one value wait for one
@@ -20,6 +21,8 @@ from typing import Any
 
 from app_core.budget import ByteBudgetCache
 from app_core.call_key import call_key
+from app_core.derived import seq2seq
+from app_core.families import DECODER, family_of
 from app_core.scheduling import COMPUTE
 from model.calculator.params import kv_cache_bytes_per_token, shape_from_config
 from model.decoder.core import FLOAT32_ATTENTION_BYTES
@@ -76,7 +79,7 @@ class Workspace:
         found = traces.peek(key)                   # a cached one: no tokenizing (for its size) at every rerun
         if found is not None:
             return found
-        return traces.get(key, lambda: self.model.run(text, max_tokens=self.max_tokens), self._trace_bytes(text))
+        return traces.get(key, lambda: seq2seq.text_trace(self.model, text, self.max_tokens), self._trace_bytes(text))
 
     def cached_trace(self, text: str):
         """The trace of text if some session has made it already, else None (nothing is computed)."""
@@ -113,10 +116,12 @@ class Workspace:
     def _trace_bytes(self, text: str) -> int:
         cfg = self.lm.config
         T = min(len(self.lm.encode(text)), self.max_tokens)
+        if family_of(self.lm) != DECODER:
+            return seq2seq.trace_bytes(cfg, T)
         attention = cfg.n_layers * cfg.n_heads * T * T                 # values; float16 above 64 MB of float32
         keys_values = kv_cache_bytes_per_token(shape_from_config(cfg), "fp32") * T      # the trace keeps k and v
         return attention * (4 if 4 * attention <= FLOAT32_ATTENTION_BYTES else 2) + keys_values
 
 
 def _layer_detail(ws: Workspace, text: str, layer: int):
-    return ws.model.layer_detail(ws.trace(text), layer)
+    return seq2seq.layer_detail(ws.model, ws.trace(text), layer)

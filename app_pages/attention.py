@@ -1,4 +1,6 @@
-"""Attention: one head, all heads of a layer, the whole model, one query token, and the next-token prediction."""
+"""Attention: one head, all heads of a layer, the whole model, one query token, the next-token prediction, and for an
+encoder-decoder (T5) its cross-attention (target x source) beside its two self-attentions. An encoder's (BERT's, a
+T5's encoder's) patterns have no mask: every cell is a weight."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,7 +10,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from app_core import families
 from app_core import schemas as S
+from app_core.derived import seq2seq
 from app_core.derived.heads import head_matrix_csv, head_statistics, thumbnails
 from app_pages.frame import controls, session, shell
 from app_pages.frame.i18n import N_, _, translated
@@ -21,10 +25,14 @@ from app_pages.frame.widgets import (
 )
 from model.analysis.head_stats import STATISTICS, has_repeats, sink_hidden_view, top_predictions
 from viz import attention as va
+from viz import seq2seq as vs
 from viz.labels import plotly_escape
 
 VIEW = S.ATTENTION.by_name("view")
 OVERVIEW = S.ATTENTION.by_name("color")
+STACK, TARGET = S.ATTENTION.by_name("stack"), S.ATTENTION.by_name("target")
+TARGET_BOX = "w_cross_target"      # the target box's own key: it copies into the target setting ("" -> None)
+CROSS_HEIGHT = 470                 # the cross-attention matrix: its top and most of it on a 768 px high screen
 # Each head statistic (model.analysis.head_stats.STATISTICS): (name, short name for narrow headers, meaning)
 STATS = {
     "prev_token": (N_("previous-token score"), N_("prev-token"),
@@ -58,6 +66,7 @@ class PageRun:
     hide_sink: bool
     stats: dict
     words: object
+    causal: bool = True     # a decoder's pattern (keys after the query masked); False: an encoder's
 
 def titled(r: PageRun, title: str) -> str:
     """A figure title, marked when the sink is hidden."""
@@ -112,23 +121,45 @@ def scores_line(r: PageRun, layer_index: int, head_index: int) -> str:
     return " · ".join(parts)
 
 
+HEADER = {   # the page's line of explanation, by family
+    families.DECODER: N_("Each head decides how much each token (a query, one row) looks at each earlier token (the "
+                         "keys, the columns). Rows sum to 1; grey cells are future tokens, which the causal mask "
+                         "forbids."),
+    families.ENCODER: N_("Each head decides how much each token (a query, one row) looks at every token of the text "
+                         "(the keys, the columns), before and after it: an encoder has no causal mask. Rows sum to "
+                         "1."),
+    families.SEQ2SEQ: N_("A T5's encoder reads your text with no mask (these views); its decoder writes a target and "
+                         "looks back at the source through cross-attention (the Cross-attention tab). Rows sum to 1."),
+}
+
+
+def tab_labels(family: str) -> dict[str, str]:
+    """The views this family's model shows as tabs (a view it cannot show is reached by a link only, with a note)."""
+    return {slug: label for slug, label in S.ATTENTION_VIEWS.items() if families.supports("attention", slug, family)}
+
+
 def render() -> None:
-    """The page: the open view (one head, a layer, the whole model, one query, the next token) of the trace."""
+    """The page: the open view (one head, a layer, the whole model, one query, the next token, a T5's
+    cross-attention) of the trace."""
     ss = st.session_state
-    shell.header(_("Attention"), _("Each head decides how much each token (a query, one row) looks at each earlier "
-                                   "token (the keys, the columns). Rows sum to 1; grey cells are future tokens, which "
-                                   "the causal mask forbids."))
+    ws = session.workspace()
+    family = families.family_of(ws.lm)
+    shell.header(_("Attention"), _(HEADER[family]))
     trace = shell.current_trace()
     if trace is None:
-        st.stop()
-    hide_sink = bool(ss[S.SINK.key])
-    ws = session.workspace()
+        shell.stop()
+    causal = family == families.DECODER
+    hide_sink = bool(ss[S.SINK.key]) and causal
     r = PageRun(ws=ws, trace=trace, layer=ss[S.LAYER.key], head=ss[S.HEAD.key], query=ss[S.QUERY.key],
                 hide_sink=hide_sink, stats=ws.compute(head_statistics, trace.text, hide_sink),
-                words=translated(va.WORDS))
-    view, tab = controls.view_tabs(VIEW, S.ATTENTION_VIEWS)
+                words=translated(va.WORDS), causal=causal)
+    view, tab = controls.view_tabs(VIEW, tab_labels(family))
     with tab:
-        {"head": head_view, "layer": layer_view, "model": model_view, "query": query_view, "next": next_view}[view](r)
+        if ss[S.SINK.key] and not causal and view != "cross":
+            st.caption(":material/info: " + _("The sink switch hides a decoder's first token; this model reads in both "
+                                              "directions, so it is not applied here."))
+        {"head": head_view, "layer": layer_view, "model": model_view, "query": query_view, "next": next_view,
+         "cross": cross_view}[view](r)
 
 
 def head_view(r: PageRun) -> None:
@@ -141,6 +172,7 @@ def head_view(r: PageRun) -> None:
     row = st.container(horizontal=True, gap="medium")     # the side panel wraps under the chart when narrow
     fig = shared_figure(va.head_heatmap, shown(r, layer, head), tokens, query=r.query,
                         stretch=ss["attention_stretch"], sink_hidden=r.hide_sink, height=HEATMAP_HEIGHT, words=r.words,
+                        causal=r.causal,
                         title=titled(r, _("Layer {layer}, head {head}").format(layer=layer, head=head)))
     with row:
         show_figure(fig, key="fig_head", filename=f"attention_L{layer}_H{head}", width="content")
@@ -153,7 +185,9 @@ def head_view(r: PageRun) -> None:
                      "grey = a future token (masked), pale grey = hidden (hover for why). The camera icon saves "
                      "the figure as a PNG.") if r.hide_sink else
                    _("Rows: query tokens (the ones looking); columns: key tokens (looked at). Dark = weight 0, "
-                     "grey = a future token (masked). The camera icon saves the figure as a PNG."))
+                     "grey = a future token (masked). The camera icon saves the figure as a PNG.") if r.causal else
+                   _("Rows: query tokens (the ones looking); columns: key tokens (looked at), before and after the "
+                     "query: no mask. Dark = weight 0. The camera icon saves the figure as a PNG."))
         token_legend(tokens)
         download_csv(r)
 
@@ -165,7 +199,7 @@ def layer_view(r: PageRun) -> None:
               help=_("Each head is drawn on its own scale from 0 to its largest weight; stretched, to its 99th "
                      "percentile, so faint structure shows on long texts."))
     fig = shared_figure(va.layer_grid, shown(r, layer), selected=r.head, stretch=ss["attention_stretch"],
-                        sink_hidden=r.hide_sink, words=r.words,
+                        sink_hidden=r.hide_sink, words=r.words, causal=r.causal,
                         title=titled(r, _("Layer {layer}: all {n} heads").format(layer=layer, n=cfg.n_heads)))
     show_figure(fig, key="fig_layer", filename=f"attention_L{layer}_all_heads")
     block = -(-r.trace.n_tokens // va.GRID_MAX_CELLS)
@@ -187,7 +221,7 @@ def model_view(r: PageRun) -> None:
                                 required=True, **controls.PERSIST)
     if kind == "thumbs":
         tiles = r.ws.compute(thumbnails, r.trace.text, r.hide_sink)
-        fig = shared_figure(va.thumbnail_overview, tiles, selected=(layer, head), words=words,
+        fig = shared_figure(va.thumbnail_overview, tiles, selected=(layer, head), words=words, causal=r.causal,
                             title=titled(r, _("Every head's pattern (each scaled to its own max)")))
     else:
         fig = shared_figure(va.stat_overview, stats[kind], label=stat_short(kind), selected=(layer, head),
@@ -211,7 +245,7 @@ def model_view(r: PageRun) -> None:
     left, right = st.columns([3, 2], gap="medium")
     with left:
         fig = shared_figure(va.head_heatmap, shown(r, layer, head), r.trace.tokens, query=r.query, max_labels=20,
-                            height=440, show_scale=False, sink_hidden=r.hide_sink, words=words,
+                            height=440, show_scale=False, sink_hidden=r.hide_sink, words=words, causal=r.causal,
                             title=_("Selected: layer {layer}, head {head}").format(layer=layer, head=head))
         show_figure(fig, key="fig_model_preview", filename=f"attention_L{layer}_H{head}")
     with right:
@@ -252,7 +286,7 @@ def query_view(r: PageRun) -> None:
     controls.query_slider(r.trace)
     rows = shown(r, layer)[:, query, :]                                    # [H, T]
     fig = shared_figure(va.query_heads_heatmap, rows, tokens, query, selected=head, sink_hidden=r.hide_sink,
-                        max_labels=32, words=r.words,
+                        max_labels=32, words=r.words, causal=r.causal,
                         title=titled(r, _("Query #{query} '{token}', layer {layer}").format(
                             query=query, token=plotly_escape(tokens[query]), layer=layer)))
     show_figure(fig, key="fig_query", filename=f"attention_L{layer}_query{query}")
@@ -261,11 +295,13 @@ def query_view(r: PageRun) -> None:
                      "query."))
     else:
         top = np.argsort(-np.nan_to_num(rows[head], nan=-1.0))[:5]
-        st.caption(_("Each row is one head's attention from the query token over the tokens before it (it cannot "
-                     "see later ones). Head {head} looks most at: {tokens}.").format(
-            head=head, tokens=", ".join(f"{escape_markdown(token_label(tokens, int(j)))} ({rows[head, j]:.0%})"
-                                        for j in top if rows[head, j] >= 0.005)))
-    token_legend(tokens[: query + 1])
+        looked = ", ".join(f"{escape_markdown(token_label(tokens, int(j)))} ({rows[head, j]:.0%})"
+                           for j in top if rows[head, j] >= 0.005)
+        st.caption((_("Each row is one head's attention from the query token over the tokens before it (it cannot "
+                      "see later ones). Head {head} looks most at: {tokens}.") if r.causal else
+                    _("Each row is one head's attention from the query token over every token of the text, before "
+                      "and after it (no mask). Head {head} looks most at: {tokens}.")).format(head=head, tokens=looked))
+    token_legend(tokens[: query + 1] if r.causal else tokens)
 
 
 def next_view(r: PageRun) -> None:
@@ -282,3 +318,51 @@ def next_view(r: PageRun) -> None:
         vocab=f"{r.ws.lm.config.vocab_size:,}", share=f"{probs.sum():.0%}")] + cut))
     token_legend(labels)
 
+
+
+def cross_view(r: PageRun) -> None:
+    """A T5's run of the text (the source) and a target: the cross-attention (each written token over the source),
+    the decoder's causal self-attention or the encoder's, for the layer (cut to the stack's) and head."""
+    ss, ws = st.session_state, r.ws
+    ss[TARGET_BOX] = ss.get(TARGET.key) or ""
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
+        st.selectbox(_("Attention"), list(S.CROSS_STACKS), format_func=lambda s: _(S.CROSS_STACKS[s]),
+                     key=STACK.key, width=240, **controls.PERSIST,
+                     help=_("Cross-attention: each target token over the source. Decoder self-attention: the target "
+                            "over itself, causal. Encoder self-attention: the source over itself, no mask."))
+        st.text_input(_("Target"), key=TARGET_BOX, max_chars=S.MAX_TARGET_CHARS, width=300,
+                      on_change=controls.follow_pick, args=(TARGET_BOX, TARGET.key, ""),
+                      placeholder=_("empty: what the model writes"),
+                      help=_("The decoder's input after its start token. Empty: the target the model writes itself "
+                             "(greedy), so the rows show where it looked to write each token."))
+    target = ss.get(TARGET.key)
+    try:
+        run = (ws.compute(seq2seq.written_run, r.trace.text, share="traces") if target is None else
+               ws.compute(seq2seq.seq2seq_run, r.trace.text, target, share="traces"))
+    except ValueError as err:
+        st.info(str(err), icon=":material/edit_note:")
+        return
+    stack = ss[STACK.key]
+    m = seq2seq.stack_matrix(run, stack, r.layer, r.head, seq2seq.written_tokens(ws.lm, run))
+    words = translated(vs.WORDS)
+    axes = {"cross": (words.written_axis, words.source_axis), "decoder": (words.target_axis, words.target_key_axis),
+            "encoder": (words.source_query_axis, words.source_axis)}[stack]
+    title = _("{attention}: layer {layer}, head {head}").format(attention=_(S.CROSS_STACKS[stack]), layer=m.layer,
+                                                                head=r.head)
+    show_figure(shared_figure(vs.attention_heatmap, m.weights, m.row_tokens, m.column_tokens, row_title=axes[0],
+                              column_title=axes[1], causal=m.causal, title=title, height=CROSS_HEIGHT, words=words),
+                key="fig_cross", filename=f"{stack}_attention_L{m.layer}_H{r.head}")
+    said = {"cross": _("Row i is the decoder position that writes target token i; its columns are the source tokens "
+                       "it looked at to write it. A model that copies, reverses or translates word by word draws "
+                       "the alignment as a diagonal line (reversed: an anti-diagonal)."),
+            "decoder": _("The decoder reads its own target left to right: its first token is the start token, and "
+                         "grey cells are later target tokens, which the causal mask forbids (as in a decoder-only "
+                         "model)."),
+            "encoder": _("The encoder reads the whole source at once: every token sees every token, no mask (as in "
+                         "BERT).")}[stack]
+    cut = ([_("The decoder has {n} layers: showing its last.").format(n=m.n_layers)]
+           if stack != "encoder" and r.layer >= m.n_layers else [])
+    written = [_("No target typed: the target is what the model writes for this source: {text}").format(
+        text=f"`{ws.lm.decode(run.target_ids[1:]) or '∅'}`")] if target is None else []
+    st.caption(" ".join([said, *cut, *written]))
+    token_legend([*m.row_tokens, *m.column_tokens])

@@ -9,7 +9,9 @@ import pandas as pd
 import streamlit as st
 
 import viz.calculator
+from app_core import families
 from app_core import schemas as S
+from app_pages import calculator_families
 from app_pages.frame import controls, session, shell
 from app_pages.frame.i18n import N_, _, language, ngettext, translated
 from app_pages.frame.widgets import SharedBuilders, show_figure
@@ -102,6 +104,8 @@ def follow_preset() -> None:
     """A preset's fields are the preset's (a link or a pick names only the preset); 'custom' keeps the form."""
     ss = st.session_state
     name = ss[K + "preset"]
+    if name == S.LOADED and families.family_of(session.get_model()) != families.DECODER:
+        name = ss[K + "preset"] = S.DEFAULT_PRESET          # a BERT or T5: its shape is in the families' section
     if name in PRESETS or name == S.LOADED:
         values = shape_from_config(session.get_model().config).as_dict() if name == S.LOADED else S.preset_values(name)
         for field in FIELDS:
@@ -423,5 +427,7 @@ def render() -> None:
         breakdown_section(breakdown)
         memory_section(breakdown)
     comparison_section(shape)
-    check_section()
+    calculator_families.section()
+    if families.family_of(session.get_model()) == families.DECODER:
+        check_section()
 

@@ -1,22 +1,42 @@
 """Causal mask: the selected head's scores before the mask, the mask, the masked scores, the softmax, and the same
-softmax without the mask (the future leak), on the user's own text; then a 4-token worked example with numbers."""
+softmax without the mask (the future leak), on the user's own text; then a 4-token worked example with numbers. The
+comparison view: a head of a model with the mask beside one without, on the same text (a decoder beside a BERT, a
+BERT beside a decoder, a T5's decoder beside its encoder)."""
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
 import viz.mask
+from app_core import demo_models, families
+from app_core import models_folder as models
 from app_core import schemas as S
-from app_pages.frame import controls, session, shell
-from app_pages.frame.i18n import _, ngettext, translated
+from app_core.derived.mask_compare import MaskSide, mask_side, shown_share
+from app_pages.frame import controls, default_model, session, shell
+from app_pages.frame.i18n import N_, _, ngettext, translated
 from app_pages.frame.widgets import SharedBuilders, escape_markdown, show_figure, token_label, token_legend
 from model.analysis.head_stats import sink_hidden_view
+from model.errors import ModelLoadError
 from model.maths.masking import masked_views, most_leaking_row, softmax_steps
 
 vm = SharedBuilders(viz.mask)
 
 N = S.CAUSAL_MASK.by_name("n")
 SIDE = S.CAUSAL_MASK.by_name("side")
+VIEW = S.CAUSAL_MASK.by_name("view")
+ENCODER, OTHER_LAYER, OTHER_HEAD = (S.CAUSAL_MASK.by_name(n) for n in ("enc", "olayer", "ohead"))
+ENCODER_PICK = "w_mask_encoder"     # the encoder box's own key: it copies into the enc setting
+COMPARE_HEIGHT = 380                # two squares side by side, under the controls, on a 768 px high first screen
+TRAINED_TO = {   # what each side's family is trained to do: one sentence under its matrix
+    "decoder": N_("**{model}** is a decoder-only model, trained to predict the next token: row i may look only at "
+                  "tokens 0…i (grey cells are masked), or it could simply read the token it has to predict."),
+    "encoder": N_("**{model}** is an encoder, trained to fill in masked tokens ([MASK]): every row looks at the whole "
+                  "text, left and right, to guess a hidden token from both sides. No cell is masked."),
+    "t5-decoder": N_("**{model}**'s decoder is trained to write its target's next token, so it is causal like a "
+                     "decoder-only model (here it reads your text as its target)."),
+    "t5-encoder": N_("**{model}**'s encoder reads the whole source at once, with no mask, for its decoder to look "
+                     "at."),
+}
 EXAMPLE_TOKENS = 4
 FULL_HEIGHT = 470          # one matrix per row: a ~340 px square on a 1024 px wide screen
 PAIR_HEIGHT = 360          # two per row: equal squares, no colour bars (hover for values)
@@ -34,14 +54,29 @@ def pair(side_by_side: bool):
 
 
 def render() -> None:
-    """The page: the four steps on the user's text, the future leak without the mask, a worked example."""
-    ss = st.session_state
+    """The page: the four steps on the user's text, the future leak without the mask, a worked example; or the
+    comparison of a model with the mask and one without."""
+    family = families.family_of(session.get_model())
     shell.header(_("Causal mask"), _("Before the softmax every future key (j > i) gets a score of −∞, so its weight "
                                      "comes out exactly 0. These are the real numbers of the layer and head chosen in "
-                                     "the sidebar."))
+                                     "the sidebar.") if family == families.DECODER else
+                 _("A decoder may not look ahead: before its softmax every future key gets a score of −∞. An encoder "
+                   "has no mask. Here both read the same text."))
     trace = shell.current_trace()
     if trace is None:
-        st.stop()
+        shell.stop()
+    views = {v: label for v, label in S.MASK_VIEWS.items() if families.supports("causal-mask", v, family)}
+    view, tab = controls.view_tabs(VIEW, views)
+    with tab:
+        if view == "compare":
+            compare_view(trace.text, family)
+        else:
+            steps_view(trace)
+
+
+def steps_view(trace) -> None:
+    """The four steps on the session's decoder, the future leak, the worked example."""
+    ss = st.session_state
     cfg = session.get_model().config
     layer, head, hide_sink = ss[S.LAYER.key], ss[S.HEAD.key], bool(ss[S.SINK.key])
     T = trace.n_tokens
@@ -181,3 +216,122 @@ def why_expander() -> None:
               "weights still sum to 1. Zeroing probabilities after the softmax would leave rows that no longer sum "
               "to 1."))))
 
+
+
+# ------------------------------------------------------------------------------------------------ comparison
+def encoder_options() -> list[models.ModelInfo]:
+    """The BERT-family models offered (the models folder's, else the built-in tiny one)."""
+    return [info for info in models.offered() if info.ok and info.family == families.ENCODER]
+
+
+def _loaded(info: models.ModelInfo | None):
+    """A model from the server's pool (None: the built-in model), with a spinner while it loads."""
+    with st.spinner(_("Loading {name}…").format(name=info.name if info else _("the built-in model")), show_time=True):
+        return session.load_shared_model(info)
+
+
+def decoder_partner():
+    """A decoder to compare with the session's BERT: the server's default model where it is a decoder, else the
+    built-in one."""
+    info = default_model.ready_info()
+    return _loaded(info if info is not None and info.family == families.DECODER else None)
+
+
+def encoder_partner():
+    """The BERT to compare with the session's decoder (the enc setting's, else the first offered), with its picker
+    when there are several; None (after saying so) when none is offered."""
+    ss = st.session_state
+    options = encoder_options()
+    if not options:
+        st.info(_("This server has no BERT-family model to compare with. Add one to the models folder."),
+                icon=":material/info:")
+        return None, None
+    names = [info.name for info in options]
+    picked = ss.get(ENCODER.key) if ss.get(ENCODER.key) in names else names[0]
+    ss[ENCODER.key] = None if picked == names[0] else picked
+    info = options[names.index(picked)]
+    return _loaded(info), info
+
+
+def partner_sliders(side_name: str, n_layers: int, n_heads: int, row) -> None:
+    """The compared model's own layer and head (its counts), in the controls' row."""
+    ss = st.session_state
+    for param, n, label in ((OTHER_LAYER, n_layers, _("{side}: layer")), (OTHER_HEAD, n_heads, _("{side}: head"))):
+        ss[param.key] = min(int(ss.get(param.key) or 0), n - 1)
+        if n > 1:
+            row.slider(label.format(side=side_name), 0, n - 1, key=param.key, width=150, **controls.PERSIST)
+
+
+def compare_view(text: str, family: str) -> None:
+    """A head with the causal mask beside a head without, on the same text (module docstring)."""
+    ss = st.session_state
+    lm = session.get_model()
+    ws = session.workspace(lm)
+    own_layer, own_head = ss[S.LAYER.key], ss[S.HEAD.key]
+    row = st.container(horizontal=True, vertical_alignment="bottom", gap="small")
+    T = min(shell.token_count(text), session.token_limit())
+    if T >= 3:
+        row.slider(_("Show the first N tokens"), 2, T, key=N.key, width=220, **controls.PERSIST,
+                   help=_("Of the loaded model's tokens; the other model shows as many of its own."))
+    n = int(ss[N.key] or T)
+    demo = None
+    try:
+        if family == families.DECODER:
+            options = encoder_options()
+            if len(options) > 1:
+                names = [info.name for info in options]
+                ss[ENCODER_PICK] = ss.get(ENCODER.key) if ss.get(ENCODER.key) in names else names[0]
+                row.selectbox(_("Encoder"), names, key=ENCODER_PICK, width=200, on_change=controls.follow_pick,
+                              args=(ENCODER_PICK, ENCODER.key, names[0]),
+                              format_func=lambda name: next(_(demo_models.label(i) or i.name) for i in options
+                                                            if i.name == name))
+            other, info = encoder_partner()
+            if other is None:
+                return
+            demo = info
+            ows = session.workspace(other)
+            partner_sliders(_("Encoder"), other.config.n_layers, other.config.n_heads, row)
+            left = mask_side(ws, text, own_layer, own_head, n)
+            right = mask_side(ows, text, ss[OTHER_LAYER.key], ss[OTHER_HEAD.key], n)
+            kinds = ("decoder", "encoder")
+        elif family == families.ENCODER:
+            other = decoder_partner()
+            partner_sliders(_("Decoder"), other.config.n_layers, other.config.n_heads, row)
+            left = mask_side(session.workspace(other), text, ss[OTHER_LAYER.key], ss[OTHER_HEAD.key], n)
+            right = mask_side(ws, text, own_layer, own_head, n)
+            kinds = ("decoder", "encoder")
+        else:
+            partner_sliders(_("Decoder"), lm.config.n_decoder_layers, lm.config.n_heads, row)
+            left = mask_side(ws, text, ss[OTHER_LAYER.key], ss[OTHER_HEAD.key], n, t5_decoder=True)
+            right = mask_side(ws, text, own_layer, own_head, n)
+            kinds = ("t5-decoder", "t5-encoder")
+    except (ModelLoadError, ValueError) as err:
+        st.info(str(err), icon=":material/info:")
+        return
+    words = translated(vm.WORDS)
+    for column, side, kind, title in zip(st.columns(2, gap="small"), (left, right), kinds,
+                                         (_("With a mask"), _("Without a mask")), strict=True):
+        with column:
+            compare_figure(side, title, words, f"mask_compare_{'left' if side is left else 'right'}")
+            st.caption(_(TRAINED_TO[kind]).format(model=escape_markdown(side.model)))
+    notes = []
+    if right.n_tokens > len(right.tokens):
+        notes.append(_("Only the first {n} of the encoder's {total} tokens are shown: its rows also look at the "
+                       "later ones, so a row shown sums to less than 1 (here {low} at least).").format(
+            n=len(right.tokens), total=right.n_tokens, low=f"{shown_share(right).min():.0%}"))
+    if demo is not None and demo_models.description(demo):
+        notes.append(_(demo_models.description(demo)))
+    notes.append(_("The two models split the text into tokens their own way. Hover a cell for its weight."))
+    st.caption(" ".join(notes))
+    token_legend([*left.tokens, *right.tokens])
+
+
+def compare_figure(side: MaskSide, title: str, words, key: str) -> None:
+    """One side's pattern: a square matrix, masked cells grey (a causal side), no colour bar (hover for values)."""
+    n = len(side.tokens)
+    allowed = np.tri(n, dtype=bool) if side.causal else None
+    heading = "{title}<br><sup>{detail}</sup>".format(title=title, detail=_(
+        "{model} · layer {layer}, head {head}").format(model=side.model, layer=side.layer, head=side.head))
+    show_figure(vm.matrix_heatmap(side.pattern, side.tokens, kind="probs", allowed=allowed, title=heading,
+                                  height=COMPARE_HEIGHT, show_scale=False, show_values=False, words=words),
+                key=key, filename=f"{'with' if side.causal else 'without'}_mask_L{side.layer}_H{side.head}")

@@ -32,17 +32,17 @@ UNIGRAM_PIECES = 200
 
 # ------------------------------------------------------------------------------------------------ vocabularies
 
-def wordpiece_vocab(lowercase: bool = True) -> list[str]:
+def wordpiece_vocab(lowercase: bool = True, corpus: list[str] = CORPUS, min_count: int = 2) -> list[str]:
     """A WordPiece vocabulary of the corpus: the specials, every character alone and as a continuation, the words
-    seen at least twice, and a few suffixes; in a fixed order."""
+    seen at least min_count times, and a few suffixes; in a fixed order."""
     from tokenizers import normalizers, pre_tokenizers
 
     normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=None)
     split = pre_tokenizers.BertPreTokenizer()
-    counts = collections.Counter(word for line in CORPUS
+    counts = collections.Counter(word for line in corpus
                                  for word, _ in split.pre_tokenize_str(normalizer.normalize_str(line)))
     chars = sorted({c for word in counts for c in word})
-    words = sorted((w for w, n in counts.items() if n >= 2 and len(w) > 1), key=lambda w: (-counts[w], w))
+    words = sorted((w for w, n in counts.items() if n >= min_count and len(w) > 1), key=lambda w: (-counts[w], w))
     return [*BERT_SPECIALS, *chars, *(f"##{c}" for c in chars), *words, *(f"##{s}" for s in SUFFIXES)]
 
 
@@ -56,14 +56,14 @@ def phantom(vocab: list[str]) -> tuple[list[str], list[int]]:
     return tokens, types
 
 
-def unigram_model() -> bytes:
+def unigram_model(corpus: list[str] = CORPUS, pieces: int = UNIGRAM_PIECES, coverage: float = 0.98) -> bytes:
     """A SentencePiece unigram model proto trained on the corpus (nmt_nfkc normalization, T5's trainer settings)."""
     import sentencepiece as spm
 
     spm.set_random_generator_seed(1234)
     model = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(CORPUS), model_writer=model, model_type="unigram",
-                                   vocab_size=UNIGRAM_PIECES, character_coverage=0.98, num_threads=1, minloglevel=2,
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(corpus), model_writer=model, model_type="unigram",
+                                   vocab_size=pieces, character_coverage=coverage, num_threads=1, minloglevel=2,
                                    pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
     return model.getvalue()
 
@@ -190,19 +190,28 @@ def write_bert(path: Path, t: TinyBert = TinyBert(), seed: int = 0):
                                      layer_norm_eps=1e-12, initializer_range=0.2, attn_implementation="eager")
     model = transformers.BertModel(config, add_pooling_layer=False).eval()
     _randomize(model, seed)
+    write_bert_model(path, model, vocab, t.quant, t.pooling)
+    return model, vocab
+
+
+def write_bert_model(path: Path, model, vocab: list[str], quant: str = "F16", pooling: int | None = 1,
+                     name: str = "tiny bert") -> None:
+    """A transformers BertModel (its weights then hold the file's stored values) and its WordPiece vocabulary
+    (BERT_SPECIALS among them) as a GGUF at path, as llama.cpp's converter writes them."""
+    config = model.config
     w = gguf.GGUFWriter(str(path), "bert")
     w.add_type("model")
-    w.add_name("tiny bert")
-    w.add_block_count(t.n_layers)                               # TextModel.set_gguf_parameters
-    w.add_context_length(t.context)
-    w.add_embedding_length(t.d_model)
-    w.add_feed_forward_length(t.d_ff)
-    w.add_head_count(t.n_heads)
+    w.add_name(name)
+    w.add_block_count(config.num_hidden_layers)                 # TextModel.set_gguf_parameters
+    w.add_context_length(config.max_position_embeddings)
+    w.add_embedding_length(config.hidden_size)
+    w.add_feed_forward_length(config.intermediate_size)
+    w.add_head_count(config.num_attention_heads)
     w.add_layer_norm_eps(config.layer_norm_eps)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     w.add_causal_attention(False)                               # BertModel.set_gguf_parameters
-    if t.pooling is not None:
-        w.add_pooling_type(gguf.PoolingType(t.pooling))
+    if pooling is not None:
+        w.add_pooling_type(gguf.PoolingType(pooling))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     w.add_token_type_count(config.type_vocab_size)              # BertModel.set_vocab
     tokens, types = phantom(vocab)
@@ -220,9 +229,8 @@ def write_bert(path: Path, t: TinyBert = TinyBert(), seed: int = 0):
     w.add_add_bos_token(True)
     w.add_add_eos_token(True)
     w.add_add_sep_token(False)
-    _write_tensors(w, model, _gguf_names(model, gguf.MODEL_ARCH.BERT, t.n_layers), t.quant)
+    _write_tensors(w, model, _gguf_names(model, gguf.MODEL_ARCH.BERT, config.num_hidden_layers), quant)
     _finish(w)
-    return model, vocab
 
 
 def write_t5(path: Path, t: TinyT5 = TinyT5(), seed: int = 0):
@@ -248,19 +256,29 @@ def write_t5(path: Path, t: TinyT5 = TinyT5(), seed: int = 0):
     _randomize(model, seed)
     with torch.no_grad():
         model.shared.weight.mul_(0.1)                           # the blocks, not the token's own row, decide
+    write_t5_model(path, model, meta, t.quant, t.tied and t.head_in_file)
+    return model, proto
+
+
+def write_t5_model(path: Path, model, meta: dict, quant: str = "F16", tied_head_in_file: bool = False,
+                   name: str = "tiny t5") -> None:
+    """A transformers T5ForConditionalGeneration (its weights then hold the file's stored values) and its
+    vocabulary (unigram_vocab of its sentencepiece model) as a GGUF at path, as llama.cpp's converter writes them;
+    tied_head_in_file: a tied T5's lm_head written too (the converter does)."""
+    config = model.config
     w = gguf.GGUFWriter(str(path), "t5")
     w.add_type("model")
-    w.add_name("tiny t5")
+    w.add_name(name)
     w.add_context_length(512)                                   # T5Model.set_gguf_parameters (no n_positions)
-    w.add_embedding_length(t.d_model)
-    w.add_feed_forward_length(t.d_ff)
-    w.add_block_count(t.n_layers)
-    w.add_decoder_block_count(t.n_decoder_layers)
-    w.add_head_count(t.n_heads)
-    w.add_key_length(t.d_kv)
-    w.add_value_length(t.d_kv)
+    w.add_embedding_length(config.d_model)
+    w.add_feed_forward_length(config.d_ff)
+    w.add_block_count(config.num_layers)
+    w.add_decoder_block_count(config.num_decoder_layers)
+    w.add_head_count(config.num_heads)
+    w.add_key_length(config.d_kv)
+    w.add_value_length(config.d_kv)
     w.add_layer_norm_eps(config.layer_norm_epsilon)
-    w.add_relative_attn_buckets_count(t.buckets)
+    w.add_relative_attn_buckets_count(config.relative_attention_num_buckets)
     w.add_layer_norm_rms_eps(config.layer_norm_epsilon)
     w.add_decoder_start_token_id(config.decoder_start_token_id)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
@@ -277,13 +295,12 @@ def write_t5(path: Path, t: TinyT5 = TinyT5(), seed: int = 0):
     w.add_unk_token_id(meta["unk"])
     w.add_pad_token_id(meta["pad"])
     w.add_add_eos_token(True)
-    names = _gguf_names(model, gguf.MODEL_ARCH.T5, max(t.n_layers, t.n_decoder_layers))
-    _write_tensors(w, model, names, t.quant)
-    if t.tied and t.head_in_file:                               # the checkpoint's lm_head: the shared table
-        data, qtype = _stored(model.shared.weight.detach().numpy(), t.quant)
+    names = _gguf_names(model, gguf.MODEL_ARCH.T5, max(config.num_layers, config.num_decoder_layers))
+    _write_tensors(w, model, names, quant)
+    if tied_head_in_file:                                       # the checkpoint's lm_head: the shared table
+        data, qtype = _stored(model.shared.weight.detach().numpy(), quant)
         w.add_tensor("output.weight", data, raw_dtype=qtype)
     _finish(w)
-    return model, proto
 
 
 def read(path: Path):

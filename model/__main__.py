@@ -77,7 +77,8 @@ def _printer():
 def fetch_from_hub(argv: list[str]) -> int:
     """python -m model fetch REPO_ID FILENAME [--revision REV]."""
     parser = argparse.ArgumentParser(prog="python -m model fetch",
-                                     description="Download a GGUF from the Hugging Face Hub into the models folder.")
+                                     description="Download a GGUF from the Hugging Face Hub into the models folder.",
+                                     epilog=suggestions(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("repo_id", help="the repository, e.g. Qwen/Qwen3-0.6B-GGUF")
     parser.add_argument("filename", help="the file in it, e.g. Qwen3-0.6B-Q8_0.gguf")
     parser.add_argument("--revision", default="main", help="a branch, tag or commit (default: main)")
@@ -92,6 +93,12 @@ def fetch_from_hub(argv: list[str]) -> int:
         return 130
     print(f"model file: {path}")
     return 0
+
+
+def suggestions() -> str:
+    """The small GGUFs worth fetching (model.files.hub.SUGGESTED), one command a line, by family."""
+    return "small models to try (decoder-only, encoder: BERT, encoder-decoder: T5):\n" + "\n".join(
+        f"  python -m model fetch {repo} {name}    # {family}" for repo, name, family in hub.SUGGESTED)
 
 
 def fetch() -> int:

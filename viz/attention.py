@@ -79,11 +79,13 @@ WORDS = Words()
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
-def causal_nan(pattern: np.ndarray) -> np.ndarray:
-    """float32 copy of [..., T, T] with the masked cells (j > i) set to NaN."""
+def causal_nan(pattern: np.ndarray, causal: bool = True) -> np.ndarray:
+    """float32 copy of [..., T, T] with the masked cells (j > i) set to NaN (causal=False: an encoder's pattern,
+    nothing masked)."""
     p = np.array(pattern, dtype=np.float32, copy=True)
     T = p.shape[-1]
-    p[..., np.triu(np.ones((T, T), dtype=bool), k=1)] = np.nan
+    if causal:
+        p[..., np.triu(np.ones((T, T), dtype=bool), k=1)] = np.nan
     return p
 
 
@@ -172,9 +174,10 @@ def square_layout(tick_text: list[str], n: int, height: int, titled: bool, show_
 
 def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = None, query: int | None = None,
                  zmax: float | None = None, stretch: bool = False, sink_hidden: bool = False,
-                 max_labels: int | None = None, height: int = 560, show_scale: bool = True,
+                 max_labels: int | None = None, height: int = 560, show_scale: bool = True, causal: bool = True,
                  words: Words = WORDS) -> go.Figure:
-    """One head's [T, T] attention: query i down, key j across; masked cells grey, weight 0 = dark.
+    """One head's [T, T] attention: query i down, key j across; masked cells grey, weight 0 = dark (causal=False:
+    an encoder's, every cell a weight).
 
     A square plot in a figure of its own size (square_layout): show it at that width, so the colour bar sits by the
     matrix. pattern: the weights to show (with the sink hidden: head_stats.sink_hidden_view, whose NaN
@@ -186,7 +189,7 @@ def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = 
     T = len(tokens)
     if p.shape != (T, T):
         raise ValueError(f"pattern must be [T, T] = [{T}, {T}], got {p.shape}")
-    z = causal_nan(p)
+    z = causal_nan(p, causal)
     cats = token_categories(tokens)
     top = zmax or colour_top(z, stretch, SINK_BLANK_ROWS if sink_hidden else 1)
     gap = 1 if T <= 48 else 0
@@ -215,7 +218,8 @@ def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = 
 # -------------------------------------------------------------------------------------------------- one layer
 def layer_grid(patterns: np.ndarray, *, selected: int | None = None, title: str | None = None,
                stretch: bool = False, sink_hidden: bool = False, ncols: int | None = None,
-               max_cells: int = GRID_MAX_CELLS, height: int | None = None, words: Words = WORDS) -> go.Figure:
+               max_cells: int = GRID_MAX_CELLS, height: int | None = None, causal: bool = True,
+               words: Words = WORDS) -> go.Figure:
     """All heads of one layer as small multiples [H, T, T], each head on its own colour scale (0 to its largest
     weight, or its 99th percentile when stretched), so every head's shape shows even on long texts; long texts
     are mean-pooled. selected outlines that head. Rows are queries, columns keys (no token ticks: too small)."""
@@ -223,7 +227,7 @@ def layer_grid(patterns: np.ndarray, *, selected: int | None = None, title: str 
     if p.ndim != 3 or p.shape[1] != p.shape[2]:
         raise ValueError(f"patterns must be [heads, T, T], got shape {p.shape}")
     H, T = p.shape[0], p.shape[-1]
-    pooled, f = pool_square(causal_nan(p), max_cells)
+    pooled, f = pool_square(causal_nan(p, causal), max_cells)
     n = pooled.shape[-1]
     ncols = ncols or math.ceil(math.sqrt(H))
     nrows = math.ceil(H / ncols)
@@ -359,7 +363,8 @@ def stat_overview(values: np.ndarray, *, label: str, selected: tuple[int, int] |
                                              selected=selected, background=MASKED_COLOR))
 
 
-def thumbnail_tiles(attention: np.ndarray, *, per_layer=None, cells: int = THUMB_CELLS) -> np.ndarray:
+def thumbnail_tiles(attention: np.ndarray, *, per_layer=None, cells: int = THUMB_CELLS,
+                    causal: bool = True) -> np.ndarray:
     """Every head's pattern shrunk to a thumbnail: [L, H, T, T] -> [L, H, n, n] with n <= cells.
 
     Mean-pooled over blocks of tokens (masked cells NaN) and scaled to the head's own maximum, so the shape of
@@ -374,7 +379,7 @@ def thumbnail_tiles(attention: np.ndarray, *, per_layer=None, cells: int = THUMB
     tiles = np.empty((L, H, n, n), dtype=np.float32)
     for layer in range(L):
         heads = a[layer] if per_layer is None else per_layer(a[layer])
-        pooled, _ = pool_square(causal_nan(heads), cells)
+        pooled, _ = pool_square(causal_nan(heads, causal), cells)
         with np.errstate(invalid="ignore"):
             top = np.nanmax(np.where(np.isfinite(pooled), pooled, -np.inf), axis=(-2, -1), keepdims=True)
             tiles[layer] = pooled / np.where(top > 0, top, 1.0)
@@ -382,8 +387,9 @@ def thumbnail_tiles(attention: np.ndarray, *, per_layer=None, cells: int = THUMB
 
 
 def thumbnail_overview(tiles: np.ndarray, *, selected: tuple[int, int] | None = None, title: str | None = None,
-                       height: int | None = None, words: Words = WORDS) -> go.Figure:
-    """thumbnail_tiles [L, H, n, n] as one wide heatmap of tiles: layers across, heads down; masked cells grey.
+                       height: int | None = None, causal: bool = True, words: Words = WORDS) -> go.Figure:
+    """thumbnail_tiles [L, H, n, n] as one wide heatmap of tiles: layers across, heads down; masked cells grey
+    (causal=False: none).
 
     Each tile keeps its own orientation (queries down, keys across). Like stat_overview, a transparent marker
     on every tile reports a click as customdata [layer, head].
@@ -402,7 +408,7 @@ def thumbnail_overview(tiles: np.ndarray, *, selected: tuple[int, int] | None = 
     y = ((np.arange(H * size) - (n - 1) / 2) / size).astype(np.float32)
     half = n / 2 / size
     tri_x, tri_y = [], []                                # grey triangles (key j > query i) under every tile
-    for layer in range(L):
+    for layer in range(L if causal else 0):
         for head in range(H):
             tri_x += [layer - half, layer + half, layer + half, layer - half, None]
             tri_y += [head - half, head - half, head + half, head - half, None]
@@ -424,8 +430,9 @@ QUERY_PLOT_PX = 520      # about the narrowest its plot gets (the main column at
 
 def query_heads_heatmap(rows: np.ndarray, tokens: list[str], query: int, *, selected: int | None = None,
                         sink_hidden: bool = False, title: str | None = None, max_labels: int = 40,
-                        height: int | None = None, words: Words = WORDS) -> go.Figure:
-    """Attention of one query token over keys 0..query for every head of a layer: rows [H, T] -> heads x keys.
+                        height: int | None = None, causal: bool = True, words: Words = WORDS) -> go.Figure:
+    """Attention of one query token over keys 0..query for every head of a layer: rows [H, T] -> heads x keys
+    (causal=False: an encoder's, over every key).
 
     With the sink hidden (rows renormalized without key 0, key 0 NaN) key 0 is drawn as hidden."""
     r = np.asarray(rows, dtype=np.float32)
@@ -433,27 +440,29 @@ def query_heads_heatmap(rows: np.ndarray, tokens: list[str], query: int, *, sele
     if r.ndim != 2 or r.shape[1] != T or not 0 <= query < T:
         raise ValueError(f"rows must be [heads, {T}] and 0 <= query < {T}, got {r.shape} and {query}")
     H = r.shape[0]
-    z = r[:, : query + 1]
-    shown = tokens[: query + 1]
+    last = query if causal else T - 1
+    z = r[:, : last + 1]
+    shown = tokens[: last + 1]
     cats = token_categories(shown)
     heads = [fill(words.head_n, head=h) for h in range(H)]
     finite = z[np.isfinite(z)]
     fig = go.Figure(go.Heatmap(
         z=z, x=cats, y=heads, colorscale=ATTENTION_SCALE, zmin=0.0,
-        zmax=float(finite.max()) if finite.size and finite.max() > 0 else 1.0, xgap=1 if query < 48 else 0,
-        ygap=1, colorbar=dict(title=dict(text=words.weight), thickness=COLOUR_BAR_THICKNESS), name="attention",
+        zmax=float(finite.max()) if finite.size and finite.max() > 0 else 1.0, xgap=1 if last < 48 else 0, ygap=1,
+        colorbar=dict(title=dict(text=words.weight), thickness=COLOUR_BAR_THICKNESS), name="attention",
         hoverongaps=False, hovertemplate=fill(words.query_hover, query=query) + "<extra></extra>"))
     if sink_hidden:
         fig.add_trace(go.Heatmap(z=np.ones((H, 1)), x=cats[:1], y=heads, colorscale=_single_colour(HIDDEN_COLOR),
                                  showscale=False, zmin=0, zmax=1, name="hidden",
                                  hovertemplate=f"%{{y}}: {words.hidden_key}<extra></extra>"))
     if selected is not None and 0 <= selected < H:
-        fig.add_shape(type="rect", x0=-0.5, x1=query + 0.5, y0=selected - 0.5, y1=selected + 0.5,
+        fig.add_shape(type="rect", x0=-0.5, x1=last + 0.5, y0=selected - 0.5, y1=selected + 0.5,
                       line=dict(color=ACCENT, width=3), fillcolor="rgba(0,0,0,0)")
     axis = token_axis(shown, max_labels)
     widest = widest_px(axis["ticktext"], TICK_FONT_SIZE)
     angle = tick_angle(widest, QUERY_PLOT_PX / len(axis["ticktext"]), TICK_FONT_SIZE)
-    fig.update_xaxes(title_text=words.earlier_keys_axis, **axis, tickangle=angle, showgrid=False)
+    fig.update_xaxes(title_text=words.earlier_keys_axis if causal else words.key_axis, **axis, tickangle=angle,
+                     showgrid=False)
     fig.update_yaxes(type="category", autorange="reversed", showgrid=False)
     apply_theme(fig, title=title, height=height or 150 + 34 * H)
     fig.update_layout(plot_bgcolor=MASKED_COLOR, margin=dict(

@@ -9,10 +9,10 @@ from viz.attention import causal_nan
 from viz.labels import position_labels
 
 
-def matrix_csv(pattern: np.ndarray, tokens: list[str]) -> str:
+def matrix_csv(pattern: np.ndarray, tokens: list[str], causal: bool = True) -> str:
     """One head's [T, T] matrix as CSV: header and first column are position-prefixed token labels (the same
-    labels as the axes); masked (j > i) and hidden cells are left empty."""
-    p = causal_nan(np.asarray(pattern))
+    labels as the axes); masked (j > i, where causal) and hidden cells are left empty."""
+    p = causal_nan(np.asarray(pattern), causal)
     labels = position_labels(tokens)
     out = io.StringIO()
     quote = lambda s: '"' + s.replace('"', '""') + '"'  # noqa: E731

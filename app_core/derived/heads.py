@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from app_core.derived.seq2seq import is_decoder
 from model.analysis.head_stats import apply_sink, head_stats, sink_hidden_view
 from model.maths.sampling import softmax
 from viz.attention import thumbnail_tiles
@@ -19,7 +20,8 @@ def head_statistics(ws, text: str, hide_sink: bool) -> dict[str, np.ndarray]:
 def thumbnails(ws, text: str, hide_sink: bool) -> np.ndarray:
     """viz.attention.thumbnail_tiles of the trace (sink hidden or not): [n_layers, n_heads, n, n]."""
     trace = ws.trace(text)
-    return thumbnail_tiles(trace.attention, per_layer=(lambda a: apply_sink(a, True)) if hide_sink else None)
+    return thumbnail_tiles(trace.attention, per_layer=(lambda a: apply_sink(a, True)) if hide_sink else None,
+                           causal=is_decoder(ws))
 
 
 def ablated_probs(ws, text: str, heads: tuple[tuple[int, int], ...]) -> np.ndarray:
@@ -41,4 +43,5 @@ def head_matrix_csv(ws, text: str, layer: int, head: int, hide_sink: bool) -> st
     """One head's attention matrix as shown (sink hidden or not) as CSV (a download's deferred data: not kept)."""
     trace = ws.trace(text)
     pattern = trace.attention[layer, head]
-    return matrix_csv(sink_hidden_view(pattern) if hide_sink else np.asarray(pattern, dtype=np.float32), trace.tokens)
+    return matrix_csv(sink_hidden_view(pattern) if hide_sink else np.asarray(pattern, dtype=np.float32), trace.tokens,
+                      causal=is_decoder(ws))

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
+from app_core import demo_models, families
 from app_core import models_folder as models
 from app_core import schemas as S
 from app_core.examples import load_examples, localized, offered, reads_chinese
@@ -82,12 +83,16 @@ UPLOAD_NOTE = "_model_upload_note"
 
 
 def model_label(info: models.ModelInfo, builtin: bool = False, server_default: bool = False) -> str:
-    """A readable model's line: name, architecture, parameters, quantization, file size."""
+    """A readable model's line: name (a demo model's as app_core/demo_models calls it), architecture (and family,
+    for an encoder or encoder-decoder), parameters, quantization, file size."""
+    demo = demo_models.label(info)
+    architecture = info.architecture if info.family in (None, families.DECODER) else \
+        f"{info.architecture} ({_(families.FAMILY_NAMES[info.family])})"
     return (_("{name} (built-in) · {architecture} · {params} parameters · {quant} · {size}") if builtin else
             _("{name} (this server's default) · {architecture} · {params} parameters · {quant} · {size}")
             if server_default else
             _("{name} · {architecture} · {params} parameters · {quant} · {size}")).format(
-        name=info.name, architecture=info.architecture, params=format_si(info.n_params),
+        name=_(demo) if demo else info.name, architecture=architecture, params=format_si(info.n_params),
         quant=info.quantization, size=format_bytes(info.file_bytes))
 
 
@@ -118,7 +123,7 @@ def _save_upload() -> None:
 def model_picker(where) -> None:
     """The Model picker: the built-in model and every readable GGUF of the models folder; unreadable files listed
     below it, greyed out with the reason; the upload box where the server allows uploads."""
-    available = models.catalog()
+    available = models.offered()
     readable = {info.name: info for info in available if info.ok}
     builtin = models.info_of(caches.builtin_model_path())
     server_default = default_model.ready_info()      # the server's default model: the link's model when unnamed

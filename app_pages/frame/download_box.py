@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app_core import families
 from app_core import models_folder as models
 from app_core import schemas as S
 from app_pages.frame.i18n import _
@@ -14,13 +15,8 @@ from app_pages.frame.widgets import escape_markdown
 from model.files import hub
 from viz.format import format_bytes
 
-SUGGESTED = (  # (repository, file): small GGUFs of architectures the engine reads
-    ("Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf"),
-    ("Qwen/Qwen2.5-0.5B-Instruct-GGUF", "qwen2.5-0.5b-instruct-q8_0.gguf"),
-    ("Qwen/Qwen2.5-0.5B-Instruct-GGUF", "qwen2.5-0.5b-instruct-q4_k_m.gguf"),
-    ("bartowski/Llama-3.2-1B-Instruct-GGUF", "Llama-3.2-1B-Instruct-Q4_K_M.gguf"),
-    ("HuggingFaceTB/SmolLM2-360M-Instruct-GGUF", "smollm2-360m-instruct-q8_0.gguf"),
-)
+SUGGESTED = tuple((repo, name) for repo, name, _ in hub.SUGGESTED)  # small GGUFs of each family the engine reads
+FAMILIES = {(repo, name): family for repo, name, family in hub.SUGGESTED}
 SUGGEST, REPO, FILE, GO = "w_download_suggest", "w_download_repo", "w_download_file", "w_download_go"
 NOTE = "_download_note"
 
@@ -31,6 +27,13 @@ def _fill_from_suggestion() -> None:
     if pick is not None and 0 <= pick < len(SUGGESTED):
         st.session_state[REPO], st.session_state[FILE] = SUGGESTED[pick]
     st.session_state[SUGGEST] = None
+
+
+def suggestion_label(i: int) -> str:
+    """A suggestion as the box lists it: repository · file (and the family, for an encoder or an encoder-decoder)."""
+    repo, name = SUGGESTED[i]
+    family = FAMILIES[(repo, name)]
+    return f"{repo} · {name}" + ("" if family == families.DECODER else f" ({_(families.FAMILY_NAMES[family])})")
 
 
 def refusal(size: int | None, budget: int, free: int) -> str | None:
@@ -82,7 +85,7 @@ def download_box(where) -> None:
     box = where.container(border=True, key="download_box")
     box.caption(":material/download: " + _("Download a GGUF model from the Hugging Face Hub"))
     box.selectbox(_("Suggested small models"), options=list(range(len(SUGGESTED))), index=None, key=SUGGEST,
-                  format_func=lambda i: f"{SUGGESTED[i][0]} · {SUGGESTED[i][1]}", on_change=_fill_from_suggestion,
+                  format_func=suggestion_label, on_change=_fill_from_suggestion,
                   placeholder=_("Pick a suggested small model…"), label_visibility="collapsed")
     box.text_input(_("Repository"), key=REPO, placeholder="Qwen/Qwen3-0.6B-GGUF", max_chars=200)
     box.text_input(_("File"), key=FILE, placeholder="Qwen3-0.6B-Q8_0.gguf", max_chars=300)

@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from app_core import families
 from app_core import schemas as S
 from app_core.examples import default_text, note_for, reads_chinese
 from app_core.link import Context, Note, Schema, clamp, decode, encode
@@ -156,6 +157,7 @@ def start(page: str, before_controls: Callable[[], None] | None = None) -> None:
     st.sidebar.html(CSS + f"<style>{ICON_ONLY_CSS}</style>" + (PRESENTER_CSS if presenter_mode() else ""))  # no gap
     _shared_controls(schema)
     lesson_panel.draw(page)
+    _family_guard(page, schema)
 
 
 def finish() -> None:
@@ -165,6 +167,13 @@ def finish() -> None:
     wanted.update(class_panel.link_params(page, wanted))    # the teacher publishes the view here
     if _query() != {k: [v] for k, v in wanted.items()}:
         st.query_params.from_dict(wanted)
+
+
+def stop() -> None:
+    """End the page's run here, its link up to date: once st.stop() is asked for, Streamlit sends nothing more (a
+    link written after it, by the router's finish, never reaches the browser)."""
+    finish()
+    st.stop()
 
 
 def share_link() -> tuple[str, bool]:
@@ -177,6 +186,44 @@ def share_link() -> tuple[str, bool]:
 
 
 # ---------------------------------------------------------------------------------------------------- drawing
+def _open_view(page: str, key: str | None, view: str | None) -> None:
+    """A family note's link: this page's or another page's view."""
+    from app_pages import navigation
+
+    if key is not None:
+        st.session_state[key] = view
+    if page == st.session_state[RUN][0]:
+        st.rerun()
+    navigation.switch_to(page)
+
+
+def _family_guard(page: str, schema: Schema) -> None:
+    """A view the session's model cannot show (app_core.families): the page's title, one note on what this family
+    is and what the view needs, links to what it can show instead; the page's body does not run."""
+    from app_pages import navigation
+
+    lm = caches.get_model()
+    family, views = families.family_of(lm), families.SUPPORT.get(page)
+    param = schema.by_name(views.param) if views is not None and views.param else None
+    view = (st.session_state.get(param.key) or param.default) if param is not None else None
+    if families.supports(page, view, family):
+        return
+    header(_(navigation.BY_NAME[page].title))
+    st.info(" ".join([_(families.WHAT_IT_IS[family]).format(model=escape_markdown(lm.name)),
+                      _(families.NEEDS[families.needs(page, view)])]), icon=":material/info:")
+    st.markdown(_("What {model} can show instead:").format(model=escape_markdown(lm.name)))
+    with st.container(horizontal=True, gap="small", key="family_links"):
+        for other, other_view in families.instead(family, page):
+            other_schema = S.schema(other)
+            other_views = families.SUPPORT[other]
+            key = other_schema.by_name(other_views.param).key if other_views.param else None
+            label = _(navigation.BY_NAME[other].title) + (f" · {_(S.VIEW_LABELS[other][other_view])}"
+                                                          if other_view else "")
+            if st.button(label, key=f"w_family_{other}_{other_view}", icon=":material/arrow_forward:"):
+                _open_view(other, key, other_view)
+    stop()
+
+
 def _applies(schema: Schema, key: str) -> bool:
     """Whether the setting with this state key is one of the page's and applies to the open view."""
     return any(p.key == key for p in schema.active(st.session_state))
@@ -217,9 +264,9 @@ def reads_han_as_bytes(model: tuple) -> bool:
 def _byte_note(where) -> None:
     """One line when the text is Chinese and the model reads it byte by byte."""
     if has_han(current_text()) and reads_han_as_bytes(caches.model_id()):
-        where.caption(":material/translate: " + _("This model reads Chinese as bytes (<0x..> tokens, 2-3 per "
-                                                   "character). For Chinese text pick a Chinese-capable model such "
-                                                   "as Qwen in the model picker."))
+        where.caption(":material/translate: " + _("This model reads many Chinese characters as 2 or 3 byte tokens "
+                                                   "(labelled 我¹⁄₂, 我²⁄₂). For Chinese text pick a Chinese-capable "
+                                                   "model such as Qwen in the model picker."))
 
 
 def _shared_controls(schema: Schema) -> None:
@@ -319,8 +366,7 @@ def header(title: str, caption: str = "") -> None:
     _link_notes()
     if lesson_panel.holds_view(st.session_state[RUN][0]):   # a predict step: the body waits for an answer
         lesson_panel.held_notice()
-        finish()                # now: once st.stop() is asked for, Streamlit sends nothing more (the link, too)
-        st.stop()
+        stop()
 
 
 def _header_row(title: str, caption: str) -> None:

@@ -9,11 +9,14 @@ import streamlit as st
 
 import viz.attention
 import viz.generation
+import viz.seq2seq
+from app_core import families
 from app_core import schemas as S
 from app_core.scheduling import FIGURES_IN_TURN
 from app_pages.frame import controls, session, shell
 from app_pages.frame.i18n import _, ngettext, translated
 from app_pages.frame.widgets import SharedBuilders, escape_markdown, show_figure, token_legend
+from app_pages.generate import seq2seq_view
 from app_pages.generate.jobs import GREEDY, HIGH, LOW, SEED, TEMP, TOP_K, TOP_P, VIEW, N, current_jobs
 from app_pages.generate.kv_cache import kv_cache_panel
 from model.analysis.head_stats import mean_distance_back, sink_hidden_row
@@ -101,6 +104,7 @@ def finished(jobs: dict[str, object]) -> bool:
 
 
 def write_view(lm, jobs: dict[str, object], words) -> None:
+    seq2seq = families.family_of(lm) == families.SEQ2SEQ
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
         st.slider(_("New tokens"), 1, S.MAX_NEW_TOKENS, key=N.key, width=170, **controls.PERSIST)
         st.toggle(_("Greedy"), key=GREEDY.key, **controls.PERSIST,
@@ -112,6 +116,9 @@ def write_view(lm, jobs: dict[str, object], words) -> None:
     if not finished(jobs):
         return
     g = jobs[""].result
+    if seq2seq:
+        seq2seq_view.write_view(lm, g, translated(viz.seq2seq.WORDS))
+        return
     scrubber(lm, g, words)
     kv_cache_panel(lm, g)
 
@@ -204,6 +211,9 @@ def compare_view(lm, jobs: dict[str, object], words) -> None:
     wait_for(jobs, _("Writing"))
     if not finished(jobs):
         return
+    if families.family_of(lm) == families.SEQ2SEQ:
+        seq2seq_view.compare_view(lm, jobs)
+        return
     for (name, job), col, color in zip(jobs.items(), st.columns(2, gap="medium"), (vg.PROMPT_COLOR, vg.NEW_COLOR),
                                        strict=True):
         g = job.result
@@ -227,11 +237,15 @@ def render() -> None:
     text = shell.current_text()
     jobs = current_jobs()       # asked for already, before the frame was drawn (router.py): the same jobs
     shell.header(_("Generate"), _("The model writes one token at a time: each new token is drawn from its next-token "
-                                  "probabilities (after temperature, top-k and top-p), appended, and fed back in."))
+                                  "probabilities (after temperature, top-k and top-p), appended, and fed back in.")
+                 if families.family_of(lm) != families.SEQ2SEQ else
+                 _("A T5 reads your text (the source) once with its encoder, then its decoder writes a target one "
+                   "token at a time, each drawn from its next-token probabilities, and looks back at the source "
+                   "through cross-attention."))
     if not text.strip():
         st.info(_("The text is empty. Type a prompt, or load an example, and the model will continue it."),
                 icon=":material/edit_note:")
-        st.stop()
+        shell.stop()
     view, tab = controls.view_tabs(VIEW, S.GENERATE_VIEWS)
     with tab:
         (write_view if view == "write" else compare_view)(lm, jobs, translated(vg.WORDS))

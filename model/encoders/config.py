@@ -30,6 +30,15 @@ class BertConfig:
     def n_kv_heads(self) -> int:
         return self.n_heads
 
+    # What the app's shared controls read of any model's config (a decoder's ModelConfig names): one KV head per
+    # query head, and no RoPE.
+    group_size = 1
+    uses_rope = False
+    rope_theta = None
+
+    def kv_head_of(self, head: int) -> int:
+        return head
+
     def describe(self) -> str:
         """One line for the UI."""
         return (f"bert (encoder) · {self.n_layers} layers · {self.n_heads} heads · d_model {self.d_model} · "
@@ -64,6 +73,15 @@ class T5Config:
     @property
     def n_kv_heads(self) -> int:
         return self.n_heads
+
+    # What the app's shared controls read of any model's config (a decoder's ModelConfig names): one KV head per
+    # query head, and no RoPE.
+    group_size = 1
+    uses_rope = False
+    rope_theta = None
+
+    def kv_head_of(self, head: int) -> int:
+        return head
 
     def describe(self) -> str:
         """One line for the UI."""

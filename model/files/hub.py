@@ -42,6 +42,17 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 SHA256 = re.compile(r"[0-9a-f]{64}")
 GIT_SHA1 = re.compile(r"[0-9a-f]{40}")
 LOCAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ +-]{0,150}\.gguf")
+# Small GGUFs of each family the engine reads, as (repository, file, what it is): the model picker's download box
+# and `python -m model fetch` suggest them. Each id was seen on its repository's Hub page ("Files and versions").
+SUGGESTED = (
+    ("Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf", "decoder"),
+    ("Qwen/Qwen2.5-0.5B-Instruct-GGUF", "qwen2.5-0.5b-instruct-q8_0.gguf", "decoder"),
+    ("Qwen/Qwen2.5-0.5B-Instruct-GGUF", "qwen2.5-0.5b-instruct-q4_k_m.gguf", "decoder"),
+    ("bartowski/Llama-3.2-1B-Instruct-GGUF", "Llama-3.2-1B-Instruct-Q4_K_M.gguf", "decoder"),
+    ("HuggingFaceTB/SmolLM2-360M-Instruct-GGUF", "smollm2-360m-instruct-q8_0.gguf", "decoder"),
+    ("gaianet/All-MiniLM-L6-v2-Embedding-GGUF", "all-MiniLM-L6-v2-ggml-model-f16.gguf", "encoder"),   # BERT, 46 MB
+    ("cyanic-selkie/flan-t5-small-Q8_0-GGUF", "flan-t5-small-q8_0.gguf", "encoder-decoder"),           # T5, 83 MB
+)
 
 Progress = Callable[[float, str], None]
 

@@ -22,3 +22,18 @@ def models_dir(tiny_models, monkeypatch):
     """The app's models folder is the tiny models' (ATLAS_MODELS_DIR) for this test."""
     monkeypatch.setenv("ATLAS_MODELS_DIR", str(tiny_models))
     return tiny_models
+
+
+@pytest.fixture(scope="session")
+def tiny_encoders(tiny_models, tmp_path_factory):
+    """A folder with a tiny BERT, a tiny T5 and a tiny decoder, and their references (tests/app/encoders_folder.py)."""
+    from tests.app.encoders_folder import write_encoders
+
+    return write_encoders(tmp_path_factory.mktemp("encoders"), tiny_models)
+
+
+@pytest.fixture
+def encoders_dir(tiny_encoders, monkeypatch):
+    """The app's models folder is the tiny encoders' for this test."""
+    monkeypatch.setenv("ATLAS_MODELS_DIR", str(tiny_encoders.path))
+    return tiny_encoders

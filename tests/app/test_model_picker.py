@@ -1,20 +1,24 @@
-"""The Model picker: every page and view with a tiny model of each architecture, the model in the link, hostile
-links, broken and vanishing files, uploads over the limit, two sessions loading one model at once."""
+"""The Model picker: every page and view with a tiny model of each architecture (an encoder and an encoder-decoder
+too: a view they cannot show says what they can, with links), the model in the link, hostile links, broken and
+vanishing files, uploads over the limit, two sessions loading one model at once."""
 from __future__ import annotations
 
 import threading
 
 import pytest
 
+from app_core import families
 from app_core import models_folder as models
 from app_core import schemas as S
 from app_pages.frame import session as caches
-from harness.apptest import go_to, open_page, rerun, warnings
+from harness.apptest import figures, go_to, open_page, rerun, warnings
+from tests.app.encoders_folder import BERT, T5
+from tests.app.encoders_folder import SHAPES as ENCODER_SHAPES
 from tests.app.models_folder import SHAPES
 
 VIEWS = {  # page -> (its view setting's state key, the views)
     "attention": ("attention_view", tuple(S.ATTENTION_VIEWS)),
-    "causal-mask": (None, (None,)),
+    "causal-mask": ("mask_view", tuple(S.MASK_VIEWS)),
     "softmax": ("softmax_source", tuple(S.SOFTMAX_SOURCES)),
     "generate": ("generate_view", tuple(S.GENERATE_VIEWS)),
     "inside": ("inside_view", tuple(S.INSIDE_VIEWS)),
@@ -53,6 +57,57 @@ def test_every_page_and_view_with_each_architecture(models_dir, name):
     assert at.session_state["params_d_model"] == tiny.d_model and "They match exactly" in at.success[0].value
 
 
+ENCODER_VIEWS = {**VIEWS, "circuits": ("circuits_view", tuple(S.CIRCUITS_VIEWS)), "train": (None, (None,)),
+                 "lessons": (None, (None,))}
+CHARTLESS = {("lessons", None), ("train", None)}    # no chart, or one waiting for a run, with any model
+
+
+@pytest.mark.parametrize("name", [BERT, T5])
+def test_every_page_and_view_with_an_encoder_and_an_encoder_decoder(encoders_dir, name):
+    """No exception or error anywhere; a view the family can show draws charts that hold data; one it cannot shows
+    one note on what the family is, with links to views that work."""
+    tiny = ENCODER_SHAPES[name]
+    family = families.ENCODER if name == BERT else families.SEQ2SEQ
+    at = open_page("attention", model=name, text=TEXT, layer="29", head="8")
+    assert (at.session_state[S.LAYER.key], at.session_state[S.HEAD.key]) == (tiny.n_layers - 1, tiny.n_heads - 1)
+    shown = guarded = 0
+    for page, (key, views) in ENCODER_VIEWS.items():
+        go_to(at, page)
+        for view in views:
+            if key is not None:
+                at.session_state[key] = view
+            rerun(at)
+            where = (page, view, name)
+            assert at.query_params.get(S.MODEL.name) == name, where
+            assert not at.error, (where, [e.value for e in at.error])
+            if families.supports(page, view, family):
+                shown += 1
+                if (page, view) not in CHARTLESS:
+                    charts = figures(at)
+                    assert charts and all(f["data"] for f in charts), where
+            else:
+                guarded += 1
+                notes = " ".join(i.value for i in at.info).replace("\\", "")
+                assert name in notes and families.FAMILY_NAMES[family].split("-")[0] in notes, where
+                links = [b for b in at.button if b.key and b.key.startswith("w_family_")]
+                assert links and not figures(at), where
+    assert shown >= 12 and guarded >= 8, (shown, guarded)
+    go_to(at, "parameters")
+    at.session_state[S.PARAMETERS.by_name("family").key] = S.LOADED
+    rerun(at)
+    assert any(f"{name}: the calculator says" in s.value and "They match exactly" in s.value for s in at.success)
+
+
+def test_a_family_notes_link_opens_a_view_that_works(encoders_dir):
+    at = open_page("inside", model=BERT, text=TEXT, view="lens")
+    links = [b for b in at.button if b.key and b.key.startswith("w_family_")]
+    assert [b.key for b in links][:2] == ["w_family_attention_head", "w_family_causal-mask_compare"]
+    links[1].click()
+    rerun(at)
+    assert at.session_state["mask_view"] == "compare" and len(figures(at)) == 2
+    assert at.query_params["view"] == "compare" and at.query_params[S.MODEL.name] == BERT
+
+
 def test_the_link_reopens_the_model_and_picking_another_clamps_layer_and_head(models_dir):
     at = open_page("attention", model="tiny-qwen3", text=TEXT, layer="3", head="3")
     assert at.query_params[S.MODEL.name] == "tiny-qwen3" and at.session_state[S.LAYER.key] == 3
@@ -86,7 +141,8 @@ def test_a_broken_file_is_listed_with_its_reason_and_a_vanished_one_gives_way(ti
     at = open_page("attention", text=TEXT)
     captions = " ".join(c.value for c in at.sidebar.caption).replace("\\", "")
     assert "broken.gguf: cannot be used. broken.gguf is not a readable GGUF file" in captions
-    assert len(at.selectbox(key="w_model").options) == 2             # built-in + passing
+    options = at.selectbox(key="w_model").options                   # built-in + passing + the two demo models
+    assert len(options) == 4 and "built-in tiny T5 (trained to reverse)" in options[-2], options
     (tmp_path / "passing.gguf").unlink()                             # gone after it was listed
     at.selectbox(key="w_model").select_index(1)
     rerun(at)
@@ -109,7 +165,7 @@ def test_crafted_files_in_the_folder_are_listed_as_refused_with_their_reason(tin
     captions = " ".join(c.value for c in at.sidebar.caption).replace("\\", "")
     for name, reason in said.items():
         assert f"{name}.gguf: cannot be used. {name}.gguf {reason}" in captions, (name, captions)
-    assert len(at.selectbox(key="w_model").options) == 2              # the built-in model and good
+    assert len(at.selectbox(key="w_model").options) == 4              # the built-in model, good and the two demos
 
 
 def test_an_upload_over_the_limit_is_refused(models_dir, monkeypatch):
