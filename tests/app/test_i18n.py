@@ -97,9 +97,10 @@ def test_presenter_mode_in_chinese():
 
 def test_chinese_text_on_a_byte_level_model_says_so_and_counts_read_in_chinese_units():
     at = open_page("attention", lang="zh", text=example("Chinese: an everyday"))
-    assert any("按字节读入" in c.value and "Qwen" in c.value for c in at.sidebar.caption)
+    assert any("字节词元" in c.value and "Qwen" in c.value for c in at.sidebar.caption)
     english = open_page("attention", text=example("Chinese: an everyday"))
-    assert any("reads Chinese as bytes" in c.value for c in english.sidebar.caption)
-    assert not any("bytes" in c.value for c in open_page("attention").sidebar.caption)   # an English text: no note
+    assert any("byte tokens" in c.value and "Qwen" in c.value for c in english.sidebar.caption)
+    plain = open_page("attention")                                                      # an English text: no note
+    assert not any("byte tokens" in c.value for c in plain.sidebar.caption)
     params = open_page("parameters", lang="zh")
     assert params.metric[0].value == "1.345 亿"                      # SmolLM2-135M: 134,515,008 parameters
