@@ -49,4 +49,4 @@ with class_panel.turn(name):    # a live class: the teacher's run first, the fol
     try:
         page.run()
     finally:
-        shell.finish()      # also after a page's st.stop(): the link still describes the view
+        shell.finish()      # the link describes the view (a page that stops early wrote it first: shell.stop)

@@ -361,7 +361,7 @@ def render() -> None:
                                              "your text: what it keeps, and what it costs."))
     trace = shell.current_trace()
     if trace is None:
-        st.stop()
+        shell.stop()
     lm = session.get_model()
     view, tab = controls.view_tabs(VIEW, S.EFFICIENT_VIEWS)
     with tab:

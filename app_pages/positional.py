@@ -276,7 +276,7 @@ def model_view(cfg) -> None:
     ss = st.session_state
     trace = shell.current_trace()
     if trace is None:
-        st.stop()
+        shell.stop()
     layer, head, m, hide_sink = ss[S.LAYER.key], ss[S.HEAD.key], ss[S.QUERY.key], bool(ss[S.SINK.key])
     detail = session.workspace().layer_detail(trace.text, layer)
     strongest = P.strongest_key(detail.pattern[head, m], m)

@@ -84,7 +84,7 @@ def render() -> None:
                    "never changes.").format(formula="$p_i = e^{z_i/T} / \\sum_j e^{z_j/T}$"))
     trace = shell.current_trace()
     if trace is None:
-        st.stop()
+        shell.stop()
     lm = session.get_model()
     words = translated(vs.WORDS)
 

@@ -1,5 +1,6 @@
-"""Between the app's links and a class: the view the teacher publishes, what a follower resets before opening it,
-the join link and its QR code. Streamlit-free (app_pages/classroom/panel.py calls these)."""
+"""Between the app's links and a class: the view the teacher publishes, its question (a lesson step's) and text, what
+a follower resets before opening it, the join link and its QR code. Streamlit-free (app_pages/classroom calls
+these)."""
 from __future__ import annotations
 
 import io
@@ -11,6 +12,7 @@ import segno
 
 from app_core import schemas as S
 from app_core.classroom.store import View
+from app_core.lessons import load_catalog
 
 JOIN = "join"                  # a student's link parameter: the class's code
 TEACH = "teach"                # the teacher's own address only: code.secret
@@ -28,6 +30,21 @@ def read_question_key(key: str | None) -> tuple[str, int] | None:
     """(lesson id, step n) of a question key; None for none or a malformed one."""
     lesson_id, slash, n = (key or "").rpartition("/")
     return (lesson_id, int(n)) if slash and lesson_id and n.isdigit() else None
+
+
+def step_question(key: str | None):
+    """(lesson, n, question) of a question key, if its lesson reads and the step has a question."""
+    step = read_question_key(key)
+    lesson = load_catalog().get(step[0]) if step else None
+    if lesson is None or not 1 <= step[1] <= len(lesson.steps):
+        return None
+    question = lesson.step(step[1]).question
+    return (lesson, step[1], question) if question is not None else None
+
+
+def class_text(view: View) -> str:
+    """The text of the class's view (what its followers' pages read; the default text when the view names none)."""
+    return view.params.get(S.TEXT.name) or S.TEXT.default
 
 
 def teacher_view(page: str, link: Mapping[str, str], state: Mapping[str, Any], question: str | None,

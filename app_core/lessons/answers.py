@@ -77,6 +77,26 @@ def most_attended(lm, trace, layer: int, head: int, position: int, without_sink:
     return int(np.argmax(np.where(allowed, row, -np.inf)))
 
 
+def point_row(question: Question, trace) -> np.ndarray:
+    """What the model gives each token of the text on a point question ([T]): the head's attention from the
+    question's position (top_attended; 0 at the positions it cannot see, and at the sink when without_sink), or the
+    probability that the token at each position comes next (next_token)."""
+    n = trace.n_tokens
+    if question.compute == "next_token":
+        logits = np.asarray(trace.next_token_logits, dtype=np.float64)          # [V]
+        probs = np.exp(logits - logits.max())
+        probs /= probs.sum()                                                   # [V]
+        return probs[np.asarray(trace.token_ids[:n], dtype=np.int64)]          # [T]
+    attention = trace.attention                                                # [L, H, T, T]
+    layer, head = _index(question.layer, attention.shape[0]), _index(question.head, attention.shape[1])
+    position = _index(question.position, n)
+    row = np.zeros(n)                                                          # [T]
+    row[: position + 1] = np.asarray(attention[layer, head, position, : position + 1], dtype=np.float64)
+    if question.without_sink and position > 0:
+        row[0] = 0.0
+    return row
+
+
 def _token(lm, token_id: int, trace=None) -> Answer:
     """A token's answer; with a trace, the positions of the text that hold the same token."""
     positions = () if trace is None else tuple(i for i, t in enumerate(trace.token_ids[: trace.n_tokens])

@@ -1,7 +1,8 @@
 """The live class on screen (app_core/classroom holds the state); the entry points the shell and the router call.
-The teacher's side is _class_teacher.py (Start a class, the class's panel, the live strip, the key cookie), a
-student's _class_student.py (the bar, the wait for the next view, the class question), the browser-side scripts
-_class_js.py, the session's keys and messages _class_state.py.
+The teacher's side is teacher.py (Start a class, the class's panel, the live strip, the key cookie) and answers.py
+(the class's answers on the strip, the results to download), a student's student.py (the bar, the wait for the next
+view, the class question), the browser-side scripts js.py, the session's keys and messages state.py. A lesson
+step's question is the class's on both sides (lesson_panel.CLASS_HOLD, CLASS_TEACHER).
 
 router.py runs each page inside turn() (a follower's run waits while the teacher's runs, then runs alone among its
 class's followers: app_core/classroom/turns.py). The shell calls settle(page, ...) first in every run (a join link
@@ -33,7 +34,9 @@ from app_core.classroom.views import JOIN, PERSONAL, TEACH, keys_to_reset, quest
 from app_core.link import shown
 from app_core.scheduling import OUT_OF_TURN_PAGES
 from app_pages import navigation
+from app_pages.classroom.answers import ended_results
 from app_pages.classroom.state import (
+    ENDED_RESULTS,
     FOLLOWING,
     FORGET,
     HERE,
@@ -146,8 +149,12 @@ def _open(view: View, version: int, page: str, url_read: str) -> None:
         ss.pop(key, None)
     ss.pop(lesson_panel.ACTIVE, None)
     step = read_question_key(view.question)
-    if view.revealed and step is not None:
-        ss.setdefault(lesson_panel.REVEALED, set()).add(step)
+    if step is None:
+        ss.pop(lesson_panel.CLASS_HOLD, None)
+    else:
+        ss[lesson_panel.CLASS_HOLD] = step          # the class's box asks it; a predict step holds its view
+        if view.revealed:
+            ss.setdefault(lesson_panel.REVEALED, set()).add(step)
     ss.pop(url_read, None)
     own = {k: st.query_params[k] for k in PERSONAL if k in st.query_params}     # a join link's own lang=, present=
     if view.page != page:
@@ -169,13 +176,18 @@ def settle(page: str, url_read: str, say: Callable[[str], None]) -> None:
         st.warning(ss.pop(TROUBLE), icon=":material/cloud_off:")
     keep_key()
     if ss.get(TEACHING):
+        ss[lesson_panel.CLASS_TEACHER] = True
         with st.container(horizontal=True, vertical_alignment="center", gap="small", key="class_line"):
             class_popover(ss[TEACHING][0])
             teacher_strip()
-    elif ss.get(JOINED):
+        return
+    ss.pop(lesson_panel.CLASS_TEACHER, None)
+    if ss.get(JOINED):
         student_bar()
     elif ss.get(PENDING_JOIN):
         pending_join()
+    elif ss.get(ENDED_RESULTS):
+        ended_results()
 
 
 def _follow(page: str, url_read: str, say: Callable[[str], None]) -> None:
@@ -191,19 +203,20 @@ def _follow(page: str, url_read: str, say: Callable[[str], None]) -> None:
         version = class_store().version(code)
         if version is None:
             say(_closed(code))
-            for key in (JOINED, FOLLOWING, SEEN, VIEW, SENT):
+            for key in (JOINED, FOLLOWING, SEEN, VIEW, SENT, lesson_panel.CLASS_HOLD):
                 ss.pop(key, None)
         elif ss.get(FOLLOWING) and version != ss.get(SEEN):
             state = class_store().state(code)
             _open(state.view, state.version, page, url_read)
 
 
-def _current_question(page: str) -> str | None:
-    """The question key of the lesson step the teacher is on (on this page), if it has a question."""
+def _current_question(page: str) -> tuple[str | None, bool]:
+    """The question key of the lesson step the teacher is on (on this page), if it has a question, and whether the
+    step holds its view until the question is answered (predict)."""
     found = lesson_panel.active()
     if found is None or found[0].step(found[1]).page != page or found[0].step(found[1]).question is None:
-        return None
-    return question_key(found[0].id, found[1])
+        return None, False
+    return question_key(found[0].id, found[1]), found[0].step(found[1]).predict
 
 
 def link_params(page: str, link: dict[str, str]) -> dict[str, str]:
@@ -213,7 +226,7 @@ def link_params(page: str, link: dict[str, str]) -> dict[str, str]:
     teaching = ss.get(TEACHING)
     if teaching:
         code, secret = teaching
-        view = teacher_view(page, link, ss, _current_question(page))
+        view = teacher_view(page, link, ss, *_current_question(page))
         if ss.get(PUBLISHED) != (code, view):
             try:
                 class_store().publish(code, secret, view)

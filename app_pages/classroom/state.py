@@ -18,7 +18,10 @@ VIEW = "_class_view"              # that view
 ME = "_class_me"                  # the follower's id (issued by the server, signed for the class: followers.py)
 BEAT = "_class_beat"              # when the follower last sent a heartbeat
 HERE = "_class_here"              # when the teacher last said they are there
-SENT = "_class_sent"              # (question key, answer as typed): the student's answer sent
+SENT = "_class_sent"              # (question key, answer as given, right?): the student's answer sent
+POINT_KEYS = "_class_point_keys"  # {question key: PointKey}: a point question's tokens and right positions as the
+                                  # teacher's strip saw them (the class's text): the results' labels
+ENDED_RESULTS = "_class_ended"    # (code, {lesson id: CSV}): the results of the class this session ended
 REMEMBERED = "_class_remembered"  # the (code, secret) this browser's key cookie holds
 KEY_TICKET = "_class_ticket"      # ((code, secret), ticket): the ticket the key courier swaps for the cookie
 FORGET = "_class_forget"          # code: the browser's key cookie is to be cleared if it holds that class

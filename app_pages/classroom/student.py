@@ -1,6 +1,7 @@
 """A student's side of a live class: the bar (following or exploring), the wait for the teacher's next view (the
-listener over server/class_wait.py's route, or a polling fragment without it), the class question and its answer, and a
-join link read while the class store could not be reached (tried again every RETRY_S until it answers).
+listener over server/class_wait.py's route, or a polling fragment without it), the class question (any kind: the
+lesson frame's widgets and checks, lesson_question.py) and its answer, and a join link read while the class store
+could not be reached (tried again every RETRY_S until it answers).
 """
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import time
 import streamlit as st
 
 from app_core.classroom import ClassClosed, StoreUnavailable, View, class_store, codes
-from app_core.lessons import check_answer, computed_answer
+from app_core.classroom.views import class_text, step_question
+from app_core.lessons.facts import fill
+from app_core.lessons.results import RIGHT, WRONG
 from app_pages.classroom import js as class_js
 from app_pages.classroom.state import (
     BEAT,
@@ -26,15 +29,17 @@ from app_pages.classroom.state import (
     trouble,
     unreachable_message,
 )
-from app_pages.classroom.teacher import step_question
-from app_pages.frame import session as caches
+from app_pages.frame import lesson_panel
+from app_pages.frame import lesson_question as question_ui
 from app_pages.frame.i18n import _, language
 from app_pages.frame.widgets import escape_markdown
 from server import class_wait
 
 
 def _detach() -> None:
+    """Explore on my own: the teacher's question is no longer the class's on this screen (the lesson's own is)."""
     st.session_state[FOLLOWING] = False
+    st.session_state.pop(lesson_panel.CLASS_HOLD, None)
 
 
 def _rejoin() -> None:
@@ -106,33 +111,27 @@ def student_bar() -> None:
         _class_question(ss.get(VIEW))
 
 
-def _answer_of(question):
-    """The question's answer on this session's model and text (None: the text is empty)."""
-    if not question.needs_model:
-        return computed_answer(question)
-    text = st.session_state.get("text") or ""
-    if not text.strip():
-        return None
-    ws = caches.workspace()
-    return computed_answer(question, ws.lm, ws.trace(text))
-
-
 def _send(key: str, widget: str) -> None:
-    """on_click of Send: the answer (a choice's number, or whether the typed answer is right) to the class."""
+    """on_click of Send: the answer to the class (one per student, the last one counts): a choice's number, a clicked
+    position, or whether the typed answer is right (a task: whether the model, run on the text, meets its goal);
+    the step's view, if it was held, opens."""
     ss = st.session_state
     found = step_question(key)
     given = ss.get(widget)
-    if found is None or given in (None, ""):
+    if found is None or not question_ui.given_something(given):
         return
-    question = found[2]
-    if question.kind == "choice":
-        sent = str(given)
-    else:
-        answer = _answer_of(question)
-        sent = "right" if answer is not None and check_answer(question, answer, given) else "wrong"
+    lesson, n, question = found
+    view = ss.get(VIEW)
+    right, seen = question_ui.judge(question, given, class_text(view) if view is not None else None)
+    if seen is not None:
+        ss[widget + "_seen"] = seen
+    if right is None:                                    # the text is empty: nothing to check it on
+        return
+    sent = str(given) if question.kind in ("choice", "point") else RIGHT if right else WRONG
     try:
         if class_store().answer(ss[JOINED], ss[ME], key, sent):
-            ss[SENT] = (key, given)
+            ss[SENT] = (key, given, right)
+            ss.setdefault(lesson_panel.ANSWERED, set()).add((lesson.id, n))
     except (ClassClosed, ValueError):
         pass
     except StoreUnavailable as err:
@@ -140,31 +139,31 @@ def _send(key: str, widget: str) -> None:
 
 
 def _class_question(view: View | None) -> None:
-    """The teacher's question on a student's screen: answer and send; the answer once the teacher reveals it."""
+    """The teacher's question on a student's screen: answer and send (a task: what the model did with the text);
+    once the teacher reveals it, whether the answer sent was right, the answer and why."""
     found = step_question(view.question if view else None)
     if found is None:
         return
-    question = found[2]
-    lang = language()
+    question, text = found[2], class_text(view)        # the page reads the view's text after this (the shell)
+    lang, known = language(), question_ui.facts()
+    ss = st.session_state
+    sent = ss.get(SENT) if (ss.get(SENT) or (None,))[0] == view.question else None
+    widget = f"class_answer_{view.question}"
     with st.container(border=True, key="class_question"):
-        st.markdown(":material/quiz: " + question.ask[lang])
+        st.markdown(":material/quiz: " + fill(question.ask[lang], known))
         if view.revealed:
-            answer = _answer_of(question)
-            if answer is not None:
-                said = question.choices[answer.value - 1][lang] if question.kind == "choice" else answer.shown
-                st.success(_("Answer: {answer}").format(answer=escape_markdown(said)))
+            if sent is not None:
+                st.markdown(":green[:material/check_circle: " + _("Your answer was right.") + "]" if sent[2] else
+                            ":orange[:material/cancel: " + _("Your answer was not right.") + "]")
+            question_ui.revealed_answer(question, lang, known, text)
             return
-        widget = f"class_answer_{view.question}"
-        with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
-            if question.kind == "choice":
-                st.radio(_("Your answer"), options=list(range(1, len(question.choices) + 1)), index=None,
-                         key=widget, horizontal=True, format_func=lambda i: question.choices[i - 1][lang],
-                         label_visibility="collapsed")
-            else:
-                st.text_input(_("Your answer"), key=widget, label_visibility="collapsed",
-                              placeholder=_("a number") if question.kind == "number" else _("a token"))
+        question_ui.answer_widget(question, widget, lang, known, text)
+        with st.container(horizontal=True, vertical_alignment="center", gap="small"):
             st.button(_("Send"), key="w_class_send", icon=":material/send:", on_click=_send,
                       args=(view.question, widget))
-        sent = st.session_state.get(SENT)
-        if sent and sent[0] == view.question:
-            st.caption(_("Sent. You can change your answer until the teacher reveals it."))
+            if question.kind == "task" and ss.get(widget + "_seen") is not None:
+                done = sent is not None and sent[2]
+                st.caption((":material/check_circle: " if done else ":material/cancel: ")
+                           + escape_markdown(question_ui.translate(ss[widget + "_seen"])))
+            if sent is not None:
+                st.caption(_("Sent. You can change your answer until the teacher reveals it."))

@@ -1,5 +1,5 @@
-"""The teacher's side of a live class: "Start a class", the class's panel (join code, join link, QR code, End
-class), the live strip (followers, the class's answers, Reveal) and the key cookie.
+"""The teacher's side of a live class: "Start a class", the class's panel (join code, join link, QR code, the class's
+results, End class), the live strip (followers, the class's answers: answers.py, Reveal) and the key cookie.
 
 The teacher's key (code.secret) lives in the session and, so that a reload or a new tab keeps the class, in an
 HttpOnly cookie that only the server sets (server/class_key.py): keep_key() hands the key courier (_class_js.KEY_JS) a
@@ -16,14 +16,16 @@ import streamlit as st
 
 from app_core.classroom import ClassClosed, ClassesFull, NotTeacher, StoreUnavailable, View, class_store, codes
 from app_core.classroom.views import join_link, qr_png, read_question_key
-from app_core.lessons import load_catalog
+from app_pages.classroom import answers
 from app_pages.classroom import js as class_js
 from app_pages.classroom.state import (
+    ENDED_RESULTS,
     FORGET,
     HERE,
     HERE_S,
     KEY_TICKET,
     MAX_STARTED,
+    POINT_KEYS,
     PUBLISHED,
     REMEMBERED,
     STARTED,
@@ -33,22 +35,11 @@ from app_pages.classroom.state import (
     trouble,
     unreachable_message,
 )
-from app_pages.frame.i18n import _, language, ngettext
+from app_pages.frame import lesson_panel
+from app_pages.frame.i18n import _, ngettext
 from server import class_key, class_wait
 
 QR_PX = 330                       # the whole panel fits the popover at 768 px: no scrolling to the code
-BAR_PX = 150                      # one answer's bar on the teacher's strip
-
-
-def step_question(key: str | None):
-    """(lesson, n, question) of a question key, if its lesson reads and the step has a question."""
-    step = read_question_key(key)
-    lesson = load_catalog().get(step[0]) if step else None
-    if lesson is None:
-        return None
-    n = step[1]
-    question = lesson.step(n).question if 1 <= n <= len(lesson.steps) else None
-    return (lesson, n, question) if question is not None else None
 
 
 def stop_teaching() -> None:
@@ -106,14 +97,21 @@ def _start_class() -> None:
     ss[STARTED] = ss.get(STARTED, 0) + 1
     ss[TEACHING] = (code, secret)
     ss[HERE] = time.monotonic()
-    ss.pop(PUBLISHED, None)
-    ss.pop(FORGET, None)
+    for key in (PUBLISHED, FORGET, ENDED_RESULTS, POINT_KEYS):
+        ss.pop(key, None)
+
+
+def _lessons() -> list[str]:
+    """The lesson the teacher is on, if any (its results can be downloaded before anyone answered)."""
+    found = lesson_panel.active()
+    return [found[0].id] if found is not None else []
 
 
 def _end_class() -> None:
-    """Ends the class in the store first: while the store cannot be reached, the class and its key stay."""
+    """Ends the class in the store first, its results kept in the session to download: while the store cannot be
+    reached, the class and its key stay."""
     teaching = st.session_state.get(TEACHING)
-    if not teaching:
+    if not teaching or not answers.keep_results(*teaching, _lessons()):
         return
     try:
         class_store().end(*teaching)
@@ -126,15 +124,30 @@ def _end_class() -> None:
     stop_teaching()
 
 
-def _reveal() -> None:
-    teaching = st.session_state.get(TEACHING)
+def _reveal(question: str | None) -> None:
+    """On every screen: the question's answer, and the view a predict step held (the teacher's too)."""
+    ss = st.session_state
+    teaching = ss.get(TEACHING)
     if teaching:
         try:
             class_store().reveal(*teaching)
         except (NotTeacher, ClassClosed):
             stop_teaching()
+            return
         except StoreUnavailable as err:
             trouble(err)
+            return
+        _revealed_here(question)
+
+
+def _revealed_here(question: str | None) -> bool:
+    """The question revealed on this screen too; whether it was not already."""
+    step = read_question_key(question)
+    shown = st.session_state.setdefault(lesson_panel.REVEALED, set())
+    if step is None or step in shown:
+        return False
+    shown.add(step)
+    return True
 
 
 @functools.lru_cache(maxsize=8)
@@ -161,19 +174,13 @@ def class_popover(code: str) -> None:
             st.button(_("End class"), key="w_class_end", icon=":material/logout:", on_click=_end_class)
         st.code(link, language=None, wrap_lines=True)
         st.image(_qr(link), width=QR_PX)
-
-
-def _labels(question) -> list[tuple[str, str]]:
-    """(answer as stored, its label) in the order the bars show them."""
-    if question.kind == "choice":
-        return [(str(i), c[language()]) for i, c in enumerate(question.choices, start=1)]
-    return [("right", _("Right answer")), ("wrong", _("Not right"))]
+        answers.results_buttons(code, st.session_state[TEACHING][1], _lessons())
 
 
 @st.fragment(run_every=STRIP_S)
 def teacher_strip() -> None:
-    """The class at a glance on the teacher's screen, in one row: how many follow, a bar per answer, n of m
-    answered, Reveal."""
+    """The class at a glance on the teacher's screen: how many follow, the current question's answers and Reveal
+    (answers.strip_answers). A reveal made elsewhere (another tab of the teacher's) opens this screen's view too."""
     ss = st.session_state
     teaching = ss.get(TEACHING)
     if not teaching:
@@ -193,19 +200,11 @@ def teacher_strip() -> None:
     except StoreUnavailable as err:
         st.caption(":material/cloud_off: " + unreachable_message(err.slow))
         return
-    found = step_question(state.view.question)
-    with st.container(horizontal=True, vertical_alignment="center", gap="small", key="class_strip"):
-        st.caption(ngettext("{n} student follows", "{n} students follow", following).format(n=following),
-                   width="content")
-        if found is None:
-            return
-        answered = sum(counts.values())
-        with st.container(horizontal=True, vertical_alignment="center", gap="small", key="class_answers"):
-            for value, label in _labels(found[2]):
-                n = counts.get(value, 0)
-                st.progress(n / answered if answered else 0.0, text=f"{label} · {n}", width=BAR_PX)
-            st.caption(_("{n} of {m} answered").format(n=answered, m=max(following, answered)), width="content")
-            if state.view.revealed:
-                st.caption(":material/visibility: " + _("Revealed on every screen"), width="content")
-            else:
-                st.button(_("Reveal"), key="w_class_reveal", icon=":material/visibility:", on_click=_reveal)
+    if state.view.revealed and _revealed_here(state.view.question):
+        st.rerun(scope="app")
+    live = st.container(gap="small", key="class_live", width="stretch")
+    with live:
+        with st.container(horizontal=True, vertical_alignment="center", gap="small", key="class_strip"):
+            st.caption(ngettext("{n} student follows", "{n} students follow", following).format(n=following),
+                       width="content")
+            answers.strip_answers(state, counts, following, _reveal, live)

@@ -9,9 +9,14 @@ and link_params(page) where it writes the link (the link always carries lesson a
 Predict, then see: on a step with `predict = true` the view is held until the student has checked an answer or
 revealed it: holds_view(page) says so, and the shell then draws held_notice() instead of the page's body (its
 charts and every number on it) and the token count. The question is on the frame itself meanwhile, not in its
-popover. A live class's follower, whose own lesson is not active, is held by CLASS_HOLD: (lesson id, step n) of
-the teacher's step, set by the class panel, released when that step's answer is revealed (REVEALED) or the student
-has answered it (ANSWERED).
+popover.
+
+In a live class the class's panel asks the questions (app_pages/classroom): a follower's CLASS_HOLD is (lesson id,
+step n) of the teacher's step with a question, set by the class panel when it opens the teacher's view: the frame
+leaves that question to the class's box (Send), and a predict step's view is held on that step's page (even after
+leaving the lesson) until its answer is revealed (REVEALED) or the student has sent an answer (ANSWERED). The
+teacher's session has CLASS_TEACHER: the frame shows each question's ask, and its answer once the class's strip has
+revealed it (no Check, no Reveal of its own); a predict step's view is held until then.
 """
 from __future__ import annotations
 
@@ -33,12 +38,13 @@ from app_pages.frame.lesson_question import RESULTS, REVEALED, score, translate
 from app_pages.frame.presenter_keys import Stepped
 from app_pages.frame.widgets import escape_markdown
 
-__all__ = ["ACTIVE", "ANSWERED", "CLASS_HOLD", "RESULTS", "REVEALED", "active", "draw", "go", "held_notice",
-           "holds_view", "leave", "link_params", "score", "settle", "snippet", "translate"]
+__all__ = ["ACTIVE", "ANSWERED", "CLASS_HOLD", "CLASS_TEACHER", "RESULTS", "REVEALED", "active", "draw", "go",
+           "held_notice", "holds_view", "leave", "link_params", "score", "settle", "snippet", "translate"]
 
 ACTIVE = "_lesson"              # (lesson id, step n): the step the session is on
 GOTO = "_lesson_goto"           # (lesson id, step n): asked for by a button, opened at the start of the next run
-CLASS_HOLD = "_lesson_class_hold"   # (lesson id, step n): a class's predict step this follower is held on
+CLASS_HOLD = "_lesson_class_hold"   # (lesson id, step n): the teacher's step whose question this follower's class asks
+CLASS_TEACHER = "_lesson_class_teacher"   # True: this session teaches a live class (its class answers the questions)
 ANSWERED = "_lesson_answered"   # {(lesson id, step n)}: class questions this follower has sent an answer to
 CARRIED = (*CLASS_SETTINGS, S.TEXT.name)    # a lesson link's settings kept when its step is on another page
 # A compact frame: the step's text and the view's main chart share a 1024x768 projector's first screen.
@@ -155,6 +161,10 @@ def holds_view(page: str) -> bool:
 
 def held_notice() -> None:
     """What a held view shows instead of its body."""
+    if st.session_state.get(CLASS_TEACHER):
+        st.info(_("**Predict first.** The class answers the step's question on their own screens: Reveal on the "
+                  "class's strip opens this view on every screen."), icon=":material/visibility_off:")
+        return
     st.info(_("**Predict first.** Answer the step's question above: the view opens once you have checked an answer, "
               "or when the answer is revealed."), icon=":material/visibility_off:")
 
@@ -167,6 +177,9 @@ def draw(page: str) -> None:
     lesson, n = found
     lang, total = language(), len(lesson.steps)
     step = lesson.step(n)
+    ss = st.session_state
+    by_class = ss.get(CLASS_HOLD) == (lesson.id, n)             # a follower: the class's box asks it
+    answering = not ss.get(CLASS_TEACHER)                       # the teacher: the class answers, the strip reveals
     st.sidebar.html(PANEL_CSS)                                   # in the sidebar: no gap on the page
     with st.container(border=True, key="lesson_panel", gap="small"):
         with st.container(horizontal=True, vertical_alignment="center", gap="small", key="lesson_nav", wrap=False):
@@ -180,19 +193,19 @@ def draw(page: str) -> None:
                       args=(lesson.id, n),
                       help=_("Back to this step's view: its page and settings as the lesson set them"))
             held = holds_view(page)
-            if step.question is not None and not held:
+            if step.question is not None and not held and not by_class:
                 right, checked = score()
-                label = _("Question") + (f" · {right}/{checked}" if checked else "")
+                label = _("Question") + (f" · {right}/{checked}" if checked and answering else "")
                 with st.popover(label, icon=":material/quiz:", key="lesson_question"):
-                    question_ui.draw(lesson, n, lang)
+                    question_ui.draw(lesson, n, lang, answering)
             st.button(_("Leave the lesson"), key="w_lesson_leave", icon=":material/close:", on_click=leave,
                       help=_("Leave the lesson"))
         st.markdown(fill(step.text[lang], question_ui.facts()))
-        if step.predict and not held:               # the prediction's outcome stays on the frame
+        if step.predict and not held and answering and not by_class:   # the prediction's outcome stays on the frame
             question_ui.result_line(lesson, n)
-        if held:
+        if held and not by_class:
             with st.container(border=True, key="lesson_predict"):
-                question_ui.draw(lesson, n, lang)
+                question_ui.draw(lesson, n, lang, answering)
 
 
 def snippet(page: str, query: dict[str, str]) -> None:

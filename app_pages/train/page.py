@@ -372,12 +372,12 @@ def render() -> None:
     problem = text_problem()
     if problem:
         st.info(problem, icon=":material/edit_note:")
-        st.stop()
+        shell.stop()
     try:
         wanted_runs = training.runs_of(st.session_state)
     except ValueError as err:
         st.error(_("These settings cannot be trained: {reason}").format(reason=str(err)), icon=":material/error:")
-        st.stop()
+        shell.stop()
     jobs = {k: training.training_job(s) for k, s in wanted_runs.items()}
     if any(job.done.is_set() and job.result is None and not job.error for job in jobs.values()):
         st.rerun()                  # a run stopped while nobody watched it: asking again starts it anew

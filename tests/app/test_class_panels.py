@@ -1,18 +1,25 @@
 """The live class in AppTest: a teacher's session and students' sessions in one process share the in-memory store
 (no ATLAS_REDIS_URL): start a class, follow, detach and rejoin, live answers and reveal, forged and ended codes; the
 teacher's key never in an address; the caps on classes; a real Redis stopped mid-class (End class and a join wait
-for it, and say so)."""
+for it, and say so). Every kind of question in a class: a predict step held on the students' screens until they send
+or the teacher reveals, a point question's clicks on the teacher's strip beside the model's row (the model's own run
+the reference), a task checked on the model, the class's results as CSV (from the panel, and after End class)."""
 from __future__ import annotations
 
+import csv
+import io
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from streamlit.runtime.media_file_manager import MediaFileManager
 
 from app_core.classroom import class_store, codes, follower_key, followers
 from app_core.classroom import redis_store as redis_module
 from app_core.classroom.views import JOIN, TEACH
-from harness.apptest import open_page, rerun, warnings
+from app_core.lessons import load_catalog
+from harness.apptest import array, figures, open_page, rerun, warnings, widget_values
 from tests.app.models_folder import SHAPES
 
 DEPLOY_REDIS = Path(__file__).resolve().parents[2] / "deploy/redis.conf"
@@ -198,3 +205,155 @@ def test_a_redis_stopped_mid_class_keeps_the_class_its_key_and_a_students_join(m
         act(teacher, None)
         assert "_class_teaching" not in teacher.session_state and class_store().version(code) is None
         assert teacher.session_state["_class_forget"] == code
+
+
+# ------------------------------------------------------------------------------------ every kind of question
+HELD = "Predict first."
+
+
+def first_step(wanted):
+    """(lesson, n) of the first built-in step with a question that wanted(step) accepts (whatever the lessons' steps
+    are today)."""
+    return next((lesson, n) for lesson in load_catalog().lessons for n, step in enumerate(lesson.steps, start=1)
+                if step.question is not None and wanted(step))
+
+
+def page_figures(at) -> list[dict]:
+    """The page's figures (not the class strip's clicks)."""
+    return [f for f in figures(at) if not (f["data"] and f["data"][0].get("name") == "the class's clicks")]
+
+
+def held(at) -> bool:
+    return any(HELD in i.value for i in at.info) and not page_figures(at)
+
+
+def texts(at) -> str:
+    return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [s.value for s in at.success])
+
+
+@pytest.fixture
+def downloads(monkeypatch):
+    """{file name: what the app gave its download button}: the data, or the callable made when clicked (Streamlit's
+    media file manager, as the app's server runs it)."""
+    found = {}
+    add, add_deferred = MediaFileManager.add, MediaFileManager.add_deferred
+
+    def spy_add(self, data, mimetype, coordinates, file_name=None, *args, **kwargs):
+        found[file_name] = data
+        return add(self, data, mimetype, coordinates, file_name, *args, **kwargs)
+
+    def spy_deferred(self, made, mimetype, coordinates, file_name=None, **kwargs):
+        found[file_name] = made
+        return add_deferred(self, made, mimetype, coordinates, file_name, **kwargs)
+    monkeypatch.setattr(MediaFileManager, "add", spy_add)
+    monkeypatch.setattr(MediaFileManager, "add_deferred", spy_deferred)
+    return found
+
+
+def rows(data) -> list[dict]:
+    text = data() if callable(data) else data
+    return list(csv.DictReader(io.StringIO(text.decode() if isinstance(text, bytes) else text)))
+
+
+def test_a_predict_point_step_is_held_until_a_student_sends_or_the_teacher_reveals(lm):
+    """The first built-in predict step with a point question: held on both students' screens (and the teacher's);
+    one student clicks the token the model's head attends to most and sends: their chart opens, the other's stays
+    held; the teacher's strip shows the click over the text's tokens; Reveal opens the chart everywhere and puts the
+    model's real attention row beside the clicks."""
+    lesson, n = first_step(lambda step: step.predict and step.question.kind == "point"
+                           and step.question.compute == "top_attended")
+    key, question, text = f"{lesson.id}/{n}", lesson.step(n).question, lesson.step(n).query()["text"]
+    teacher, code, secret = start_class(lesson=lesson.id, step=str(n))
+    view = class_store().state(code).view
+    assert (view.question, view.predict, view.revealed) == (key, True, False)
+    students = [open_page("attention", **{JOIN: code}) for _ in range(2)]
+    for at in (teacher, *students):
+        assert held(at), at.session_state["_run"][0]
+    for student in students:
+        assert student.session_state["_lesson_class_hold"] == (lesson.id, n)
+        assert f"lesson_answer_{lesson.id}_{n}" not in widget_values(student)       # the class's box asks it
+        assert not [b for b in student.button if b.key == f"w_lesson_reveal_{n}"]     # the teacher reveals
+    assert not [b for b in teacher.button if b.key in (f"w_lesson_check_{n}", f"w_lesson_reveal_{n}")]
+    assert "The class answers on their own screens" in texts(teacher)
+
+    trace = lm.run(text)                                                       # the reference: the model's own run
+    at = question.position % trace.n_tokens
+    row = np.asarray(trace.attention[question.layer, question.head, at, : at + 1], dtype=np.float64)   # [at + 1]
+    if question.without_sink:
+        row[0] = 0.0
+    right = int(np.argmax(row))
+    sender, waiter = students
+    sender.pills(key=f"class_answer_{key}").set_value(right)
+    act(sender, sender.button(key="w_class_send").click())
+    assert not held(sender) and page_figures(sender)                          # sent: the chart opens
+    assert "Sent. You can change your answer" in texts(sender)
+    rerun(waiter)
+    assert held(waiter)                                                       # not answered: still held
+    rerun(teacher)
+    assert held(teacher) and "1 of 2 answered" in texts(teacher)
+    clicks = [f for f in figures(teacher) if f["data"][0]["name"] == "the class's clicks"]
+    assert len(clicks) == 1 and len(clicks[0]["data"]) == 1                   # the model's row waits for Reveal
+    share = array(clicks[0]["data"][0]["y"])
+    assert share.shape == (trace.n_tokens,) and share[right] == 1 and share.sum() == 1
+    assert "right" not in " ".join(c.value for c in teacher.caption if "%" in c.value)
+
+    act(teacher, teacher.button(key="w_class_reveal").click())
+    assert not held(teacher) and class_store().state(code).view.revealed
+    chart = next(f for f in figures(teacher) if f["data"][0]["name"] == "the class's clicks")
+    model = array(chart["data"][1]["y"])
+    assert chart["data"][1]["name"] == "the model"
+    np.testing.assert_allclose(model[: at + 1], row, rtol=1e-5, atol=1e-7)
+    assert "100% right" in texts(teacher)
+    for student in students:
+        rerun(student)
+        assert not held(student) and page_figures(student)                    # Reveal opens it everywhere
+    assert "Your answer was right." in texts(sender)
+    assert f"Answer: #{right}" in texts(waiter).replace("\\", "")
+    assert not class_store().answer(code, waiter.session_state["_class_me"], key, "1")   # revealed: too late
+
+
+def test_a_task_is_checked_on_the_model_and_the_class_results_download_as_csv(lm, downloads):
+    """The first built-in "attends" task: one student's text meets the goal on the model, the other's does not
+    (what the model did is said on each screen, checked here on the model's own run); the teacher's strip counts
+    right and wrong; the class's results download from the panel at any time, and after End class."""
+    lesson, n = first_step(lambda step: step.question.kind == "task" and step.question.goal == "attends")
+    key, question = f"{lesson.id}/{n}", lesson.step(n).question
+    teacher, code, secret = start_class(lesson=lesson.id, step=str(n))
+    students = [open_page("attention", **{JOIN: code}) for _ in range(2)]
+
+    def looks_at(text: str) -> str:
+        """The token the task's head looks at most from the text's last token, the sink left out (the model's run)."""
+        trace = lm.run(text)
+        row = np.asarray(trace.attention[question.layer, question.head, -1], dtype=np.float64)    # [T]
+        return lm.decode([trace.token_ids[int(np.argmax(row[1:])) + 1]]).strip()
+    good, bad = "red cat, blue dog, red", "blue dog, red cat, blue"
+    assert looks_at(good) == question.target and looks_at(bad) != question.target
+    for student, text in zip(students, (good, bad), strict=True):
+        student.text_area(key=f"class_answer_{key}").set_value(text)
+        act(student, student.button(key="w_class_send").click())
+        assert "looks most at" in texts(student)
+    assert class_store().answers(code, secret) == {"right": 1, "wrong": 1}
+    rerun(teacher)
+    bars = [p.proto.text for p in teacher.get("progress")]
+    assert bars == ["Right answer · 1", "Not right · 1"], bars
+    assert "2 of 2 answered" in texts(teacher)
+
+    made = downloads[f"class-results-{lesson.id}.csv"]                        # the panel's: made when clicked
+    assert callable(made)
+    step_rows = [r for r in rows(made) if r["step"] == str(n)]
+    assert {(r["answer"], r["right"], r["count"]) for r in step_rows} == {("right", "yes", "1"), ("wrong", "no", "1")}
+    assert {r["step_share_right"] for r in step_rows} == {"0.500"}
+    asked = [int(s) for s in dict.fromkeys(r["step"] for r in rows(made))]
+    assert asked == [i for i, step in enumerate(lesson.steps, start=1) if step.question is not None]   # in order
+    students[1].text_area(key=f"class_answer_{key}").set_value(good)        # the last answer counts
+    act(students[1], students[1].button(key="w_class_send").click())
+    assert {r["answer"]: r["count"] for r in rows(made) if r["step"] == str(n)} == {"right": "2"}
+
+    teacher.button(key="w_class_end").click()
+    act(teacher, None)
+    assert class_store().version(code) is None and "has ended" in texts(teacher)
+    kept = downloads[f"class-results-{lesson.id}.csv"]                        # after End class: what it was
+    assert {r["answer"]: r["count"] for r in rows(kept) if r["step"] == str(n)} == {"right": "2"}
+    assert not any(secret in str(v) or code in str(v) for v in (rows(kept), teacher.query_params))
+    act(teacher, teacher.button(key="w_class_ended_close").click())
+    assert "_class_ended" not in teacher.session_state

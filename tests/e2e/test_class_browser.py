@@ -6,7 +6,9 @@ class (their changes stay theirs, a forged teacher key is refused); forged and e
 normal app. The teacher's key is only in an HttpOnly, SameSite=Strict cookie: never in the teacher's address (read
 after every change), any address either page went to, the page or its scripts' cookies; a reload, another link and a
 new tab keep the class; End class clears the cookie. And a class store (Redis) that stops answering for a while:
-the student's screen says so, then no longer."""
+the student's screen says so, then no longer. And a lesson's new questions in a class (one server): a predict step's
+chart hidden on the students' screens until Reveal (or their own answer), the class's clicks on the teacher's strip,
+a task checked on the model."""
 from __future__ import annotations
 
 import statistics
@@ -16,6 +18,8 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from app_core.classroom import codes
+from app_core.lessons import load_catalog
+from app_pages.navigation import url_path
 from harness.browser import IDLE_WITH_CHARTS_JS
 from harness.classroom import (
     cookie_gone,
@@ -217,13 +221,18 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
     print(f"screenshots: {shots}")
 
 
-def answer(student, choice: str, tries: int = 3) -> None:
-    """The student picks choice and sends it, until the page says it was sent (a rerun of the page that a class
-    change starts under the click draws the question again, and the click is lost: picked again)."""
+def answer(student, choice: str) -> None:
+    """The student picks choice and sends it."""
+    send(student, lambda box: box.get_by_text(choice).click(), choice)
+
+
+def send(student, pick, what: str, tries: int = 3) -> None:
+    """The student answers in the class's box (pick(box)) and sends it, until the page says it was sent (a rerun of
+    the page that a class change starts under the click draws the question again, and the click is lost: again)."""
     box = student.locator(".st-key-class_question")
     for _ in range(tries):
         student.wait_for_function(IDLE_WITH_CHARTS_JS, arg=0, timeout=RERUN_MS)
-        box.get_by_text(choice).click()
+        pick(box)
         student.wait_for_function(IDLE_WITH_CHARTS_JS, arg=0, timeout=RERUN_MS)
         box.locator("button", has_text="Send").click()
         try:
@@ -231,7 +240,7 @@ def answer(student, choice: str, tries: int = 3) -> None:
             return
         except PlaywrightTimeoutError:
             continue
-    raise AssertionError(f"{choice!r} was never sent")
+    raise AssertionError(f"{what!r} was never sent")
 
 
 def button(page, key: str):
@@ -266,3 +275,65 @@ def test_a_follower_is_told_when_the_class_store_is_down_and_when_it_is_back(cla
     unreachable.first.wait_for(state="detached", timeout=30_000)
     assert student.locator(".st-key-class_bar").count() and code in student.url
     assert_no_exception(student, "the store back")
+
+
+CHART = '[data-testid="stMain"] [data-testid="stPlotlyChart"]'
+CLICKS_JS = """() => { const g = document.querySelector('.st-key-class_live .js-plotly-plot');
+  return g && g._fullData ? Array.from(g._fullData[0].y) : null; }"""        # the class's share per token
+
+
+def first_step(wanted):
+    """(lesson, n) of the first built-in step that wanted(step) accepts."""
+    return next((lesson, n) for lesson in load_catalog().lessons for n, step in enumerate(lesson.steps, start=1)
+                if step.question is not None and wanted(step))
+
+
+@pytest.mark.parametrize("classroom", ["one-server"], indirect=True)
+def test_a_class_predicts_points_and_makes_it_happen(classroom, new_page, tmp_path):
+    """A teacher and two students, each in their own browser: on a predict step with a point question the chart is
+    hidden on both students' screens; one clicks a token and sends (their chart opens), the teacher's strip shows
+    the click over the text's tokens while the other's chart stays hidden, until Reveal opens it; then a task: a
+    student's text is run by the model, said to meet the goal, and counted right on the teacher's strip."""
+    teacher_url, student_url, _ = classroom
+    teacher = new_page(*PROJECTOR)
+    students = [new_page(*PROJECTOR) for _ in range(2)]
+    try:
+        open_view(teacher, teacher_url + "/?present=1")
+        rerun(teacher, lambda: button(teacher, "w_class_start").click())
+        code, _ = teacher_key(teacher)
+        for student in students:
+            open_view(student, f"{student_url}/?join={code}")
+            student.locator(".st-key-class_bar").wait_for()
+        lesson, n = first_step(lambda step: step.predict and step.question.kind == "point" and step.page == "attention")
+        teacher.goto(f"{teacher_url}/{url_path('attention')}?present=1&lesson={lesson.id}&step={n}")
+        for student in students:
+            student.locator(".st-key-class_question button[role='radio']").first.wait_for(timeout=RERUN_MS)
+            student.get_by_text("Predict first.").first.wait_for()
+            assert student.locator(CHART).count() == 0, "a predict step shows its chart before the answer"
+        sender, waiter = students
+        send(sender, lambda box: box.locator("button[role='radio']").nth(1).click(), "a token")
+        sender.wait_for_function(IDLE_WITH_CHARTS_JS, arg=1, timeout=RERUN_MS)          # sent: its chart opens
+        teacher.wait_for_function(f"() => ({CLICKS_JS})() !== null", timeout=10_000)  # the strip: each second
+        clicks = teacher.evaluate(CLICKS_JS)
+        assert clicks[1] == 1 and sum(clicks) == 1, clicks
+        teacher.locator(".st-key-class_answers").get_by_text("1 of 2 answered").wait_for(timeout=10_000)
+        assert waiter.locator(CHART).count() == 0, "the chart opened before Reveal"
+        button(teacher, "w_class_reveal").click()
+        waiter.wait_for_function(IDLE_WITH_CHARTS_JS, arg=1, timeout=RERUN_MS)          # Reveal: it opens
+        waiter.locator(".st-key-class_question").get_by_text("Answer:").wait_for()
+
+        lesson, n = first_step(lambda step: step.question.kind == "task" and step.question.goal == "attends")
+        teacher.goto(f"{teacher_url}/{url_path(lesson.step(n).page)}?present=1&lesson={lesson.id}&step={n}")
+        area = sender.locator(".st-key-class_question textarea")
+        area.wait_for(timeout=RERUN_MS)
+        send(sender, lambda box: (area.fill("red cat, blue dog, red"), area.press("Control+Enter")), "a text")
+        sender.locator(".st-key-class_question").get_by_text("From the last").wait_for()       # what the model did
+        assert "cat" in sender.locator(".st-key-class_question").inner_text()
+        teacher.locator(".st-key-class_answers").get_by_text("Right answer · 1").wait_for(timeout=10_000)
+        for page in (teacher, *students):
+            assert_no_exception(page, "the lesson's questions in a class")
+    except Exception:
+        for i, page in enumerate((teacher, *students)):
+            page.screenshot(path=str(tmp_path / f"page{i}.png"))
+        print(f"screenshots: {tmp_path}")
+        raise
