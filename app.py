@@ -2,9 +2,10 @@
 and runs the default text in the background (app_pages/frame/warmup.py), so the first visitor does not wait for it;
 Streamlit's frontend files are sent gzip-compressed from memory, the chart library imported with the page
 (server/static_assets.py); a live class's followers wait for the teacher's next view on its own route
-(server/class_wait.py), and a teacher's browser gets its class key as an HttpOnly cookie from another
-(server/class_key.py); answers go out without Nagle's 40 ms delay (server/tcp_nodelay.py). The interpreter
-hands the GIL on every 1 ms instead of 5 (SWITCH_INTERVAL_S).
+(server/class_wait.py; a new view is computed here before they are told: app_pages/classroom/prepared.py), and a
+teacher's browser gets its class key as an HttpOnly cookie from another (server/class_key.py); answers go out
+without Nagle's 40 ms delay (server/tcp_nodelay.py). The interpreter hands the GIL on every 1 ms instead of 5
+(SWITCH_INTERVAL_S).
 `streamlit run router.py` serves the same app with the first visitor's session loading the model instead."""
 import sys
 from contextlib import asynccontextmanager
@@ -13,6 +14,7 @@ import streamlit as st
 from starlette.middleware import Middleware
 
 from app_core.scheduling import SWITCH_INTERVAL_S
+from app_pages.classroom.prepared import prepare_view
 from app_pages.frame.warmup import start_warm_up
 from server import class_key, class_wait
 from server.static_assets import FrontendFiles
@@ -30,5 +32,5 @@ async def warm_server(_app):
     yield
 
 
-app = st.App("router.py", lifespan=warm_server, routes=class_wait.routes() + class_key.routes(),
+app = st.App("router.py", lifespan=warm_server, routes=class_wait.routes(prepare_view) + class_key.routes(),
              middleware=[Middleware(FrontendFiles)])

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -34,6 +35,7 @@ ASK = {"code": re.compile(r"[0-9A-Za-z]{12}"), "seen": re.compile(r"[0-9]{1,12}"
 QUERY_CHARS = 120                 # the longest ask's query string (12 + 12 + 32 characters and the names)
 NO_STORE = {"Cache-Control": "no-store"}
 _serving = False
+_preparer: list[Callable[[str], object]] = []     # how a class's new view is prepared here (app.py: prepared.py)
 
 
 def served() -> bool:
@@ -41,16 +43,20 @@ def served() -> bool:
     return _serving
 
 
-def routes() -> list[Route]:
-    """The route, for st.App(routes=...); this process then serves it."""
+def routes(prepare: Callable[[str], object] | None = None) -> list[Route]:
+    """The route, for st.App(routes=...); this process then serves it. prepare(code): a class's new view prepared
+    before the followers waiting here are told of it (app_core/classroom/waiting.py)."""
     global _serving
     _serving = True
+    if prepare is not None:
+        _preparer[:] = [prepare]
     return [Route(WAIT_PATH, wait_for_view, methods=["GET"])]
 
 
 @functools.cache
 def _waits() -> ViewWaits:
-    return ViewWaits(class_store(), functools.partial(class_turns().until_teacher_done, grace_s=HEAD_START_S))
+    return ViewWaits(class_store(), functools.partial(class_turns().until_teacher_done, grace_s=HEAD_START_S),
+                     prepare=_preparer[0] if _preparer else None)
 
 
 def _answer(body: dict, status: int = 200) -> JSONResponse:

@@ -16,6 +16,7 @@ own asks, which the proxy's per-address rate limit bounds (deploy/haproxy.cfg).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
 from app_core.classroom.store import ClassStore, StoreUnavailable
@@ -24,6 +25,8 @@ EVERY_S = 0.05            # the watcher's read of a class's version in this proc
 EVERY_NETWORKED_S = 0.2   # ... in a store on the network (Redis): a teacher on another replica
 MAX_WAITING = 4096        # followers waiting in this process at once; more are told to come back (Busy)
 MAX_WAITING_PER_CLASS = 512   # ... of one class
+PREPARE_WAIT_S = 5.0      # the longest the followers wait for a new view to be prepared (a longer one goes on)
+LOG = logging.getLogger("attention_atlas.class_waits")
 
 
 class Busy(RuntimeError):
@@ -34,8 +37,11 @@ class ViewWaits:
     """Followers waiting for a class's next view (see the module's docstring). One per event loop."""
 
     def __init__(self, store: ClassStore, until_teacher_done: Callable[[str], float], every_s: float | None = None,
-                 max_waiting: int = MAX_WAITING, per_class: int = MAX_WAITING_PER_CLASS):
+                 max_waiting: int = MAX_WAITING, per_class: int = MAX_WAITING_PER_CLASS,
+                 prepare: Callable[[str], object] | None = None, prepare_wait_s: float = PREPARE_WAIT_S):
         self._store, self._until_teacher_done = store, until_teacher_done
+        self._prepare, self._prepare_wait_s = prepare, prepare_wait_s
+        self._preparing: dict[str, tuple[int, asyncio.Task]] = {}     # code -> (version, its preparation)
         self._every_s = every_s if every_s is not None else EVERY_NETWORKED_S if store.networked else EVERY_S
         self._max_waiting, self._per_class = max_waiting, per_class
         self._waiting: dict[str, dict[str, tuple[asyncio.Future, int]]] = {}   # code -> follower -> (future, seen)
@@ -58,7 +64,10 @@ class ViewWaits:
         timeout_s (or when the same follower asks again); None when no open class has the code. StoreUnavailable,
         Busy."""
         version = await self.call(self._store.version, code)
-        if version is None or (version != seen and self._until_teacher_done(code) <= 0):
+        if version is None:
+            return None
+        if version != seen and self._until_teacher_done(code) <= 0:
+            await self._prepared(code, version)
             return version
         waiters = self._waiting.setdefault(code, {})
         if follower in waiters:
@@ -88,6 +97,29 @@ class ViewWaits:
             if not held:
                 self._waiting.pop(code, None)
 
+    async def _prepared(self, code: str, version: int) -> None:
+        """The class's view of `version` prepared (once, whoever asks; at most prepare_wait_s: it goes on after)."""
+        if self._prepare is None:
+            return
+        running = self._preparing.get(code)
+        if running is None or running[0] != version:
+            running = (version, asyncio.create_task(asyncio.to_thread(self._prepare_logged, code)))
+            self._preparing[code] = running
+            running[1].add_done_callback(lambda task: self._forget_prepared(code, task))
+        await asyncio.wait({running[1]}, timeout=self._prepare_wait_s)
+
+    def _forget_prepared(self, code: str, task: asyncio.Task) -> None:
+        """A finished preparation is kept while followers of the class wait here (they may ask again for its
+        version), else forgotten: the table holds the classes being followed, not every class ever prepared."""
+        if self._preparing.get(code, (0, None))[1] is task and not self._waiting.get(code):
+            del self._preparing[code]
+
+    def _prepare_logged(self, code: str) -> None:
+        try:
+            self._prepare(code)
+        except Exception:          # the followers' own runs compute the view (and show what went wrong)
+            LOG.exception("preparing class %s's view failed", code)
+
     def _answer_oldest(self, waiters: dict, follower: str | None = None) -> None:
         """Answer a wait at once with its own seen version (no change): follower's, else the oldest of waiters."""
         follower = follower if follower is not None else next(iter(waiters))
@@ -108,7 +140,11 @@ class ViewWaits:
                 waiters = self._waiting.get(code, {})
                 changed = [f for f, seen in waiters.values() if seen != version and not f.done()]
                 if changed and self._until_teacher_done(code) <= 0:
+                    await self._prepared(code, version)
                     for future in changed:
-                        future.set_result(version)
+                        if not future.done():
+                            future.set_result(version)
         finally:
             self._watchers.pop(code, None)
+            if code in self._preparing and self._preparing[code][1].done():
+                del self._preparing[code]

@@ -16,6 +16,7 @@ import streamlit as st
 import torch
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from app_core import default_model as dm
 from app_core import models_folder as models
 from app_core.budget import ByteBudgetCache
 from app_core.jobs import Job, JobRunner
@@ -186,6 +187,20 @@ def get_model():
     except ModelLoadError as exc:
         st.error(_("**The language model could not be loaded.** {reason}").format(reason=exc), icon=":material/error:")
         st.stop()
+
+
+def pooled_model(name: str | None):
+    """The model a link's model name picks (none: the server's default, else the built-in one) when this process has
+    it loaded already, else None: nothing is loaded or fetched (a live class's view prepared ahead: prepared.py)."""
+    if name:
+        info = models.resolve(name)
+        path = info.path if info is not None and info.ok else builtin_model_file() if name == builtin_name() else None
+    elif dm.current() is not None:
+        info = default_model.ready_info()
+        path = info.path if info is not None and info.ok else None
+    else:
+        path = builtin_model_file()
+    return models.pool().peek(models.identity(path)) if path is not None and path.exists() else None
 
 
 def model_id(lm=None) -> tuple:

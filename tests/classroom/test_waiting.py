@@ -82,6 +82,54 @@ def test_followers_hear_of_a_change_only_once_the_teachers_run_here_is_done():
     assert version == 2 and heard - ended[0] >= 0.09                 # after the run and its grace
 
 
+def test_a_new_view_is_prepared_once_before_its_followers_here_are_told(store):
+    code, secret = store.create(View("attention"))
+    prepared = []
+
+    def prepare(asked):                               # a replica computing the new view's trace: 0.4 s
+        time.sleep(0.4)
+        prepared.append((asked, store.version(asked), time.monotonic()))
+    waits = ViewWaits(store, Turns().until_teacher_done, every_s=0.02, prepare=prepare)
+
+    async def asks():
+        asyncio.get_running_loop().call_later(0.1, store.publish, code, secret, View("softmax"))
+        followers_ = [waits.wait(code, f"{i:032x}", 1, 5.0) for i in range(4)]
+        answered = await asyncio.gather(*(timed(ask) for ask in followers_))
+        late = await timed(waits.wait(code, ME, 1, 5.0))              # one that missed the change: no new work
+        return answered, late
+    answered, late = run(asks())
+    assert [version for version, _ in answered] == [2] * 4 and late[0] == 2
+    assert len(prepared) == 1 and prepared[0][:2] == (code, 2)
+    assert all(heard >= prepared[0][2] for _, heard in answered)     # told only once the view was prepared
+
+
+def test_a_slow_or_failing_preparation_never_keeps_the_followers_waiting_long(store, caplog):
+    code, secret = store.create(View("attention"))
+
+    def slow(asked):
+        time.sleep(1.5)
+
+    def failing(asked):
+        raise RuntimeError("no model")
+    for prepare, most_s in ((slow, 0.3), (failing, 5.0)):
+        waits = ViewWaits(store, Turns().until_teacher_done, every_s=0.02, prepare=prepare, prepare_wait_s=most_s)
+        seen = store.version(code)
+        store.publish(code, secret, View("softmax", {"text": prepare.__name__}))
+
+        async def ask(waits=waits, seen=seen):
+            return await timed(waits.wait(code, ME, seen, 5.0))
+        t0 = time.monotonic()
+        version, heard = run(ask())
+        assert version == seen + 1 and heard - t0 < min(most_s, 1.0) + 0.3, (prepare.__name__, heard - t0)
+    assert "no model" in caplog.text
+
+
+async def timed(ask):
+    """(the ask's answer, when it came)."""
+    answer = await ask
+    return answer, time.monotonic()
+
+
 def test_waiting_is_bounded_per_follower_per_class_and_per_process_and_nobody_is_turned_away():
     """A follower id holds one wait (asking again answers the previous ask unchanged); a class at most per_class
     waits (one more answers the class's oldest at once, unchanged), so a flood on one class leaves another its
