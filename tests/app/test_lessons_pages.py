@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from app_core.lessons import load_catalog
@@ -21,7 +22,7 @@ from app_core.lessons.views import step_settings
 from app_core.link import Context
 from app_pages.frame import i18n
 from app_pages.frame.widgets import escape_markdown
-from harness.apptest import figures, open_page, rerun, run_until, warnings
+from harness.apptest import array, figures, open_page, rerun, run_until, warnings
 
 LESSONS = load_catalog().lessons
 ACTIVE = "_lesson"
@@ -307,3 +308,18 @@ text = { en = "Two", zh = "二" }
     rerun(at)
     assert at.session_state[ACTIVE] == ("gen", 2) and at.session_state.get("gen_step") is None
     assert dict(at.query_params)["step"] == "2"
+
+
+def test_the_mask_comparison_step_s_answer_is_what_its_two_maps_show():
+    lesson = next(lesson for lesson in LESSONS if lesson.id == "2-attention-maths")
+    n = next(i for i, step in enumerate(lesson.steps, start=1) if step.settings.get("view") == "compare")
+    at = open_page("causal-mask", lesson=lesson.id, step=str(n))
+    assert is_held(at, "en") and not figures(at)
+    at.radio(key=f"lesson_answer_{lesson.id}_{n}").set_value(lesson.step(n).question.answer)
+    at.button(key=f"w_lesson_check_{n}").click()
+    rerun(at)
+    assert "Right!" in panel_text(at)
+    masked, unmasked = (array(f["data"][0]["z"]) for f in figures(at)[:2])
+    assert masked.shape == unmasked.shape == (10, 10)
+    assert not np.nan_to_num(np.triu(masked, 1)).any()                     # the decoder: nothing above the diagonal
+    assert (np.triu(unmasked, 1) > 0.01).sum() >= 15                        # the encoder: a third of them and more
