@@ -55,7 +55,7 @@ def attention_heatmap(weights, row_tokens: list[str], column_tokens: list[str], 
         z[np.triu(np.ones((R, C), dtype=bool), k=1)] = np.nan
     rows, columns = token_categories(row_tokens), token_categories(column_tokens)
     finite = z[np.isfinite(z)]
-    top = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    zmax = float(finite.max()) if finite.size and finite.max() > 0 else 1.0      # the colours: 0 .. the top weight
     gap = 1 if max(R, C) <= 48 else 0
     fits = max(4, (height - 140) // LABEL_PX)
     x_axis, y_axis = token_axis(column_tokens, min(max_labels, fits)), token_axis(row_tokens, min(max_labels, fits))
@@ -66,7 +66,7 @@ def attention_heatmap(weights, row_tokens: list[str], column_tokens: list[str], 
     top = 60 if title else 20                                        # as themed_layout
     cell = min(MAX_CELL_PX, (width_px - widest_y) / C, max(4.0, (height - top - bottom) / R))
     height = int(min(height, top + bottom + R * cell + 10))
-    heat = dict(type="heatmap", z=z, x=columns, y=rows, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=top,
+    heat = dict(type="heatmap", z=z, x=columns, y=rows, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=zmax,
                 hoverongaps=False, xgap=gap, ygap=gap, name="attention",
                 colorbar=dict(title=dict(text=words.weight), thickness=BAR_THICKNESS),
                 hovertemplate=words.cell_hover + "<extra></extra>")

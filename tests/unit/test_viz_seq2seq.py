@@ -21,6 +21,7 @@ def test_a_cross_attention_matrix_is_target_by_source_with_nothing_masked():
                                column_title="source", highlight_row=1, title="cross")
     z = np.asarray(fig.data[0].z, dtype=float)
     assert z.shape == (3, 5) and np.isfinite(z).all() and np.allclose(z, w)
+    assert (fig.data[0].zmin, fig.data[0].zmax) == (0.0, pytest.approx(w.max()))   # the colours span the weights
     assert list(fig.data[0].y) == ["0 a", "1 b", "2 c"] and len(fig.data[0].x) == 5
     assert fig.layout.yaxis.scaleanchor == "x" and fig.layout.yaxis.autorange == "reversed"
     (box,) = fig.layout.shapes
