@@ -15,6 +15,7 @@ from app_pages.frame import controls, shell
 from app_pages.frame.i18n import _, ngettext, translated
 from app_pages.frame.widgets import SharedBuilders, escape_markdown, show_figure, token_legend
 from viz.format import percent_labels
+from viz.labels import plotly_escape
 
 vg = SharedBuilders(viz.generation)
 vs = SharedBuilders(viz.seq2seq)
@@ -104,7 +105,7 @@ def step_figures(g, step, step_index: int, chart, words) -> None:
     with left:
         show_figure(vs.source_row_figure(cross[step_index, layer, head], g.source_tokens, words=words, height=300,
                                          title=_("To write {token}: layer {layer}, head {head}").format(
-                                             token=escape_markdown(step.token), layer=layer, head=head)),
+                                             token=plotly_escape(step.token), layer=layer, head=head)),
                     key="gen_cross_row", filename=f"generate_step{step_index}_cross_L{layer}_H{head}")
     with right:
         show_figure(vs.attention_heatmap(cross[: step_index + 1, layer, head], written, g.source_tokens,

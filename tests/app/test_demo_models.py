@@ -11,6 +11,7 @@ import pytest
 from app_core import demo_models
 from app_core import models_folder as models
 from app_core.families import ENCODER, SEQ2SEQ
+from harness.apptest import figures, open_page
 from model import load_model
 from model.files.catalog import describe
 from tests.app.encoders_folder import BERT
@@ -77,3 +78,10 @@ def test_the_demo_bert_reads_the_example_texts_in_both_directions():
     assert trace.tokens[:4] == ["[CLS]", "the", "little", "robot"]           # whole words: its vocabulary's
     pattern = trace.attention[-1]                                            # [H, T, T]
     assert np.allclose(pattern.sum(-1), 1.0, atol=1e-5) and (np.triu(pattern, 1) > 0.01).any()
+
+
+def test_the_generate_page_titles_the_end_token_it_wrote_as_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATLAS_MODELS_DIR", str(tmp_path))                    # no T5 of its own: the demo is offered
+    at = open_page("generate", model="tiny-t5-reverse", text="one two three", greedy="1", n="12")
+    title = next(t for t in (f["layout"]["title"]["text"] for f in figures(at)) if t.startswith("To write"))
+    assert title.startswith("To write &lt;/s&gt;:"), title                  # the last step: </s>, shown literally
