@@ -390,16 +390,7 @@ def check_section() -> None:
     sizes = {str(name): int(n) for name, n in lm.tensor_sizes.items()}
     b = count_parameters(**shape_from_config(lm.config).as_dict())
     tensor_groups = tensor_group_sums(sizes)
-    tensor_total = sum(sizes.values())
-    if tensor_total == b.total:
-        st.success(_("{model}: the calculator says {n} parameters for its shape, and its {tensors} tensors hold "
-                     "{total} values. They match exactly.").format(model=lm.name, n=f"{b.total:,}",
-                                                                   tensors=len(sizes), total=f"{tensor_total:,}"),
-                   icon=":material/check_circle:")
-    else:
-        st.error(_("{model}: the calculator says {n} but the tensors hold {total} (difference {diff}).").format(
-            model=lm.name, n=f"{b.total:,}", total=f"{tensor_total:,}", diff=f"{tensor_total - b.total:+,}"),
-                 icon=":material/cancel:")
+    calculator_families.match_verdict(lm.name, b.total, sizes)
     rows = []
     for group in (*b.groups(), *(g for g in tensor_groups if g not in b.groups())):
         calc, real = b.groups().get(group, 0), tensor_groups.get(group, 0)

@@ -35,6 +35,20 @@ GROUPS = {"embeddings": N_("embeddings"), "attention": N_("attention"), "mlp": N
           "head": N_("output head"), "other": N_("other")}
 
 
+def match_verdict(model: str, calculated: int, sizes: dict[str, int]) -> None:
+    """Whether the calculator's count for the model's shape is what its tensors hold, said in green or red."""
+    total = sum(sizes.values())
+    if total == calculated:
+        st.success(_("{model}: the calculator says {n} parameters for its shape, and its {tensors} tensors hold "
+                     "{total} values. They match exactly.").format(model=model, n=f"{calculated:,}",
+                                                                   tensors=len(sizes), total=f"{total:,}"),
+                   icon=":material/check_circle:")
+    else:
+        st.error(_("{model}: the calculator says {n} but the tensors hold {total} (difference {diff}).").format(
+            model=model, n=f"{calculated:,}", total=f"{total:,}", diff=f"{total - calculated:+,}"),
+                 icon=":material/cancel:")
+
+
 def _loaded_encoder():
     """The session's model when it is a BERT or a T5, else None."""
     lm = session.get_model()
@@ -129,16 +143,7 @@ def check(lm) -> None:
         except ValueError:
             group = "other"
         tensors[group] = tensors.get(group, 0) + n
-    total = sum(sizes.values())
-    if total == b.total:
-        st.success(_("{model}: the calculator says {n} parameters for its shape, and its {tensors} tensors hold "
-                     "{total} values. They match exactly.").format(model=lm.name, n=f"{b.total:,}",
-                                                                   tensors=len(sizes), total=f"{total:,}"),
-                   icon=":material/check_circle:")
-    else:
-        st.error(_("{model}: the calculator says {n} but the tensors hold {total} (difference {diff}).").format(
-            model=lm.name, n=f"{b.total:,}", total=f"{total:,}", diff=f"{total - b.total:+,}"),
-                 icon=":material/cancel:")
+    match_verdict(lm.name, b.total, sizes)
     groups = b.groups()
     rows = [{_("part"): _(GROUPS.get(g, g)), "calculator": groups.get(g, 0), "sum of tensors": tensors.get(g, 0),
              _("match"): "✓" if groups.get(g, 0) == tensors.get(g, 0) else "✗"}

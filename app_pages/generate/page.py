@@ -16,7 +16,7 @@ from app_core.scheduling import FIGURES_IN_TURN
 from app_pages.frame import controls, session, shell
 from app_pages.frame.i18n import _, ngettext, translated
 from app_pages.frame.widgets import SharedBuilders, escape_markdown, show_figure, token_legend
-from app_pages.generate import seq2seq_view
+from app_pages.generate import seq2seq_view, stepper
 from app_pages.generate.jobs import GREEDY, HIGH, LOW, SEED, TEMP, TOP_K, TOP_P, VIEW, N, current_jobs
 from app_pages.generate.kv_cache import kv_cache_panel
 from model.analysis.head_stats import mean_distance_back, sink_hidden_row
@@ -26,12 +26,8 @@ from viz.format import percent_labels
 va = SharedBuilders(viz.attention)
 vg = SharedBuilders(viz.generation)
 
-STEP = S.GENERATE.by_name("step")
 GRID = temperature_grid(T_MIN, T_MAX)
-STEP_PICK = "gen_step_pick"       # the step slider's own key: it copies into the step setting (None = the last)
-PLAY = "gen_play"                 # playing is a moment, not a setting: not in the link
 REFRESH_S, MAX_REFRESH_S = 0.3, 2.0   # progress refresh while generating (slower as more sessions write)
-PLAY_S = 0.9                      # one step per PLAY_S while playing
 PROMPT_CHARS = 400                # the text so far shows at most this much of the prompt (its end)
 
 
@@ -124,29 +120,18 @@ def write_view(lm, jobs: dict[str, object], words) -> None:
 
 
 def scrubber(lm, g, words) -> None:
-    ss = st.session_state
     n_steps = len(g.steps)
     last = n_steps - 1
 
-    @st.fragment(run_every=PLAY_S if ss.get(PLAY) else None)
+    @st.fragment(run_every=stepper.play_every())
     def step_view() -> None:
-        step_index = last if ss.get(STEP.key) is None else min(int(ss[STEP.key]), last)
-        if ss.get(PLAY):                                     # playing: one step further per refresh, then stop
-            step_index = 0 if step_index >= last else step_index + 1
-            ss[STEP.key] = None if step_index == last else step_index
-            ss[PLAY] = step_index < last
-        ss[STEP_PICK] = step_index
+        step_index = stepper.current_step(last)
         step = g.steps[step_index]
         story, chart = st.columns([3, 2], gap="medium")
         with story:
-            with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
-                if n_steps > 1:
-                    st.slider(_("Step"), 0, last, key=STEP_PICK, on_change=controls.follow_pick,
-                              args=(STEP_PICK, STEP.key, last),
-                              help=_("Which generated token to look at: the text up to it, what it was chosen "
-                                     "from, and where the model looked to predict it."))
-                st.toggle(_("Play"), key=PLAY, width="content",
-                          help=_("Step through the generation, one token at a time."))
+            stepper.step_controls(last, _("Which generated token to look at: the text up to it, what it was chosen "
+                                          "from, and where the model looked to predict it."),
+                                  _("Step through the generation, one token at a time."))
             with st.container(height=150, border=False, key="gen_text"):      # the model's words: not translated
                 st.markdown(written_markdown(lm, g.prompt_ids, g.new_token_ids, step_index))
             kept = int(step.n_kept)

@@ -11,19 +11,16 @@ import viz.generation
 import viz.seq2seq
 from app_core import schemas as S
 from app_core.scheduling import FIGURES_IN_TURN
-from app_pages.frame import controls, shell
+from app_pages.frame import shell
 from app_pages.frame.i18n import _, ngettext, translated
 from app_pages.frame.widgets import SharedBuilders, escape_markdown, show_figure, token_legend
+from app_pages.generate import stepper
 from viz.format import percent_labels
 from viz.labels import plotly_escape
 
 vg = SharedBuilders(viz.generation)
 vs = SharedBuilders(viz.seq2seq)
 
-STEP = S.GENERATE.by_name("step")
-STEP_PICK = "gen_step_pick"       # as the decoders' scrubber: the slider's own key, copied into the step setting
-PLAY = "gen_play"
-PLAY_S = 0.9
 SOURCE_CHARS = 300                # the source shown above the target: at most this much of it
 
 
@@ -45,31 +42,20 @@ def source_line(g) -> str:
 
 def write_view(lm, g, words) -> None:
     """The steps of one generation: a slider (or Play) over them, the story, and the step's figures."""
-    ss = st.session_state
     last = len(g.steps) - 1
     if last < 0:
         st.info(_("The model wrote nothing."), icon=":material/edit_note:")
         return
 
-    @st.fragment(run_every=PLAY_S if ss.get(PLAY) else None)
+    @st.fragment(run_every=stepper.play_every())
     def step_view() -> None:
-        step_index = last if ss.get(STEP.key) is None else min(int(ss[STEP.key]), last)
-        if ss.get(PLAY):
-            step_index = 0 if step_index >= last else step_index + 1
-            ss[STEP.key] = None if step_index == last else step_index
-            ss[PLAY] = step_index < last
-        ss[STEP_PICK] = step_index
+        step_index = stepper.current_step(last)
         step = g.steps[step_index]
         story, chart = st.columns([3, 2], gap="medium")
         with story:
-            with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
-                if last > 0:
-                    st.slider(_("Step"), 0, last, key=STEP_PICK, on_change=controls.follow_pick,
-                              args=(STEP_PICK, STEP.key, last),
-                              help=_("Which target token to look at: the target up to it, what it was chosen from, "
-                                     "and where in the source the model looked to write it."))
-                st.toggle(_("Play"), key=PLAY, width="content", help=_("Step through the target, one token at a "
-                                                                        "time."))
+            stepper.step_controls(last, _("Which target token to look at: the target up to it, what it was chosen "
+                                          "from, and where in the source the model looked to write it."),
+                                  _("Step through the target, one token at a time."))
             st.markdown(source_line(g))
             with st.container(height=90, border=False, key="gen_target"):
                 st.markdown(_("**Target**: {text}").format(text=target_markdown(lm, g.new_token_ids, step_index)))

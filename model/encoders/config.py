@@ -7,8 +7,24 @@ POOLINGS = {0: "none", 1: "mean", 2: "cls", 3: "last"}   # {arch}.pooling_type (
 RELATIVE_MAX_DISTANCE = 128   # T5's relative_attention_max_distance: every published T5 uses 128; not in a GGUF
 
 
+class OneKeyHeadPerHead:
+    """What the app's shared controls read of any model's config (a decoder's ModelConfig names), for the encoder
+    families: one key/value head per query head, and no RoPE."""
+
+    group_size = 1
+    uses_rope = False
+    rope_theta = None
+
+    @property
+    def n_kv_heads(self) -> int:
+        return self.n_heads
+
+    def kv_head_of(self, head: int) -> int:
+        return head
+
+
 @dataclass(frozen=True)
-class BertConfig:
+class BertConfig(OneKeyHeadPerHead):
     """A BERT encoder: learned positions and token types, post-norm blocks (LayerNorm after each residual add), GELU
     (erf) MLP, biases everywhere, no mask: every token attends to every token."""
 
@@ -26,19 +42,6 @@ class BertConfig:
     architecture: str = "bert"
     family: str = "encoder"
 
-    @property
-    def n_kv_heads(self) -> int:
-        return self.n_heads
-
-    # What the app's shared controls read of any model's config (a decoder's ModelConfig names): one KV head per
-    # query head, and no RoPE.
-    group_size = 1
-    uses_rope = False
-    rope_theta = None
-
-    def kv_head_of(self, head: int) -> int:
-        return head
-
     def describe(self) -> str:
         """One line for the UI."""
         return (f"bert (encoder) · {self.n_layers} layers · {self.n_heads} heads · d_model {self.d_model} · "
@@ -46,7 +49,7 @@ class BertConfig:
 
 
 @dataclass(frozen=True)
-class T5Config:
+class T5Config(OneKeyHeadPerHead):
     """A T5 encoder-decoder: RMSNorm (no mean, no bias) before each part, no biases, relative position buckets added
     to the scores (one table per stack, in its block 0; none for cross-attention), scores not divided by
     sqrt(head_dim), a ReLU (T5 v1.0) or gated-GELU (v1.1, Flan-T5) MLP."""
@@ -69,19 +72,6 @@ class T5Config:
     name: str = "model"
     architecture: str = "t5"
     family: str = "encoder-decoder"
-
-    @property
-    def n_kv_heads(self) -> int:
-        return self.n_heads
-
-    # What the app's shared controls read of any model's config (a decoder's ModelConfig names): one KV head per
-    # query head, and no RoPE.
-    group_size = 1
-    uses_rope = False
-    rope_theta = None
-
-    def kv_head_of(self, head: int) -> int:
-        return head
 
     def describe(self) -> str:
         """One line for the UI."""
