@@ -22,7 +22,7 @@ from collections.abc import Callable
 from app_core.classroom.store import ClassStore, StoreUnavailable
 
 EVERY_S = 0.05            # the watcher's read of a class's version in this process's memory
-EVERY_NETWORKED_S = 0.2   # ... in a store on the network (Redis): a teacher on another replica
+EVERY_NETWORKED_S = 0.1   # ... in a store on the network (Redis): a teacher on another replica (one HGET a class)
 MAX_WAITING = 4096        # followers waiting in this process at once; more are told to come back (Busy)
 MAX_WAITING_PER_CLASS = 512   # ... of one class
 PREPARE_WAIT_S = 5.0      # the longest the followers wait for a new view to be prepared (a longer one goes on)
