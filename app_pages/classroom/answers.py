@@ -93,8 +93,7 @@ def strip_answers(state: ClassState, counts: dict[str, int], following: int, rev
         else:
             if state.view.predict:
                 st.caption(":material/visibility_off: " + _("The chart waits for Reveal"), width="content")
-            st.button(_("Reveal"), key="w_class_reveal", icon=":material/visibility:", on_click=reveal,
-                      args=(state.view.question,))
+            st.button(_("Reveal"), key="w_class_reveal", icon=":material/visibility:", on_click=reveal)
     if point is not None and answered:
         tokens, row = point
         fig = vc.class_points(list(tokens.tokens), _clicks(tokens, counts), row if revealed else None,

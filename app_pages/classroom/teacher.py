@@ -124,20 +124,18 @@ def _end_class() -> None:
     stop_teaching()
 
 
-def _reveal(question: str | None) -> None:
-    """On every screen: the question's answer, and the view a predict step held (the teacher's too)."""
-    ss = st.session_state
-    teaching = ss.get(TEACHING)
+def _reveal() -> None:
+    """On every screen: the question's answer, and the view a predict step held. This screen's held view opens in
+    the strip's run that follows the click (teacher_strip: a click inside a fragment reruns only the fragment, so the
+    strip, seeing the reveal, reruns the whole page)."""
+    teaching = st.session_state.get(TEACHING)
     if teaching:
         try:
             class_store().reveal(*teaching)
         except (NotTeacher, ClassClosed):
             stop_teaching()
-            return
         except StoreUnavailable as err:
             trouble(err)
-            return
-        _revealed_here(question)
 
 
 def _revealed_here(question: str | None) -> bool:

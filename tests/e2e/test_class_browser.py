@@ -318,8 +318,11 @@ def test_a_class_predicts_points_and_makes_it_happen(classroom, new_page, tmp_pa
         assert clicks[1] == 1 and sum(clicks) == 1, clicks
         teacher.locator(".st-key-class_answers").get_by_text("1 of 2 answered").wait_for(timeout=10_000)
         assert waiter.locator(CHART).count() == 0, "the chart opened before Reveal"
+        assert teacher.get_by_text("opens this view on every screen").count() == 1     # the projector holds it too
         button(teacher, "w_class_reveal").click()
         waiter.wait_for_function(IDLE_WITH_CHARTS_JS, arg=1, timeout=RERUN_MS)          # Reveal: it opens
+        teacher.get_by_text("opens this view on every screen").wait_for(state="detached", timeout=RERUN_MS)
+        teacher.wait_for_function(IDLE_WITH_CHARTS_JS, arg=2, timeout=RERUN_MS)         # the strip's and the view's
         waiter.locator(".st-key-class_question").get_by_text("Answer:").wait_for()
 
         lesson, n = first_step(lambda step: step.question.kind == "task" and step.question.goal == "attends")
