@@ -97,9 +97,9 @@ class ViewWaits:
             if not held:
                 self._waiting.pop(code, None)
 
-    async def _prepared(self, code: str, version: int) -> None:
+    async def _prepared(self, code: str, version: int | None) -> None:
         """The class's view of `version` prepared (once, whoever asks; at most prepare_wait_s: it goes on after)."""
-        if self._prepare is None:
+        if self._prepare is None or version is None:      # no class (ended): nothing to prepare
             return
         running = self._preparing.get(code)
         if running is None or running[0] != version:
