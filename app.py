@@ -16,13 +16,14 @@ from starlette.middleware import Middleware
 from app_core.scheduling import SWITCH_INTERVAL_S
 from app_pages.classroom.prepared import prepare_view
 from app_pages.frame.warmup import start_warm_up
-from server import class_key, class_wait
+from server import class_key, class_wait, streamlit_fixes
 from server.static_assets import FrontendFiles
 from server.tcp_nodelay import no_delay_on_listening_sockets
 
 # A class pressing Generate at once: the batch thread asks for the GIL back ~10 times a step, each time behind the
 # pages' runs (app_core/scheduling.py; a class of 30, one instrumented run: a 30-row step 137 -> 121 ms at 1 ms).
 sys.setswitchinterval(SWITCH_INTERVAL_S)
+streamlit_fixes.mend()      # before the first session: its events, figures and labels take the mended paths
 
 
 @asynccontextmanager

@@ -1,18 +1,44 @@
-"""A slow path of the pinned Streamlit (1.67) mended once per process: router.py calls mend() before any page runs.
+"""Slow paths of the pinned Streamlit (1.67) mended once per process: app.py calls mend() as the server starts (and
+router.py again, for `streamlit run router.py`), before any session runs. Each gives Streamlit's own result.
 
-Every widget's label and option goes through `string_util.extract_leading_icon` (a leading emoji becomes the
-widget's icon), and a label that is not ASCII (the Chinese interface's, a token pill's "␣the") reaches
-`extract_leading_emoji`, which calls `re.search(EMOJI_EXTRACTION_REGEX, text)`. re.search looks a compiled pattern up
-in re's cache by its hash, and a compiled pattern's hash is computed over its whole program: 23 KB of emoji
-alternatives, ~45 µs a label, ~1 ms for a 22-token text's query pills, every run of every session. The pattern's
-own `search` gives the same match without that lookup (~7 µs).
+- **Leading emoji.** Every widget's label and option goes through `string_util.extract_leading_icon`, and a label
+  that is not ASCII (the Chinese interface's, a token pill's "␣the") reaches `extract_leading_emoji`, which calls
+  `re.search(EMOJI_EXTRACTION_REGEX, text)`. re.search looks a compiled pattern up in re's cache by its hash, and a
+  compiled pattern's hash is computed over its whole program: 23 KB of emoji alternatives, ~45 µs a label, ~1 ms
+  for a 22-token text's query pills, every run of every session. The pattern's own `search` gives the same match.
+- **One hop to the event loop per batch of messages.** A script run hands every message it makes (each element,
+  each widget) to the event loop with its own `call_soon_threadsafe`: a write to the loop's wake-up socket (a
+  system call, which lets go of the GIL and waits to get it back behind the other threads), the loop woken, ~100
+  times a page run; and the loop, for each message, wakes itself the same way to flush (Runtime's
+  `_enqueued_some_message`). Sixty followers rerunning one after the other spent ~15% of their runs there (py-spy,
+  2-core Xeon). Here a session's events wait in its own list; the first of a list wakes the loop once, which
+  handles the list, in order, EVENT_BATCH_S later (an event sent from the loop itself: at once, before what the loop
+  was asked to do after it); the loop asks for its own flush without the wake-up socket.
+- **A shared figure's JSON made once.** `st.plotly_chart` deep-copies a figure (`to_dict`) and writes its JSON at
+  every run of every session. A shared figure (app_pages/frame/widgets.py: made once for every session, never
+  changed) is frozen: its dict and JSON made once, and plotly.io.to_json answers a frozen dict with its JSON.
 """
 from __future__ import annotations
 
+import asyncio
+import functools
+import logging
+import threading
+
+import plotly.io
 from streamlit import string_util
 from streamlit.emojis import EMOJI_EXTRACTION_REGEX
+from streamlit.runtime.app_session import AppSession
+from streamlit.runtime.runtime import Runtime
 
 STREAMLITS = string_util.extract_leading_emoji     # Streamlit's own, kept for the tests that compare the two
+STREAMLITS_EVENT = AppSession._on_scriptrunner_event
+STREAMLITS_FLUSH = Runtime._enqueued_some_message
+PLOTLYS_TO_JSON = plotly.io.to_json
+EVENT_BATCH_S = 0.005              # a script run's messages reach the event loop in batches this far apart
+_LOG = logging.getLogger(__name__)
+_QUEUED = "_atlas_events"          # an AppSession's script-runner events not handled yet
+_QUEUE_LOCK = threading.Lock()
 
 
 def extract_leading_emoji(text: str) -> tuple[str, str]:
@@ -23,5 +49,74 @@ def extract_leading_emoji(text: str) -> tuple[str, str]:
     return ("", text) if found is None else (found.group(1), found.group(2))
 
 
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this thread is running loop."""
+    return asyncio._get_running_loop() is loop
+
+
+def on_scriptrunner_event(session: AppSession, sender, event, **details) -> None:
+    """AppSession._on_scriptrunner_event (on the script's thread, or the loop's): the event joins the session's
+    list; the first one in the list has the loop handle them all, in order, EVENT_BATCH_S later (from the loop's own
+    thread: next, as Streamlit's call_soon would)."""
+    with _QUEUE_LOCK:
+        queued = session.__dict__.setdefault(_QUEUED, [])
+        queued.append((sender, event, details))
+        first = len(queued) == 1
+    if _on_loop(session._event_loop):
+        session._event_loop.call_soon(_handle_queued, session)
+    elif first:
+        session._call_soon_on_event_loop(functools.partial(_handle_later, session))
+
+
+def _handle_later(session: AppSession) -> None:
+    session._event_loop.call_later(EVENT_BATCH_S, _handle_queued, session)
+
+
+def _handle_queued(session: AppSession) -> None:
+    """On the event loop: every event queued so far, in order, each as Streamlit handles one."""
+    with _QUEUE_LOCK:
+        queued = session.__dict__.pop(_QUEUED, [])
+    for sender, event, details in queued:
+        try:
+            session._handle_scriptrunner_event_on_event_loop(sender, event, **details)
+        except Exception:           # as the loop's own handler would: logged, the next event still handled
+            _LOG.exception("Streamlit could not handle the script runner's event %s", event)
+
+
+def enqueued_some_message(runtime: Runtime) -> None:
+    """Runtime._enqueued_some_message: the loop's flush asked for (its wake-up socket written only from another
+    thread)."""
+    objs = runtime._get_async_objs()
+    if _on_loop(objs.eventloop):
+        objs.eventloop.call_soon(objs.need_send_data.set)
+    else:
+        STREAMLITS_FLUSH(runtime)
+
+
+class FrozenSpec(dict):
+    """A figure's dict, made once, with its JSON (`json`): what st.plotly_chart makes of a shared figure."""
+
+    json: str
+
+
+def freeze_figure(fig) -> int:
+    """From now on fig.to_dict() is one dict made now and plotly.io.to_json of it the JSON made now; fig must never
+    change again. Returns the JSON's length (for a cache's byte budget)."""
+    spec = FrozenSpec(fig.to_dict())
+    spec.json = PLOTLYS_TO_JSON(spec, validate=False)
+    object.__setattr__(fig, "to_dict", lambda: spec)
+    return len(spec.json)
+
+
+def to_json(fig, *args, **kwargs) -> str:
+    """plotly.io.to_json: a frozen figure's JSON as it was made, anything else as plotly writes it."""
+    if isinstance(fig, FrozenSpec) and not args and set(kwargs) <= {"validate"}:
+        return fig.json
+    return PLOTLYS_TO_JSON(fig, *args, **kwargs)
+
+
 def mend() -> None:
     string_util.extract_leading_emoji = extract_leading_emoji
+    AppSession._on_scriptrunner_event = on_scriptrunner_event
+    Runtime._enqueued_some_message = enqueued_some_message
+    plotly.io.to_json = to_json

@@ -8,6 +8,7 @@ figures sessions share, app_pages/_widgets.shared_figure).
 """
 from __future__ import annotations
 
+import functools
 import gc
 import os
 from pathlib import Path
@@ -39,14 +40,21 @@ def cache_budget_mb() -> int:
     """ATLAS_CACHE_MB from the environment, else the secret `cache_mb`, else DEFAULT_CACHE_MB."""
     raw = os.environ.get("ATLAS_CACHE_MB")
     if raw is None:
-        try:
-            raw = st.secrets.get("cache_mb")
-        except (FileNotFoundError, KeyError, st.errors.StreamlitSecretNotFoundError):
-            raw = None
+        raw = _secret_cache_mb()
     try:
         return max(16, int(raw)) if raw is not None else DEFAULT_CACHE_MB
     except (TypeError, ValueError):
         return DEFAULT_CACHE_MB
+
+
+@functools.lru_cache(maxsize=1)
+def _secret_cache_mb():
+    """The secret `cache_mb`, read once per process: st.secrets looks for its files and reads Streamlit's options
+    at every call (caches() is asked ~5 times a page run; behind sixty followers' runs, ~4% of each)."""
+    try:
+        return st.secrets.get("cache_mb")
+    except (FileNotFoundError, KeyError, st.errors.StreamlitSecretNotFoundError):
+        return None
 
 
 def caches() -> dict[str, ByteBudgetCache]:
@@ -156,13 +164,30 @@ def _server_default():
     return None
 
 
+RUN_MODEL = "_atlas_run_model"     # on a run's context: (the run, the model name asked for, the model)
+
+
 def get_model():
     """The session's shared, read-only language model: the file of the models folder it picked, else the server's
     default model (ATLAS_DEFAULT_MODEL), else the built-in one. A picked model that cannot be loaded (gone,
     unreadable, too large) gives way to the default one, with the reason kept for the shell to show. If the built-in
     model cannot be loaded, the app shows the loader's message (which says what to do) and stops; nothing is cached,
-    so a fix is picked up on the next run."""
-    name = st.session_state.get(MODEL.key) if get_script_run_ctx(suppress_warning=True) is not None else None
+    so a fix is picked up on the next run. Found once per script run (a page's run asks ~10 times, and each look
+    at the files is a system call that lets go of the GIL: behind sixty followers' runs, ~8% of each)."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is None:
+        return _session_model(None)
+    name = st.session_state.get(MODEL.key)
+    known = getattr(ctx, RUN_MODEL, None)
+    if known is not None and known[0] is ctx.cursors and known[1] == name:
+        return known[2]
+    lm = _session_model(name)
+    setattr(ctx, RUN_MODEL, (ctx.cursors, st.session_state.get(MODEL.key), lm))
+    return lm
+
+
+def _session_model(name: str | None):
+    """get_model's model for the model name the session asked for (None: the default)."""
     info = models.resolve(name) if name else None
     if name and (info is not None or name != builtin_name()):
         try:

@@ -12,6 +12,7 @@ from app_core.call_key import Unkeyable, call_key
 from app_core.schemas import PRESENT
 from app_pages.frame import session as caches
 from app_pages.frame.i18n import _
+from server.streamlit_fixes import freeze_figure
 from viz.labels import symbol_legend
 from viz.theme import scale_fonts
 
@@ -75,17 +76,18 @@ def shared_figure(build, *args, **kwargs):
     show_figure and never change it: it is shared."""
     present = bool(st.session_state.get(PRESENT_KEY))
 
-    def make() -> tuple:
+    def make(frozen: bool = True) -> tuple:
         fig = build(*args, **kwargs)
         if present:
             scale_fonts(fig, PRESENTER_FONT_SCALE)
         setattr(fig, SCALED, True)
-        return fig, 2 * nbytes([args, list(kwargs.values())]) + FIGURE_BYTES
+        spec_bytes = freeze_figure(fig) if frozen else 0    # its JSON made once, not at every session's run
+        return fig, 2 * nbytes([args, list(kwargs.values())]) + spec_bytes + FIGURE_BYTES
 
     try:
         key = (call_key(build, args, kwargs), present)
     except Unkeyable:
-        return make()[0]
+        return make(frozen=False)[0]
     return caches.caches()["figures"].get(key, make)[0]
 
 

@@ -154,3 +154,23 @@ def test_apptest_opens_a_function_page_by_the_hash_of_its_url_path():
     at = AppTest.from_function(script).run()
     at._page_hash = calc_hash("second")
     assert [m.value for m in at.run().markdown] == ["second"]
+
+
+def test_the_event_hop_and_the_figure_path_we_mend():
+    """server/streamlit_fixes.py queues a session's script-runner events (AppSession._on_scriptrunner_event, connected
+    to each new ScriptRunner, handing each event to _handle_scriptrunner_event_on_event_loop through
+    _call_soon_on_event_loop), and answers st.plotly_chart's to_dict and plotly.io.to_json for a frozen figure."""
+    import inspect
+
+    from streamlit.elements import plotly_chart
+    from streamlit.runtime.app_session import AppSession
+
+    assert "self._scriptrunner.on_event.connect(self._on_scriptrunner_event)" in inspect.getsource(AppSession)
+    handler = inspect.signature(AppSession._handle_scriptrunner_event_on_event_loop).parameters
+    assert list(handler)[:3] == ["self", "sender", "event"]
+    assert callable(AppSession._call_soon_on_event_loop)
+    chart = inspect.getsource(plotly_chart)
+    assert "plotly.io.to_json(figure, validate=False)" in chart
+    assert "return_figure_from_figure_or_data" in chart
+    assert "figure = figure_or_data.to_dict()" in inspect.getsource(
+        __import__("plotly.tools", fromlist=["x"]).return_figure_from_figure_or_data)

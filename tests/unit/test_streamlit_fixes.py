@@ -25,3 +25,110 @@ def test_mend_puts_it_where_widget_labels_go():
     assert string_util.extract_leading_icon("🚨 Error") == ("🚨", "Error")
     assert string_util.extract_leading_emoji is fixes.extract_leading_emoji
     assert fixes.STREAMLITS is not fixes.extract_leading_emoji
+
+
+class _Session:
+    """What on_scriptrunner_event needs of an AppSession: its loop, a way to call soon on it, a handler that records."""
+
+    def __init__(self, loop):
+        self._event_loop, self.handled, self.wakes = loop, [], 0
+
+    def _call_soon_on_event_loop(self, callback):
+        self.wakes += 1
+        self._event_loop.call_soon_threadsafe(callback)
+
+    def _handle_scriptrunner_event_on_event_loop(self, sender, event, **details):
+        if event == "boom":
+            raise RuntimeError("a handler that fails")
+        self.handled.append((sender, event, details.get("forward_msg")))
+
+
+def test_a_sessions_events_are_handled_in_order_after_few_wakes():
+    import asyncio
+    import threading
+    import time
+
+    loop = asyncio.new_event_loop()
+    session = _Session(loop)
+    sent = [("runner", "boom" if i == 500 else "enqueue", i) for i in range(2000)]
+
+    def script_thread():
+        for sender, event, i in sent:
+            fixes.on_scriptrunner_event(session, sender, event, forward_msg=i)
+            if i % 100 == 0:
+                time.sleep(0.002)                     # a run's pauses: its events still wait for the batch
+        loop.call_soon_threadsafe(loop.stop)
+
+    threading.Thread(target=script_thread).start()
+    loop.run_forever()
+    loop.run_until_complete(asyncio.sleep(3 * fixes.EVENT_BATCH_S))      # the last batch's wait
+    loop.close()
+    assert session.handled == [s for s in sent if s[1] != "boom"]     # every event, in order; a failing one logged
+    assert session.wakes < len(sent) / 20
+
+
+def test_an_event_sent_on_the_loop_is_handled_before_what_the_loop_is_asked_next():
+    """AppSession.handle_backmsg_exception sends events from the loop, then asks the loop (call soon) for the
+    exception's message, which must come after them, even behind events of the script's thread still waiting."""
+    import asyncio
+    import threading
+
+    loop = asyncio.new_event_loop()
+    session = _Session(loop)
+    order = []
+
+    async def on_the_loop():
+        script = threading.Thread(target=fixes.on_scriptrunner_event,
+                                  args=(session, "runner", "enqueue"), kwargs={"forward_msg": "from the script"})
+        script.start()
+        script.join()
+        await asyncio.sleep(0.001)                     # its wake handled: the batch waits EVENT_BATCH_S
+        assert session.wakes == 1 and session.handled == []
+        fixes.on_scriptrunner_event(session, "runner", "stopped", forward_msg="from the loop")
+        loop.call_soon(lambda: order.append(list(session.handled)))
+        await asyncio.sleep(3 * fixes.EVENT_BATCH_S)
+
+    loop.run_until_complete(on_the_loop())
+    loop.close()
+    assert order == [[("runner", "enqueue", "from the script"), ("runner", "stopped", "from the loop")]]
+    assert len(session.handled) == 2
+
+
+def test_a_frozen_figure_is_shown_as_streamlit_shows_the_figure():
+    """st.plotly_chart's spec of a frozen figure is the one Streamlit writes for the same figure not frozen."""
+    from streamlit.testing.v1 import AppTest
+
+    def script():
+        import plotly.graph_objects as go
+        import streamlit as st
+
+        from server import streamlit_fixes
+
+        streamlit_fixes.mend()
+        figs = []
+        for _ in range(2):
+            fig = go.Figure(go.Heatmap(z=[[0.1, 0.9], [0.5, float("nan")]], x=["<b>", "我¹⁄₂"], y=["a", "b"]))
+            fig.update_layout(title="Count: 1, 2, 3", height=300)
+            figs.append(fig)
+        streamlit_fixes.freeze_figure(figs[1])
+        for i, fig in enumerate(figs):
+            st.plotly_chart(fig, key=f"chart{i}")
+
+    at = AppTest.from_function(script).run()
+    assert not at.exception
+    plain, frozen = (at.get("plotly_chart")[i].proto.spec for i in range(2))
+    assert plain == frozen
+    assert "Count: 1, 2, 3" in plain and "我¹⁄₂" in plain
+
+
+def test_to_json_writes_anything_not_frozen_as_plotly_does():
+    import plotly.graph_objects as go
+
+    fig = go.Figure(go.Bar(x=[1, 2], y=[3, 4]))
+    assert fixes.to_json(fig) == fixes.PLOTLYS_TO_JSON(fig)
+    spec = fig.to_dict()
+    assert fixes.to_json(spec, validate=False, pretty=True) == fixes.PLOTLYS_TO_JSON(spec, validate=False, pretty=True)
+    length = fixes.freeze_figure(fig)
+    assert fixes.to_json(fig.to_dict(), validate=False) == fixes.PLOTLYS_TO_JSON(go.Figure(fig).to_dict(),
+                                                                               validate=False)
+    assert length == len(fig.to_dict().json)
