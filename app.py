@@ -4,8 +4,8 @@ Streamlit's frontend files are sent gzip-compressed from memory, the chart libra
 (server/static_assets.py); a live class's followers wait for the teacher's next view on its own route
 (server/class_wait.py; a new view is computed here before they are told: app_pages/classroom/prepared.py), and a
 teacher's browser gets its class key as an HttpOnly cookie from another (server/class_key.py); answers go out
-without Nagle's 40 ms delay (server/tcp_nodelay.py). The interpreter hands the GIL on every 1 ms instead of 5
-(SWITCH_INTERVAL_S).
+without Nagle's 40 ms delay (server/tcp_nodelay.py). The interpreter hands the GIL on every 5 ms, every 1 ms while
+generations decode (app_core/scheduling.py).
 `streamlit run router.py` serves the same app with the first visitor's session loading the model instead."""
 import sys
 from contextlib import asynccontextmanager
@@ -20,9 +20,7 @@ from server import class_key, class_wait, streamlit_fixes
 from server.static_assets import FrontendFiles
 from server.tcp_nodelay import no_delay_on_listening_sockets
 
-# A class pressing Generate at once: the batch thread asks for the GIL back ~10 times a step, each time behind the
-# pages' runs (app_core/scheduling.py; a class of 30, one instrumented run: a 30-row step 137 -> 121 ms at 1 ms).
-sys.setswitchinterval(SWITCH_INTERVAL_S)
+sys.setswitchinterval(SWITCH_INTERVAL_S)     # every 1 ms while generations decode (app_core/scheduling.py)
 streamlit_fixes.mend()      # before the first session: its events, figures and labels take the mended paths
 
 

@@ -9,8 +9,11 @@ change waiting behind them, and two model passes in parallel would fight over th
 - One model computation at a time (COMPUTE, held by app_core.workspace around each model call, never while a cache
   is waited for), on every core but one (compute_threads): torch's workers spin at each operation, and one that
   shares its core with the event loop or a browser makes a pass 3-4x slower.
-- The GIL hands over every SWITCH_INTERVAL_S (app.py), not Python's 5 ms: the generation batch thread and the event
-  loop ask for it back many times a step, each time behind the pages' runs.
+- The GIL hands over every SWITCH_INTERVAL_S (Python's 5 ms), and every GENERATING_SWITCH_INTERVAL_S while
+  generations decode (generating()): the generation batch thread asks for it back ~10 times a step, each time behind
+  the pages' runs (a class of 30, one instrumented run: a 30-row step 137 -> 121 ms at 1 ms). Not always 1 ms: sixty
+  followers' reruns, handing it on five times as often, cost 15% more each (60 followers' p95 1.12 -> 0.95 s at 5 ms,
+  bench/class_swarm.py, 2-core Xeon).
 - A class's runs take turns (app_core.classroom.turns, TURN_GRACE_S, TURN_WAIT_S): the teacher's run first, then
   each class's followers one at a time, so the first followers see the change first and the teacher competes with
   at most one follower of the class; each class has its own turn. Pages whose run waits for a background job
@@ -32,17 +35,41 @@ The numbers these policies were measured with are in the README (a class's cost)
 from __future__ import annotations
 
 import gc
+import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from model.native.threads import threads_from_environment, usable_cores
 
-SWITCH_INTERVAL_S = 0.001          # the interpreter hands the GIL on this often (Python's default: 5 ms)
+SWITCH_INTERVAL_S = 0.005          # the interpreter hands the GIL on this often (Python's default)
+GENERATING_SWITCH_INTERVAL_S = 0.001   # ... while a generation decodes
 TURN_GRACE_S = 0.05                # after a teacher's run: its last messages go out before the followers' runs
 TURN_WAIT_S = 3.0                  # the longest a follower's run waits for its turn (then it runs anyway)
-HEAD_START_S = 0.15                # followers hear of a change this long after the teacher's run here ended
+HEAD_START_S = 0.05                # followers hear of a change this long after the teacher's run here ended
 OUT_OF_TURN_PAGES = frozenset({"generate"})    # a run there waits for a job: followers run out of turn
 COMPUTE = threading.Lock()         # one model computation at a time in this process
 FIGURES_IN_TURN = threading.Lock()  # one session's generation step figures at a time
+
+
+_decoding = [0]                    # generations decoding now (generating())
+_DECODING_LOCK = threading.Lock()
+
+
+@contextmanager
+def generating() -> Iterator[None]:
+    """Around a generation's decoding: the GIL hands over every GENERATING_SWITCH_INTERVAL_S until the last
+    generation going on ends, then every SWITCH_INTERVAL_S again."""
+    with _DECODING_LOCK:
+        _decoding[0] += 1
+        sys.setswitchinterval(GENERATING_SWITCH_INTERVAL_S)
+    try:
+        yield
+    finally:
+        with _DECODING_LOCK:
+            _decoding[0] -= 1
+            if not _decoding[0]:
+                sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
 def compute_threads() -> int:

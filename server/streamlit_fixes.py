@@ -14,6 +14,9 @@ router.py again, for `streamlit run router.py`), before any session runs. Each g
   2-core Xeon). Here a session's events wait in its own list; the first of a list wakes the loop once, which
   handles the list, in order, EVENT_BATCH_S later (an event sent from the loop itself: at once, before what the loop
   was asked to do after it); the loop asks for its own flush without the wake-up socket.
+- **The theme read once.** Every run's first message (new_session) carries the theme: six sections of Streamlit's
+  options, each section found by a walk over all ~370 options under their lock: ~6% of the interpreter behind sixty
+  followers' reruns (py-spy --gil). Here a section's message is made again only when its options' values changed.
 - **A shared figure's JSON made once.** `st.plotly_chart` deep-copies a figure (`to_dict`) and writes its JSON at
   every run of every session. A shared figure (app_pages/frame/widgets.py: made once for every session, never
   changed) is frozen: its dict and JSON made once, and plotly.io.to_json answers a frozen dict with its JSON.
@@ -26,19 +29,23 @@ import logging
 import threading
 
 import plotly.io
-from streamlit import string_util
+from streamlit import config, string_util
 from streamlit.emojis import EMOJI_EXTRACTION_REGEX
+from streamlit.runtime import app_session
 from streamlit.runtime.app_session import AppSession
 from streamlit.runtime.runtime import Runtime
 
 STREAMLITS = string_util.extract_leading_emoji     # Streamlit's own, kept for the tests that compare the two
 STREAMLITS_EVENT = AppSession._on_scriptrunner_event
 STREAMLITS_FLUSH = Runtime._enqueued_some_message
+STREAMLITS_THEME = app_session._populate_theme_msg
 PLOTLYS_TO_JSON = plotly.io.to_json
 EVENT_BATCH_S = 0.005              # a script run's messages reach the event loop in batches this far apart
 _LOG = logging.getLogger(__name__)
 _QUEUED = "_atlas_events"          # an AppSession's script-runner events not handled yet
 _QUEUE_LOCK = threading.Lock()
+_SECTIONS: dict[str, tuple] = {}   # theme section -> (the options' parse, the section's options)
+_THEMES: dict[str, tuple] = {}     # theme section -> (its option values, its message or None: left untouched)
 
 
 def extract_leading_emoji(text: str) -> tuple[str, str]:
@@ -93,6 +100,24 @@ def enqueued_some_message(runtime: Runtime) -> None:
         STREAMLITS_FLUSH(runtime)
 
 
+def populate_theme_msg(msg, section: str = "theme") -> None:
+    """app_session._populate_theme_msg: the section's theme message as Streamlit makes it, made again only when one
+    of the section's option values changed (None: Streamlit leaves the message untouched)."""
+    options = config.get_config_options()
+    found = _SECTIONS.get(section)
+    if found is None or found[0] is not options:          # a new parse of the options
+        found = _SECTIONS[section] = (options, [o for o in options.values() if o.section == section])
+    values = tuple(option.value for option in found[1])
+    made = _THEMES.get(section)
+    if made is None or made[0] != values:
+        blank = type(msg)()
+        STREAMLITS_THEME(blank, section)
+        made = _THEMES[section] = (values, blank if any(value is not None for value in values) else None)
+    if made[1] is not None:
+        msg.SetInParent()
+        msg.MergeFrom(made[1])
+
+
 class FrozenSpec(dict):
     """A figure's dict, made once, with its JSON (`json`): what st.plotly_chart makes of a shared figure."""
 
@@ -119,4 +144,5 @@ def mend() -> None:
     string_util.extract_leading_emoji = extract_leading_emoji
     AppSession._on_scriptrunner_event = on_scriptrunner_event
     Runtime._enqueued_some_message = enqueued_some_message
+    app_session._populate_theme_msg = populate_theme_msg
     plotly.io.to_json = to_json

@@ -59,7 +59,16 @@ from app_pages.frame import lesson_panel as lesson_panel
 from app_pages.frame.i18n import _
 from server import class_key
 
-__all__ = ["class_button", "link_params", "settle", "turn"]
+__all__ = ["class_button", "following", "link_params", "settle", "turn"]
+
+
+def following() -> bool:
+    """Whether this session is a student following the teacher: its screen is the teacher's view, so the frame leaves
+    out what would take it elsewhere (examples, the model picker, the share link, the keys, Start a class) until the
+    student explores on their own. Sixty followers rerun at each of the teacher's changes: those controls were a
+    quarter of a follower's run."""
+    ss = st.session_state
+    return bool(ss.get(JOINED) and ss.get(FOLLOWING))
 
 
 def turn(page: str):

@@ -6,6 +6,7 @@ from the model's config and the trace, never hard-coded.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import streamlit as st
@@ -191,8 +192,14 @@ def query_picker(trace: ForwardTrace, where=None, label: str | None = None) -> N
         return
     st.session_state[PICK] = st.session_state.get(S.QUERY.key)
     where.pills(label or _("Query token"), options=list(range(trace.n_tokens)), key=PICK, on_change=_copy_pick,
-                required=True, format_func=lambda i: escape_markdown(tokens[i]),
+                required=True, format_func=_pill_labels(tuple(tokens)).__getitem__,
                 help=_("Click a token to make it the query"))
+
+
+@functools.lru_cache(maxsize=64)
+def _pill_labels(tokens: tuple[str, ...]) -> tuple[str, ...]:
+    """The query pills' labels (Streamlit formats each option twice a run, for every follower of a class)."""
+    return tuple(escape_markdown(token) for token in tokens)
 
 
 def head_picker(cfg: ModelConfig, where=None, label: str | None = None) -> None:

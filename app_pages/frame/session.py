@@ -22,7 +22,7 @@ from app_core import models_folder as models
 from app_core.budget import ByteBudgetCache
 from app_core.jobs import Job, JobRunner
 from app_core.model_pool import TooLarge
-from app_core.scheduling import compute_threads
+from app_core.scheduling import compute_threads, generating
 from app_core.schemas import MODEL
 from app_core.workspace import DEFAULT_MAX_TOKENS, SHARES, Workspace, shared_caches
 from app_pages.frame import default_model
@@ -267,8 +267,9 @@ def generation_job(text: str, n: int, temperature: float, top_k: int, top_p: flo
         # (model.decoder.batching), so these jobs run at once rather than one after another. The prompt's keys and
         # values come from the text's trace, computed once for every page (a class has traced its texts before
         # pressing Generate: no prompt pass), so a text's continuation is the same whichever page ran first.
-        g = lm.generate(text, max_new_tokens=n, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                        on_step=on_step, trace=trace(text))
+        with generating():
+            g = lm.generate(text, max_new_tokens=n, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                            on_step=on_step, trace=trace(text))
         return None if g.stop_reason == "cancelled" else g
 
     return _generation_jobs().job(key, n, work)

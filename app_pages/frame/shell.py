@@ -275,11 +275,13 @@ def _shared_controls(schema: Schema) -> None:
     cfg = caches.get_model().config
     active = {p.key for p in schema.active(st.session_state)}
     has = {key: key in active for key in S.SHARED_KEYS}
+    leads = not class_panel.following()          # a following student's view is the teacher's
     if presenter_mode():
         row = st.container(horizontal=True, vertical_alignment="bottom", gap="small", key="presenter_row")
         if has[S.TEXT.key]:
             with row.popover(_("Text"), icon=":material/edit_note:", help=_("Change the text the model reads")):
-                controls.example_picker(st)
+                if leads:
+                    controls.example_picker(st)
                 controls.text_box(st, height=200)
                 _token_count(st, schema.page)
                 _byte_note(st)
@@ -289,10 +291,11 @@ def _shared_controls(schema: Schema) -> None:
             controls.head_slider(row, cfg, width=110)
         if has[S.SINK.key]:
             controls.sink_toggle(row, label=_("Hide sink"))
-        with row.popover(_("Model"), icon=":material/memory:", help=_("Pick the model the pages show")):
-            controls.model_picker(st)
-        _share_popover(row)
-        class_panel.class_button(row)
+        if leads:
+            with row.popover(_("Model"), icon=":material/memory:", help=_("Pick the model the pages show")):
+                controls.model_picker(st)
+            _share_popover(row)
+            class_panel.class_button(row)
         _language_switch(row, short=True)
         row.toggle(_("Presenter"), key=S.PRESENT.key, help=_("Presenter mode: switch off to get the sidebar back"),
                    **controls.PERSIST)
@@ -300,7 +303,8 @@ def _shared_controls(schema: Schema) -> None:
         lm = caches.get_model()
         with st.sidebar:
             if has[S.TEXT.key]:
-                controls.example_picker(st)
+                if leads:
+                    controls.example_picker(st)
                 controls.text_box(st, height=TEXT_HEIGHT)
                 _token_count(st, schema.page)
                 _byte_note(st)
@@ -313,10 +317,12 @@ def _shared_controls(schema: Schema) -> None:
             note = note_for(current_text(), language()) if has[S.TEXT.key] else ""
             if note:
                 st.caption(f":material/lightbulb: {note}")
-            controls.model_picker(st)
+            if leads:
+                controls.model_picker(st)
             st.caption(_("Model: **{name}** · {shape}").format(name=escape_markdown(lm.name),
                                                                 shape=model_shape(lm.config)))
-    _keyboard_shortcuts(cfg, has[S.LAYER.key] or has[S.HEAD.key], schema.page)
+    if leads:
+        _keyboard_shortcuts(cfg, has[S.LAYER.key] or has[S.HEAD.key], schema.page)
 
 
 def _keyboard_shortcuts(cfg, layer_and_head: bool, page: str) -> None:
@@ -375,7 +381,8 @@ def _header_row(title: str, caption: str) -> None:
     with row.container(horizontal=True, horizontal_alignment="right", vertical_alignment="center", gap="small",
                        width="content", wrap=False):
         _language_switch(st)
-        _share_popover(st)
+        if not class_panel.following():
+            _share_popover(st)
         st.toggle(_("Presenter"), key=S.PRESENT.key, width="content",
                   help=_("For a projector: hides the sidebar, puts the controls in one row on the page, enlarges "
                          "chart text. Arrow keys: ← → head, ↑ ↓ layer."), **controls.PERSIST)

@@ -357,3 +357,20 @@ def test_a_task_is_checked_on_the_model_and_the_class_results_download_as_csv(lm
     assert not any(secret in str(v) or code in str(v) for v in (rows(kept), teacher.query_params))
     act(teacher, teacher.button(key="w_class_ended_close").click())
     assert "_class_ended" not in teacher.session_state
+
+
+def test_a_following_student_sees_the_teachers_view_without_the_controls_that_lead_elsewhere():
+    """While following: no example picker, model picker, share link, arrow keys or Start a class (the teacher leads;
+    the layer and head sliders and the text stay, showing the teacher's); Explore on my own brings them back."""
+    teacher, code, _secret = start_class()
+    for present in ("0", "1"):
+        student = open_page("attention", present=present, **{JOIN: codes.shown(code)})
+        for following in (True, False):
+            shown = widget_values(student)
+            assert {"layer", "head"} <= set(shown), present
+            leads = {"w_example" in shown, "w_model" in shown, "presenter_keys" in student.session_state,
+                     any("[[steps]]" in c.value for c in student.code)}     # the share popover's lesson snippet
+            assert leads == {not following}, (present, following)
+            assert ("w_class_start" in {b.key for b in student.button}) == (present == "1" and not following)
+            if following:
+                act(student, student.button(key="w_class_detach").click())

@@ -169,6 +169,11 @@ def test_the_event_hop_and_the_figure_path_we_mend():
     handler = inspect.signature(AppSession._handle_scriptrunner_event_on_event_loop).parameters
     assert list(handler)[:3] == ["self", "sender", "event"]
     assert callable(AppSession._call_soon_on_event_loop)
+    assert "_populate_theme_msg(msg.new_session.custom_theme)" in inspect.getsource(
+        AppSession._create_new_session_message)                      # looked up in the module at each call
+    from streamlit.runtime.runtime import Runtime
+
+    assert "call_soon_threadsafe(async_objs.need_send_data.set)" in inspect.getsource(Runtime._enqueued_some_message)
     chart = inspect.getsource(plotly_chart)
     assert "plotly.io.to_json(figure, validate=False)" in chart
     assert "return_figure_from_figure_or_data" in chart

@@ -132,3 +132,28 @@ def test_to_json_writes_anything_not_frozen_as_plotly_does():
     assert fixes.to_json(fig.to_dict(), validate=False) == fixes.PLOTLYS_TO_JSON(go.Figure(fig).to_dict(),
                                                                                validate=False)
     assert length == len(fig.to_dict().json)
+
+
+def test_the_theme_is_streamlits_for_every_section_and_follows_a_changed_option():
+    from streamlit import config
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    sections = ("theme", "theme.sidebar", "theme.light", "theme.dark", "theme.light.sidebar", "theme.dark.sidebar")
+
+    def both(section):
+        ours, streamlits = ForwardMsg(), ForwardMsg()
+        fixes.populate_theme_msg(ours.new_session.custom_theme, section)
+        fixes.STREAMLITS_THEME(streamlits.new_session.custom_theme, section)
+        assert ours.new_session.HasField("custom_theme") == streamlits.new_session.HasField("custom_theme"), section
+        return ours.SerializeToString(), streamlits.SerializeToString()
+
+    for _ in range(2):
+        for section in sections:
+            ours, streamlits = both(section)
+            assert ours == streamlits, section
+    config.set_option("theme.primaryColor", "#123456")
+    try:
+        ours, streamlits = both("theme")
+        assert ours == streamlits and b"#123456" in ours
+    finally:
+        config.set_option("theme.primaryColor", None)
