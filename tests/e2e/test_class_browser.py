@@ -159,11 +159,16 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
     button(explorer, "w_class_follow").click()
     wait_shows(explorer, {"path": "/"}, time.monotonic())
 
-    # A student cannot drive: their own change stays on their screen; a forged teacher key is refused.
-    follower.wait_for_function("window.atlasPresenterKeys?.data != null")
+    # A student cannot drive: the arrow keys are the teacher's (a follower's press changes nothing); the student's
+    # own slider change stays on their screen; a forged teacher key is refused.
     follower.wait_for_function(IDLE_WITH_CHARTS_JS, arg=1, timeout=RERUN_MS)
-    t0 = time.monotonic()
     press_on_body(follower, "ArrowUp")
+    time.sleep(1.5)
+    assert query(follower.url).get("layer") is None and follower.evaluate("window.atlasPresenterKeys?.data == null")
+    t0 = time.monotonic()
+    slider = follower.locator(".st-key-layer input[type='range']").first
+    slider.focus()
+    slider.press("ArrowRight")
     wait_shows(follower, {"path": "/", "layer": "1"}, t0, timeout_ms=RERUN_MS)
     time.sleep(1.5)
     assert query(teacher.url).get("layer") is None and query(explorer.url).get("layer") is None

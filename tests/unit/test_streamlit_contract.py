@@ -173,7 +173,8 @@ def test_the_event_hop_and_the_figure_path_we_mend():
         AppSession._create_new_session_message)                      # looked up in the module at each call
     from streamlit.runtime.runtime import Runtime
 
-    assert "call_soon_threadsafe(async_objs.need_send_data.set)" in inspect.getsource(Runtime._enqueued_some_message)
+    assert Runtime._enqueued_some_message in (streamlit_fixes.STREAMLITS_FLUSH, streamlit_fixes.enqueued_some_message)
+    assert "call_soon_threadsafe(async_objs.need_send_data.set)" in inspect.getsource(streamlit_fixes.STREAMLITS_FLUSH)
     chart = inspect.getsource(plotly_chart)
     assert "plotly.io.to_json(figure, validate=False)" in chart
     assert "return_figure_from_figure_or_data" in chart
