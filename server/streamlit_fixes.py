@@ -36,7 +36,6 @@ from streamlit.runtime.app_session import AppSession
 from streamlit.runtime.runtime import Runtime
 
 STREAMLITS = string_util.extract_leading_emoji     # Streamlit's own, kept for the tests that compare the two
-STREAMLITS_EVENT = AppSession._on_scriptrunner_event
 STREAMLITS_FLUSH = Runtime._enqueued_some_message
 STREAMLITS_THEME = app_session._populate_theme_msg
 PLOTLYS_TO_JSON = plotly.io.to_json
