@@ -11,9 +11,13 @@ router.py again, for `streamlit run router.py`), before any session runs. Each g
   system call, which lets go of the GIL and waits to get it back behind the other threads), the loop woken, ~100
   times a page run; and the loop, for each message, wakes itself the same way to flush (Runtime's
   `_enqueued_some_message`). Sixty followers rerunning one after the other spent ~15% of their runs there (py-spy,
-  2-core Xeon). Here a session's events wait in its own list; the first of a list wakes the loop once, which
-  handles the list, in order, EVENT_BATCH_S later (an event sent from the loop itself: at once, before what the loop
-  was asked to do after it); the loop asks for its own flush without the wake-up socket.
+  2-core Xeon). Here a session's messages wait in its own list; the first of a list wakes the loop once, which
+  handles the list, in order, EVENT_BATCH_S later; a run's start, end or the runner's shutdown wakes the loop at
+  once, and the loop handles the list up to it (so a run's end reaches the loop as soon as with Streamlit's own
+  code: a rerun asked for just after a run ends must find that end handled, or Streamlit drops the run's
+  finished message as a stopped runner's; a lessons browser test saw it once with every event batched); an event
+  sent from the loop itself is handled at once, before what the loop was asked to do after it. The loop asks for
+  its own flush without the wake-up socket.
 - **The theme read once.** Every run's first message (new_session) carries the theme: six sections of Streamlit's
   options, each section found by a walk over all ~370 options under their lock: ~6% of the interpreter behind sixty
   followers' reruns (py-spy --gil). Here a section's message is made again only when its options' values changed.
@@ -34,6 +38,7 @@ from streamlit.emojis import EMOJI_EXTRACTION_REGEX
 from streamlit.runtime import app_session
 from streamlit.runtime.app_session import AppSession
 from streamlit.runtime.runtime import Runtime
+from streamlit.runtime.scriptrunner.script_runner import ScriptRunnerEvent
 
 STREAMLITS = string_util.extract_leading_emoji     # Streamlit's own, kept for the tests that compare the two
 STREAMLITS_FLUSH = Runtime._enqueued_some_message
@@ -62,14 +67,17 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
 
 def on_scriptrunner_event(session: AppSession, sender, event, **details) -> None:
     """AppSession._on_scriptrunner_event (on the script's thread, or the loop's): the event joins the session's
-    list; the first one in the list has the loop handle them all, in order, EVENT_BATCH_S later (from the loop's own
-    thread: next, as Streamlit's call_soon would)."""
+    list; the first message in the list has the loop handle them all, in order, EVENT_BATCH_S later; any other event
+    (a run's start or end, the runner's shutdown) has it handle them now (from the loop's own thread: next, as
+    Streamlit's call_soon would)."""
     with _QUEUE_LOCK:
         queued = session.__dict__.setdefault(_QUEUED, [])
         queued.append((sender, event, details))
         first = len(queued) == 1
     if _on_loop(session._event_loop):
         session._event_loop.call_soon(_handle_queued, session)
+    elif event is not ScriptRunnerEvent.ENQUEUE_FORWARD_MSG:
+        session._call_soon_on_event_loop(functools.partial(_handle_queued, session))
     elif first:
         session._call_soon_on_event_loop(functools.partial(_handle_later, session))
 

@@ -5,6 +5,7 @@ import random
 
 from streamlit import string_util
 from streamlit.emojis import ALL_EMOJIS
+from streamlit.runtime.scriptrunner.script_runner import ScriptRunnerEvent as Event
 
 from server import streamlit_fixes as fixes
 
@@ -38,7 +39,7 @@ class _Session:
         self._event_loop.call_soon_threadsafe(callback)
 
     def _handle_scriptrunner_event_on_event_loop(self, sender, event, **details):
-        if event == "boom":
+        if details.get("forward_msg") == "boom":
             raise RuntimeError("a handler that fails")
         self.handled.append((sender, event, details.get("forward_msg")))
 
@@ -50,12 +51,12 @@ def test_a_sessions_events_are_handled_in_order_after_few_wakes():
 
     loop = asyncio.new_event_loop()
     session = _Session(loop)
-    sent = [("runner", "boom" if i == 500 else "enqueue", i) for i in range(2000)]
+    sent = [("runner", Event.ENQUEUE_FORWARD_MSG, "boom" if i == 500 else i) for i in range(2000)]
 
     def script_thread():
         for sender, event, i in sent:
             fixes.on_scriptrunner_event(session, sender, event, forward_msg=i)
-            if i % 100 == 0:
+            if i != "boom" and i % 100 == 0:
                 time.sleep(0.002)                     # a run's pauses: its events still wait for the batch
         loop.call_soon_threadsafe(loop.stop)
 
@@ -63,7 +64,7 @@ def test_a_sessions_events_are_handled_in_order_after_few_wakes():
     loop.run_forever()
     loop.run_until_complete(asyncio.sleep(3 * fixes.EVENT_BATCH_S))      # the last batch's wait
     loop.close()
-    assert session.handled == [s for s in sent if s[1] != "boom"]     # every event, in order; a failing one logged
+    assert session.handled == [s for s in sent if s[2] != "boom"]     # every event, in order; a failing one logged
     assert session.wakes < len(sent) / 20
 
 
@@ -79,19 +80,53 @@ def test_an_event_sent_on_the_loop_is_handled_before_what_the_loop_is_asked_next
 
     async def on_the_loop():
         script = threading.Thread(target=fixes.on_scriptrunner_event,
-                                  args=(session, "runner", "enqueue"), kwargs={"forward_msg": "from the script"})
+                                  args=(session, "runner", Event.ENQUEUE_FORWARD_MSG),
+                                  kwargs={"forward_msg": "from the script"})
         script.start()
         script.join()
         await asyncio.sleep(0.001)                     # its wake handled: the batch waits EVENT_BATCH_S
         assert session.wakes == 1 and session.handled == []
-        fixes.on_scriptrunner_event(session, "runner", "stopped", forward_msg="from the loop")
+        fixes.on_scriptrunner_event(session, "runner", Event.SCRIPT_STOPPED_WITH_SUCCESS, forward_msg="from the loop")
         loop.call_soon(lambda: order.append(list(session.handled)))
         await asyncio.sleep(3 * fixes.EVENT_BATCH_S)
 
     loop.run_until_complete(on_the_loop())
     loop.close()
-    assert order == [[("runner", "enqueue", "from the script"), ("runner", "stopped", "from the loop")]]
+    assert order == [[("runner", Event.ENQUEUE_FORWARD_MSG, "from the script"),
+                      ("runner", Event.SCRIPT_STOPPED_WITH_SUCCESS, "from the loop")]]
     assert len(session.handled) == 2
+
+
+def test_a_runs_end_reaches_the_loop_without_waiting_for_the_batch():
+    """A run's end (and start, and the runner's shutdown) from the script's thread: the loop handles it, with the
+    messages queued before it, at its next turn; a rerun asked for just after a run ends must find the end handled
+    (Streamlit drops a stopped runner's events once a new runner has started)."""
+    import asyncio
+    import threading
+
+    loop = asyncio.new_event_loop()
+    session = _Session(loop)
+    events = [(Event.SCRIPT_STARTED, "start"), (Event.ENQUEUE_FORWARD_MSG, "chart"),
+              (Event.SCRIPT_STOPPED_WITH_SUCCESS, "end"), (Event.SHUTDOWN, "shutdown")]
+    seen = []
+
+    async def on_the_loop():
+        def script():
+            for event, msg in events:
+                fixes.on_scriptrunner_event(session, "runner", event, forward_msg=msg)
+
+        thread = threading.Thread(target=script)
+        thread.start()
+        thread.join()
+        await asyncio.sleep(0)                 # one turn of the loop: what the script thread asked for runs
+        await asyncio.sleep(0)
+        seen.append([msg for _, _, msg in session.handled])
+        await asyncio.sleep(3 * fixes.EVENT_BATCH_S)
+
+    loop.run_until_complete(on_the_loop())
+    loop.close()
+    assert seen == [["start", "chart", "end", "shutdown"]]
+    assert session.handled == [("runner", event, msg) for event, msg in events]
 
 
 def test_a_frozen_figure_is_shown_as_streamlit_shows_the_figure():
