@@ -180,3 +180,19 @@ def test_the_event_hop_and_the_figure_path_we_mend():
     assert "return_figure_from_figure_or_data" in chart
     assert "figure = figure_or_data.to_dict()" in inspect.getsource(
         __import__("plotly.tools", fromlist=["x"]).return_figure_from_figure_or_data)
+
+
+def test_a_new_apptest_finds_components_through_the_scan_the_harness_answers(monkeypatch):
+    """harness/apptest.scan_components_once: a new AppTest's first run finds the installed components by calling
+    manifest_scanner.scan_component_manifests as it is then (looked up at the call), once; the harness's answer
+    is Streamlit's own scan."""
+    from streamlit.components.v2 import manifest_scanner
+
+    from harness import apptest
+
+    calls = []
+    monkeypatch.setattr(manifest_scanner, "scan_component_manifests",
+                        lambda max_workers=None: calls.append(max_workers) or [])
+    AppTest.from_function(lambda: None).run()
+    assert len(calls) == 1
+    assert list(apptest.installed_components()) == apptest.STREAMLITS_SCAN()
