@@ -193,26 +193,27 @@ def head_heatmap(pattern: np.ndarray, tokens: list[str], *, title: str | None = 
     cats = token_categories(tokens)
     top = zmax or colour_top(z, stretch, SINK_BLANK_ROWS if sink_hidden else 1)
     gap = 1 if T <= 48 else 0
-    fig = go.Figure(go.Heatmap(
+    traces = [go.Heatmap(
         z=z, x=cats, y=cats, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=top, hoverongaps=False, xgap=gap, ygap=gap,
         name="attention", showscale=show_scale,
         colorbar=dict(title=dict(text=words.weight), thickness=COLOUR_BAR_THICKNESS),
-        hovertemplate=words.cell_hover + "<extra></extra>"))
+        hovertemplate=words.cell_hover + "<extra></extra>")]
     if sink_hidden:
-        fig.add_traces(sink_hidden_layers(cats, T, words=words))
+        traces += sink_hidden_layers(cats, T, words=words)
+    shapes = []
     if query is not None and 0 <= query < T:
-        fig.add_shape(type="rect", x0=-0.5, x1=query + 0.5, y0=query - 0.5, y1=query + 0.5,
-                      line=dict(color=ACCENT, width=2), fillcolor="rgba(0,0,0,0)")
+        shapes.append(dict(type="rect", x0=-0.5, x1=query + 0.5, y0=query - 0.5, y1=query + 0.5,
+                           line=dict(color=ACCENT, width=2), fillcolor="rgba(0,0,0,0)"))
     axis = token_axis(tokens, max_labels or max(4, (height - SQUARE_CHROME_PX) // LABEL_PX))
     box = square_layout(axis["ticktext"], T, height, bool(title), show_scale)
-    fig.update_xaxes(title_text=words.key_axis, **axis, tickangle=box["tickangle"], showgrid=False,
-                     zeroline=False, constrain="domain")
-    fig.update_yaxes(title_text=words.query_axis, **axis, autorange="reversed", showgrid=False,
-                     zeroline=False, scaleanchor="x", constrain="domain")
-    apply_theme(fig, title=title, height=height)
-    fig.update_layout(width=box["width"], margin=box["margin"], plot_bgcolor=MASKED_COLOR,
-                      margin_pad=0)                                 # no pad: a grey frame reads as masked
-    return fig
+    layout = themed_layout(dict(
+        xaxis=dict(title=dict(text=words.key_axis), **axis, tickangle=box["tickangle"], showgrid=False,
+                   zeroline=False, constrain="domain"),
+        yaxis=dict(title=dict(text=words.query_axis), **axis, autorange="reversed", showgrid=False,
+                   zeroline=False, scaleanchor="x", constrain="domain")), title=title, height=height)
+    layout.update(width=box["width"], margin=dict(box["margin"], pad=0), plot_bgcolor=MASKED_COLOR,
+                  shapes=shapes)                                    # no pad: a grey frame reads as masked
+    return go.Figure(traces, layout=layout)
 
 
 # -------------------------------------------------------------------------------------------------- one layer
