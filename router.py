@@ -27,6 +27,7 @@ def _old_attention_link() -> None:
 
 
 st.set_page_config(page_title="Attention Atlas", page_icon="🔭", layout="wide")
+shell.reopen_link_on_history_navigation()
 pages = [navigation.page(spec.name) for spec in navigation.PAGES]
 old_link = st.Page(_old_attention_link, title=_("Attention (old link)"), url_path=navigation.DEFAULT,
                    visibility="hidden")

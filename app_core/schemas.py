@@ -379,6 +379,8 @@ SCHEMAS: dict[str, Schema] = {
               CIRCUITS)
 }
 
+SETTING_KEYS = frozenset(p.key for s in SCHEMAS.values() for p in s.params)   # every setting's state key
+
 
 def schema(page: str) -> Schema:
     """The schema of a page by its name (its URL path; 'attention' for the default page)."""

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from urllib.parse import urlencode
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app_core import families
 from app_core import schemas as S
@@ -27,6 +28,7 @@ from model import ForwardTrace
 
 NOTES = "_url_notes"
 URL_READ = "_url_read"
+REOPEN = "_reopen_link"     # True: the browser went Back / Forward; start() reads the link as on a first run
 RUN = "_run"                # this run's page name, schema and context (set by start)
 MODEL_SEEN = "_model_seen"  # the identity of the model the previous run used
 TEXT_HEIGHT = 110           # px: with the compact page list (CSS, eleven pages) layer, head, sink switch fit 768 px
@@ -124,22 +126,44 @@ def _read_link(schema: Schema) -> None:
     ss[NOTES] = list(dict.fromkeys(ss.get(NOTES, []) + notes + more))
 
 
+def reopen_link_on_history_navigation() -> None:
+    """The browser's Back / Forward to one of the app's addresses opens its link as a fresh session would: every
+    setting from the link, one it leaves out at its default (Streamlit's own rule for query-bound widgets), the
+    lesson step it names or none. First in the router's run, before anything reads a setting (the language, the
+    presenter mode). A class and the session's models stay as they are.
+
+    Streamlit's frontend pushes an address onto the history for every change of the link, and one more, with no
+    query, when a page is picked (before that page's run writes its link): Back to an address with no query keeps
+    the session's settings, so one Back after picking a page does not reset the view."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is None or not ctx.is_history_navigation or not st.session_state.get(URL_READ) or not st.query_params:
+        return
+    ss = st.session_state
+    for key in S.SETTING_KEYS:
+        ss.pop(key, None)
+    for key in (lesson_panel.ACTIVE, lesson_panel.GOTO):
+        ss.pop(key, None)
+    ss[REOPEN] = True
+
+
 def link_note(note: str) -> None:
     """A note about the link for the user (shown with the notes of start())."""
     st.session_state.setdefault(NOTES, []).append(note)
 
 
 def start(page: str, before_controls: Callable[[], None] | None = None) -> None:
-    """Before the page runs: read the link (first run), fill defaults, clamp, call before_controls (the page's
-    slow work asked for from the settled settings), draw the shared controls."""
+    """Before the page runs: read the link (first run, Back / Forward), fill defaults, clamp, call before_controls
+    (the page's slow work asked for from the settled settings), draw the shared controls."""
     ss = st.session_state
     schema = S.schema(page)
     class_panel.settle(page, URL_READ, link_note)     # a class: follow the teacher's view (read as a fresh link)
     ss.setdefault(S.TEXT.key, default_text())
-    for said in lesson_panel.settle(page, first_run=not ss.get(URL_READ)):   # a lesson's step: page and settings
+    opened = not ss.get(URL_READ) or bool(ss.get(REOPEN))
+    for said in lesson_panel.settle(page, first_run=opened):   # a lesson's step: page and settings
         link_note(said)
-    if not ss.get(URL_READ):
+    if opened:
         ss[URL_READ] = True
+        ss.pop(REOPEN, None)
         _read_link(schema)
     ctx = _context(schema)
     for param in schema.params:                             # a setting never set yet starts at its default

@@ -43,6 +43,7 @@ from harness.browser import (
     RUN_COUNTER_INIT_JS,
     open_view,
     running_app,
+    visit,
 )
 
 assert Path(CHROMIUM).exists(), f"end-to-end browser tests need Debian's chromium at {CHROMIUM} (apt install chromium)"
@@ -223,7 +224,7 @@ def rerun(page, action, min_charts: int = 1) -> None:
     try:
         page.wait_for_function(RERUN_DONE_JS, arg=[runs, min_charts], timeout=RERUN_MS, polling=100)
     except sync_api.TimeoutError as err:
-        seen = page.evaluate("""() => ({runs: window.__stRuns, finished: window.__stFinished, url: location.href,
+        seen = page.evaluate("""() => ({runs: window.__stRuns, open: window.__stRunOpen, url: location.href,
           state: document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state'),
           stale: document.querySelectorAll('[data-stale="true"]').length,
           charts: document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg').length})""")
@@ -383,7 +384,7 @@ def test_token_axes_are_declared_and_tags_escaped(app_url, new_page, lm, text_na
     page = new_page(*PROJECTOR)
     problems: list[str] = []
     for name in TEXT_VIEWS:
-        open_view(page, url_of(app_url, VIEWS[name][0], text=text))
+        visit(page, url_of(app_url, VIEWS[name][0], text=text))
         shown = exception_text(page)
         if shown:
             problems.append(f"{name}: the app shows an error: {shown[:500]}")
@@ -457,7 +458,7 @@ def test_charts_reserve_room_for_their_labels(app_url, new_page, present):
     problems = []
     for chart, (path, key, texts) in ROOM_CHARTS.items():
         for name in texts:
-            open_view(page, url_of(app_url, path, text=ROOM_TEXTS[name], **({"present": 1} if present else {})))
+            visit(page, url_of(app_url, path, text=ROOM_TEXTS[name], **({"present": 1} if present else {})))
             assert_no_exception(page, f"{chart}, {name}")
             margins = page.evaluate(MARGINS_JS, key)
             if margins["drawn"] != margins["reserved"]:
@@ -487,7 +488,8 @@ def test_first_screen_at_1024x768(app_url, new_page, screenshot_dir):
     shots: list[Path] = []
     try:
         for name, (path, shared) in VIEWS.items():
-            open_view(page, app_url + path)
+            visit(page, app_url + path)
+            page.evaluate("delete window.__sidebarHeight; delete window.__sidebarSame")
             page.wait_for_function(SIDEBAR_SETTLED_JS, timeout=RERUN_MS, polling=100)
             where = f"{name} ({path}) at {width}x{height}"
             shown = exception_text(page)
@@ -529,7 +531,7 @@ def test_presenter_mode_at_1024x768(app_url, new_page, screenshot_dir):
     shots: list[Path] = []
     try:
         for name, (path, shared) in VIEWS.items():
-            open_view(page, url_of(app_url, path, present=1))
+            visit(page, url_of(app_url, path, present=1))
             where = f"{name} ({path}) in presenter mode"
             shown = exception_text(page)
             if shown:
@@ -749,6 +751,39 @@ def test_attention_link_is_the_root_and_old_links_forward(app_url, new_page):
     params = query(page.url)
     assert {k: params.get(k) for k in ("view", "layer", "head")} == {"view": "layer", "layer": "7", "head": "1"}
     assert_no_exception(page, "old /attention link")
+
+
+def test_back_and_forward_reopen_each_link(app_url, new_page):
+    """The browser's Back / Forward open the address's link as a fresh browser would: its settings win over the
+    session's, and one it leaves out is back at its default (Streamlit's rule for its own query-bound widgets). Layer 3,
+    head 2 on the one-head view; the Causal mask page (the two come along); there layer 4 by a key, then the sink
+    hidden. Back: layer 4, the sink shown; Back: layer 3; Forward twice: layer 4, the sink hidden. Back past the
+    address Streamlit pushes as a page is picked (no query: the session's settings stay) to the one-head view."""
+    page = new_page(*WIDE)
+    open_view(page, url_of(app_url, "/", layer=3, head=2))
+    wait_for_title(page, "Layer 3, head 2")
+    rerun(page, lambda: page.locator('[data-testid="stSidebarNav"] a', has_text="Causal mask").click())
+    page.wait_for_function(KEYS_READY_JS, timeout=RERUN_MS, polling=100)
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+    page.keyboard.press("ArrowUp")
+    page.wait_for_url(lambda url: query(url).get("layer") == "4", timeout=20_000)
+    rerun(page, lambda: page.locator('[data-testid="stSidebar"] .st-key-sink label').click())
+    page.wait_for_url(lambda url: query(url).get("sink") == "1", timeout=20_000)
+    shown = {"layer": "4", "head": "2", "sink": "1"}
+    assert urlsplit(page.url).path == "/causal-mask" and query(page.url) == shown, page.url
+    for move, link, slider in ((page.go_back, {"layer": "4", "head": "2"}, {"layer": {"slider": ["4"]}}),
+                               (page.go_back, {"layer": "3", "head": "2"}, {"layer": {"slider": ["3"]}}),
+                               (page.go_forward, {"layer": "4", "head": "2"}, {"layer": {"slider": ["4"]}}),
+                               (page.go_forward, shown, {"layer": {"slider": ["4"]}})):
+        rerun(page, move)
+        sink = {"sink": {"checked": link.get("sink") == "1"}}
+        assert (urlsplit(page.url).path, query(page.url)) == ("/causal-mask", link), page.url
+        assert controls(page, ["layer", "sink"]) == slider | sink, f"{move.__name__} to {link}"
+    for _ in range(4):                # layer 4, layer 3, the address pushed as the page was picked, the one-head view
+        rerun(page, page.go_back)
+    wait_for_title(page, "Layer 3, head 2")
+    assert urlsplit(page.url).path in ("", "/") and query(page.url) == {"layer": "3", "head": "2"}, page.url
+    assert_no_exception(page, "Back and Forward")
 
 
 @pytest.mark.parametrize("overview", ["previous-token score", "pattern thumbnails"])

@@ -11,7 +11,7 @@ from pathlib import Path
 from playwright import sync_api
 from playwright.sync_api import expect
 
-from harness.browser import RUN_COUNTER_INIT_JS
+from harness.browser import RUN_COUNTER_INIT_JS, visit
 from tests.e2e.test_browser import (
     MIN_CHART_PX,
     PROJECTOR,
@@ -102,7 +102,7 @@ def test_every_view_in_chinese_at_1024x768(app_url, new_page, screenshot_dir):
     shots: list[Path] = []
     try:
         for name, (path, _) in VIEWS.items():
-            open_view(page, url_of(app_url, path, lang="zh"))
+            visit(page, url_of(app_url, path, lang="zh"))
             where = f"{name} ({path}) in Chinese"
             shown = exception_text(page)
             if shown:

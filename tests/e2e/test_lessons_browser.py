@@ -22,7 +22,7 @@ from playwright import sync_api
 
 from app_core import schemas as S
 from app_core.lessons import load_catalog
-from harness.browser import IDLE_WITH_CHARTS_JS
+from harness.browser import IDLE_WITH_CHARTS_JS, visit
 from tests.e2e.test_browser import (
     PROJECTOR,
     WIDE,
@@ -94,9 +94,9 @@ def sample(lang: str) -> list[tuple]:
 
 
 def open_step(page, url: str, step) -> None:
-    """Open a lesson link: wait for the step's frame, then for the app idle with its charts (none while a predict
-    step holds its view)."""
-    page.goto(url)
+    """Open a lesson link (harness.browser.visit: by the tab's history once it shows the app): wait for the step's
+    frame, then for the app idle with its charts (none while a predict step holds its view)."""
+    visit(page, url, min_charts=0)
     page.locator(PANEL).wait_for(state="visible", timeout=SETTLE_MS)
     page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=0 if step.predict else 1, timeout=SETTLE_MS, polling=100)
 

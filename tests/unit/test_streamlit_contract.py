@@ -6,6 +6,8 @@ from __future__ import annotations
 import inspect
 import re
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -196,3 +198,64 @@ def test_a_new_apptest_finds_components_through_the_scan_the_harness_answers(mon
     AppTest.from_function(lambda: None).run()
     assert len(calls) == 1
     assert list(apptest.installed_components()) == apptest.STREAMLITS_SCAN()
+
+
+SLOW_SCRIPT = "import time\nimport streamlit as st\nst.write('started')\ntime.sleep(2)\nst.write('ended')\n"
+
+
+def test_a_run_stopped_for_a_newer_one_never_sends_its_end(tmp_path):
+    """harness/browser.py's RERUN_DONE_JS waits for "the run started last has ended", not for as many ends as starts:
+    with runner.fastReruns (the default, and ours) a rerun asked for during a run stops that run's runner and starts
+    a new one, and AppSession drops the stopped runner's events, its script_finished with them. Two reruns asked
+    for on a real server's websocket, the second while the first sleeps: two new_session, one script_finished."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    from harness.browser import free_port, stop_app, wait_healthy
+    from harness.websocket import BINARY, Frames, client_frame, connect
+
+    (tmp_path / "slow.py").write_text(SLOW_SCRIPT)
+    port = free_port()
+    with (tmp_path / "server.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "slow.py", "--server.headless", "true", "--server.port",
+             str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+             "--server.fileWatcherType", "none"], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+    try:
+        assert wait_healthy(proc, f"http://127.0.0.1:{port}", 60) is None, (tmp_path / "server.log").read_text()
+        sock, _ = connect(port, "/_stcore/stream", "streamlit, PLACEHOLDER_AUTH_TOKEN", "contract-test")
+        sock.settimeout(30)
+        rerun = BackMsg()
+        rerun.rerun_script.query_string = ""
+        rerun.rerun_script.widget_states.SetInParent()
+        frames, kinds = Frames(), []
+        sock.sendall(client_frame(rerun.SerializeToString(), BINARY))
+        while kinds.count("script_finished") < 1:
+            for opcode, payload in frames.feed(sock.recv(1 << 16)):
+                if opcode == BINARY:
+                    msg = ForwardMsg()
+                    msg.ParseFromString(payload)
+                    kinds.append(msg.WhichOneof("type"))
+                    if kinds.count("new_session") == 1 and kinds[-1] == "delta" and kinds.count("delta") == 1:
+                        sock.sendall(client_frame(rerun.SerializeToString(), BINARY))   # while the first sleeps
+        sock.close()
+    finally:
+        stop_app(proc)
+    runs = [k for k in kinds if k in ("new_session", "script_finished")]
+    assert runs == ["new_session", "new_session", "script_finished"], kinds
+
+
+def test_a_run_knows_it_comes_from_back_or_forward():
+    """app_pages/frame/shell.reopen_link_on_history_navigation reads ScriptRunContext.is_history_navigation: the
+    frontend marks the rerun a popstate (the browser's Back / Forward) asks for (ClientState.is_history_navigation)."""
+    import dataclasses
+
+    from streamlit.proto.ClientState_pb2 import ClientState
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+    from streamlit.runtime.scriptrunner_utils.script_run_context import ScriptRunContext
+
+    from app_pages.frame import shell
+
+    assert "is_history_navigation" in {f.name for f in dataclasses.fields(ScriptRunContext)}
+    assert "is_history_navigation" in ClientState.DESCRIPTOR.fields_by_name
+    assert shell.get_script_run_ctx is get_script_run_ctx
