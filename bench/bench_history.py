@@ -21,6 +21,8 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
+from bench.bench_classroom import ServerProbe
+from bench.class_swarm import cpu_name
 from harness.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -32,33 +34,21 @@ from harness.browser import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-TICK = os.sysconf("SC_CLK_TCK")
 # Views with a query (an address without one keeps the session's settings on Back: it is loaded instead).
 VIEWS = ("/?view=layer", "/?view=model", "/?view=query", "/?view=next", "/causal-mask?layer=2",
          "/softmax?source=attention", "/inside?view=block", "/inside?view=lens", "/positional?view=rope",
          "/positional?view=model", "/efficient?view=masks", "/circuits?view=attribution")
 
 
-def cpu_s(pid: int) -> float:
-    """utime + stime of one process, in seconds (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
 def chromium_cpu_s() -> float:
+    """utime + stime of every chromium process now running, in seconds."""
     total = 0.0
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"chromium" not in f.read():
-                    continue
-        except OSError:
+            if b"chromium" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                total += ServerProbe(int(pid)).cpu_s()
+        except OSError:                 # gone meanwhile
             continue
-        total += cpu_s(int(pid))
     return total
 
 
@@ -85,16 +75,16 @@ def main() -> None:
         open_view(page, url + "/")
         for round_ in range(args.rounds):
             for how in results:
-                wall, chromium, served = time.perf_counter(), chromium_cpu_s(), cpu_s(server.pid)
-                walk(page, url, how)
+                wall, chromium = time.perf_counter(), chromium_cpu_s()
+                with ServerProbe(server.pid) as served:
+                    walk(page, url, how)
                 n = len(VIEWS)
-                row = ((time.perf_counter() - wall) / n, (chromium_cpu_s() - chromium) / n,
-                       (cpu_s(server.pid) - served) / n)
+                row = ((time.perf_counter() - wall) / n, (chromium_cpu_s() - chromium) / n, served.cpu_used / n)
                 results[how].append(row)
                 print(f"round {round_} {how:8s} per view: wall {row[0]:.2f} s, Chromium {row[1]:.2f} CPU-s, "
                       f"server {row[2]:.3f} CPU-s", flush=True)
         browser.close()
-    print(f"\nmedians over rounds 1-{args.rounds - 1} ({len(VIEWS)} views each):")
+    print(f"\n{cpu_name()}; medians over rounds 1-{args.rounds - 1} ({len(VIEWS)} views each):")
     for how, rows in results.items():
         kept = rows[1:] or rows
         print(f"  {how:8s} wall {statistics.median(r[0] for r in kept):.2f} s, Chromium "

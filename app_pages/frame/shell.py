@@ -117,7 +117,8 @@ def _query() -> dict[str, list[str]]:
 
 
 def _read_link(schema: Schema) -> None:
-    """Once per session: the link's settings for this page, with notes for anything fixed or ignored."""
+    """On a session's first run, and on Back / Forward: the link's settings for this page, with notes for anything
+    fixed or ignored."""
     ss = st.session_state
     values, notes = decode(_query(), schema, _context(schema, with_text=False))
     ss.update(values)
