@@ -6,9 +6,9 @@
 
 A run with any skipped test fails: CI must never pass by silently not testing something.
 
-The README's command runs the tests on two workers (pytest-xdist, `--dist loadfile --no-loadscope-reorder`): whole
-files, handed to whichever worker is free in the order collected. The files that take minutes are collected first
-(MINUTES_FIRST), so the last files handed out are short and the two workers end together (handed out by their
+The README's command runs the tests on three workers (pytest-xdist, `-n 3 --dist loadfile --no-loadscope-reorder`):
+whole files, handed to whichever worker is free in the order collected. The files that take minutes are collected
+first (MINUTES_FIRST), so the last files handed out are short and the workers end together (handed out by their
 number of tests, xdist's default, the class and lessons browser files came last: ~100 s of one idle worker).
 """
 import pytest
