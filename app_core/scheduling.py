@@ -16,7 +16,10 @@ change waiting behind them, and two model passes in parallel would fight over th
   bench/class_swarm.py, 2-core Xeon).
 - A class's runs take turns (app_core.classroom.turns, TURN_GRACE_S, TURN_WAIT_S): the teacher's run first, then
   each class's followers one at a time, so the first followers see the change first and the teacher competes with
-  at most one follower of the class; each class has its own turn. Pages whose run waits for a background job
+  at most one follower of the class; each class has its own turn, and a follower's turn ends once its messages have
+  left (SENT_WAIT_S at most): the event loop sends them while the next follower waits, where behind the next one's
+  run every system call of the loop waits the switch interval for the interpreter (sixty followers: each one's
+  messages left 0.3-0.8 s after its run, all at the end). Pages whose run waits for a background job
   (OUT_OF_TURN_PAGES: a generation) run out of turn: holding the turn while waiting would hold the class back.
 - A follower hears of a change HEAD_START_S after the teacher's run here ended (server.class_wait), so the teacher's
   last messages leave before sixty reruns share the cores (at 0 the teacher's view took 1.44x its time alone; at
@@ -49,6 +52,7 @@ SWITCH_INTERVAL_S = 0.005          # the interpreter hands the GIL on this often
 GENERATING_SWITCH_INTERVAL_S = 0.001   # ... while a generation decodes
 TURN_GRACE_S = 0.05                # after a teacher's run: its last messages go out before the followers' runs
 TURN_WAIT_S = 3.0                  # the longest a follower's run waits for its turn (then it runs anyway)
+SENT_WAIT_S = 0.05                 # the longest a follower's turn waits for its messages to leave
 HEAD_START_S = 0.05                # followers hear of a change this long after the teacher's run here ended
 OUT_OF_TURN_PAGES = frozenset({"generate"})    # a run there waits for a job: followers run out of turn
 COMPUTE = threading.Lock()         # one model computation at a time in this process

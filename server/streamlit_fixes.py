@@ -5,7 +5,8 @@ router.py again, for `streamlit run router.py`), before any session runs. Each g
   that is not ASCII (the Chinese interface's, a token pill's "␣the") reaches `extract_leading_emoji`, which calls
   `re.search(EMOJI_EXTRACTION_REGEX, text)`. re.search looks a compiled pattern up in re's cache by its hash, and a
   compiled pattern's hash is computed over its whole program: 23 KB of emoji alternatives, ~45 µs a label, ~1 ms
-  for a 22-token text's query pills, every run of every session. The pattern's own `search` gives the same match.
+  for a 22-token text's query pills, every run of every session. The pattern's own `search` gives the same match,
+  kept per label (LABELS_KEPT): the search itself was still 6% of sixty followers' runs (py-spy).
 - **One hop to the event loop per batch of messages.** A script run hands every message it makes (each element,
   each widget) to the event loop with its own `call_soon_threadsafe`: a write to the loop's wake-up socket (a
   system call, which lets go of the GIL and waits to get it back behind the other threads), the loop woken, ~100
@@ -18,6 +19,14 @@ router.py again, for `streamlit run router.py`), before any session runs. Each g
   finished message as a stopped runner's; a lessons browser test saw it once with every event batched); an event
   sent from the loop itself is handled at once, before what the loop was asked to do after it. The loop asks for
   its own flush without the wake-up socket.
+- **Messages sent without a turn of the loop after each.** Runtime's loop sends each session's queued messages one
+  at a time and pauses (`await asyncio.sleep(0)`: a turn of the loop) after every one. Each turn is a system call
+  (the selector's poll), and while a script thread wants the interpreter the loop gets it back only after the
+  switch interval (5 ms): sixty followers' runs of ~41 messages each kept their messages waiting for ~0.3-0.8 s
+  each, all sent at the end (the server's own timeline, 2-core Xeon). Here the loop sends every session's queued
+  messages at once (send_queued), asked for once however many messages ask before it runs; Runtime's loop is no
+  longer woken to send. `send_now` (from a script's thread) has the loop send this session's messages now and waits
+  until its socket has them: a following student's turn ends with its view sent (app_pages.classroom.panel.turn).
 - **The theme read once.** Every run's first message (new_session) carries the theme: six sections of Streamlit's
   options, each section found by a walk over all ~370 options under their lock: ~6% of the interpreter behind sixty
   followers' reruns (py-spy --gil). Here a section's message is made again only when its options' values changed.
@@ -31,6 +40,7 @@ import asyncio
 import functools
 import logging
 import threading
+import time
 
 import plotly.io
 from streamlit import config, string_util
@@ -39,6 +49,8 @@ from streamlit.runtime import app_session
 from streamlit.runtime.app_session import AppSession
 from streamlit.runtime.runtime import Runtime
 from streamlit.runtime.scriptrunner.script_runner import ScriptRunnerEvent
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+from streamlit.runtime.session_manager import SessionClientDisconnectedError
 
 STREAMLITS = string_util.extract_leading_emoji     # Streamlit's own, kept for the tests that compare the two
 STREAMLITS_FLUSH = Runtime._enqueued_some_message
@@ -47,6 +59,9 @@ PLOTLYS_TO_JSON = plotly.io.to_json
 EVENT_BATCH_S = 0.005              # a script run's messages reach the event loop in batches this far apart
 _LOG = logging.getLogger(__name__)
 _QUEUED = "_atlas_events"          # an AppSession's script-runner events not handled yet
+_SEND_ASKED = "_atlas_send_asked"  # on the Runtime: send_queued is asked for and has not run yet
+LABELS_KEPT = 4096                 # non-ASCII labels whose leading emoji is kept (a few hundred bytes each)
+SENT_POLL_S = 0.001                # how often the loop looks whether a client's socket has taken its messages
 _QUEUE_LOCK = threading.Lock()
 _SECTIONS: dict[str, tuple] = {}   # theme section -> (the options' parse, the section's options)
 _THEMES: dict[str, tuple] = {}     # theme section -> (its option values, its message or None: left untouched)
@@ -56,6 +71,12 @@ def extract_leading_emoji(text: str) -> tuple[str, str]:
     """Streamlit's extract_leading_emoji: (the leading emoji or "", the rest without the separator)."""
     if not text or text.isascii():
         return "", text
+    return _leading_emoji(text)
+
+
+@functools.lru_cache(maxsize=LABELS_KEPT)
+def _leading_emoji(text: str) -> tuple[str, str]:
+    """extract_leading_emoji of a label that is not ASCII, kept: sixty followers show the same labels."""
     found = EMOJI_EXTRACTION_REGEX.search(text)
     return ("", text) if found is None else (found.group(1), found.group(2))
 
@@ -95,16 +116,71 @@ def _handle_queued(session: AppSession) -> None:
             session._handle_scriptrunner_event_on_event_loop(sender, event, **details)
         except Exception:           # as the loop's own handler would: logged, the next event still handled
             _LOG.exception("Streamlit could not handle the script runner's event %s", event)
+    if Runtime.exists():
+        send_queued(Runtime.instance())     # what the events queued goes out in this turn of the loop
 
 
 def enqueued_some_message(runtime: Runtime) -> None:
-    """Runtime._enqueued_some_message: the loop's flush asked for (its wake-up socket written only from another
-    thread)."""
-    objs = runtime._get_async_objs()
-    if _on_loop(objs.eventloop):
-        objs.eventloop.call_soon(objs.need_send_data.set)
+    """Runtime._enqueued_some_message: the loop asked to send the queued messages (send_queued), once however many
+    messages ask before it does (its wake-up socket written only from another thread)."""
+    with _QUEUE_LOCK:
+        if runtime.__dict__.get(_SEND_ASKED):
+            return
+        runtime.__dict__[_SEND_ASKED] = True
+    loop = runtime._get_async_objs().eventloop
+    if _on_loop(loop):
+        loop.call_soon(send_queued, runtime)
     else:
-        STREAMLITS_FLUSH(runtime)
+        loop.call_soon_threadsafe(send_queued, runtime)
+
+
+def send_queued(runtime: Runtime) -> None:
+    """On the event loop, what Runtime's loop does when messages are queued, without a turn of the loop after each:
+    every active session's queued messages to its client (serialized, queued on its socket's sender), in order, then
+    the session told they are sent. A client that has gone is disconnected (Streamlit's own handling)."""
+    with _QUEUE_LOCK:
+        if not runtime.__dict__.get(_SEND_ASKED):
+            return
+        runtime.__dict__[_SEND_ASKED] = False
+    for info in runtime._session_mgr.list_active_sessions():
+        for msg in info.session.flush_browser_queue():
+            try:
+                runtime._send_message(info, msg)
+            except SessionClientDisconnectedError:
+                runtime.disconnect_session(info.session.id, client=info.client)
+                break
+        info.session.on_flushed_messages_sent()
+
+
+def send_now(wait_s: float) -> None:
+    """From a script's thread: the loop handles this session's queued events and sends its messages now; returns
+    once its client's socket has taken them, or after wait_s (a slow client's socket). Nothing outside a server's
+    session (AppTest)."""
+    ctx = get_script_run_ctx()
+    if ctx is None or not Runtime.exists():
+        return
+    sessions = getattr(Runtime.instance(), "_session_mgr", None)      # (AppTest's Runtime is a stand-in)
+    info = None if sessions is None else sessions.get_active_session_info(ctx.session_id)
+    if info is None:
+        return
+    runtime = Runtime.instance()
+    sent = threading.Event()
+    deadline = time.monotonic() + wait_s
+
+    def taken() -> None:
+        queue = getattr(info.client, "_send_queue", None)
+        if queue is None or queue.empty() or time.monotonic() > deadline:
+            sent.set()
+        else:
+            info.session._event_loop.call_later(SENT_POLL_S, taken)
+
+    def on_loop() -> None:
+        _handle_queued(info.session)
+        send_queued(runtime)
+        info.session._event_loop.call_soon(taken)      # after the socket's sender, woken by send_queued, has run
+
+    info.session._event_loop.call_soon_threadsafe(on_loop)
+    sent.wait(wait_s)
 
 
 def populate_theme_msg(msg, section: str = "theme") -> None:

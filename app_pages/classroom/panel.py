@@ -32,7 +32,7 @@ from app_core.classroom import (
 )
 from app_core.classroom.views import JOIN, PERSONAL, TEACH, keys_to_reset, question_key, read_question_key, teacher_view
 from app_core.link import shown
-from app_core.scheduling import OUT_OF_TURN_PAGES
+from app_core.scheduling import OUT_OF_TURN_PAGES, SENT_WAIT_S
 from app_pages import navigation
 from app_pages.classroom.answers import ended_results
 from app_pages.classroom.state import (
@@ -57,7 +57,7 @@ from app_pages.classroom.student import pending_join, student_bar
 from app_pages.classroom.teacher import class_button, class_popover, keep_key, stop_teaching, teacher_strip
 from app_pages.frame import lesson_panel as lesson_panel
 from app_pages.frame.i18n import _
-from server import class_key
+from server import class_key, streamlit_fixes
 
 __all__ = ["class_button", "following", "link_params", "settle", "turn"]
 
@@ -79,8 +79,17 @@ def turn(page: str):
     if ss.get(TEACHING):
         return class_turns().teacher(ss[TEACHING][0])
     if ss.get(JOINED) and ss.get(FOLLOWING) and page not in OUT_OF_TURN_PAGES:
-        return class_turns().follower(ss[JOINED])
+        return _follower_turn(ss[JOINED])
     return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _follower_turn(code: str):
+    """A follower's turn, ended once its view has left (streamlit_fixes.send_now): sent by the event loop while the
+    next follower waits, not in the next one's run (SENT_WAIT_S)."""
+    with class_turns().follower(code):
+        yield
+        streamlit_fixes.send_now(SENT_WAIT_S)
 
 
 def _closed(code: str) -> str:

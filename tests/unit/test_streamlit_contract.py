@@ -184,6 +184,25 @@ def test_the_event_hop_and_the_figure_path_we_mend():
         __import__("plotly.tools", fromlist=["x"]).return_figure_from_figure_or_data)
 
 
+def test_the_message_flush_we_take_over():
+    """server/streamlit_fixes.send_queued does what Runtime's loop does with queued messages (each active session's
+    flush_browser_queue to _send_message, then on_flushed_messages_sent; a gone client's session disconnected with
+    that client) without the loop's pause after every message, and send_now watches a client's socket sender:
+    StarletteSessionClient's asyncio queue, drained by its _sender task."""
+    from streamlit.runtime.runtime import Runtime
+    from streamlit.web.server.starlette.starlette_websocket import StarletteSessionClient
+
+    flush = inspect.getsource(Runtime._loop_coroutine)
+    for line in ("msg_list = active_session_info.session.flush_browser_queue()",
+                 "self._send_message(active_session_info, msg)", "await asyncio.sleep(0)",
+                 "active_session_info.session.on_flushed_messages_sent()", "client=active_session_info.client"):
+        assert line in flush, line
+    assert "asyncio.create_task(async_objs.need_send_data.wait())" in flush      # only woken through need_send_data
+    init, sender = inspect.getsource(StarletteSessionClient.__init__), inspect.getsource(StarletteSessionClient._sender)
+    assert "self._send_queue: asyncio.Queue[bytes] = asyncio.Queue(" in init
+    assert "payload = await self._send_queue.get()" in sender and "await self._websocket.send_bytes(payload)" in sender
+
+
 def test_a_new_apptest_finds_components_through_the_scan_the_harness_answers(monkeypatch):
     """harness/apptest.scan_components_once: a new AppTest's first run finds the installed components by calling
     manifest_scanner.scan_component_manifests as it is then (looked up at the call), once; the harness's answer

@@ -192,3 +192,144 @@ def test_the_theme_is_streamlits_for_every_section_and_follows_a_changed_option(
         assert ours == streamlits and b"#123456" in ours
     finally:
         config.set_option("theme.primaryColor", None)
+
+
+class _Client:
+    def __init__(self, gone: bool = False):
+        self.sent, self.gone = [], gone
+
+
+class _Queued:
+    """What send_queued needs of an AppSession: its queued messages, told when they are sent."""
+
+    def __init__(self, sid: str, messages: list):
+        self.id, self.queue, self.told = sid, list(messages), 0
+
+    def flush_browser_queue(self):
+        out, self.queue = self.queue, []
+        return out
+
+    def on_flushed_messages_sent(self):
+        self.told += 1
+
+
+class _Runtime:
+    """What enqueued_some_message and send_queued need of Streamlit's Runtime (its loop, sessions, send, disconnect)."""
+
+    def __init__(self, loop, infos):
+        from types import SimpleNamespace
+
+        self.loop, self.disconnected = loop, []
+        self._session_mgr = SimpleNamespace(list_active_sessions=lambda: list(infos))
+
+    def _get_async_objs(self):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(eventloop=self.loop)
+
+    def _send_message(self, info, msg):
+        from streamlit.runtime.session_manager import SessionClientDisconnectedError
+
+        if info.client.gone:
+            raise SessionClientDisconnectedError
+        info.client.sent.append(msg)
+
+    def disconnect_session(self, session_id, client=None):
+        self.disconnected.append((session_id, client))
+
+
+def test_queued_messages_are_sent_in_order_in_one_turn_of_the_loop_asked_once():
+    """Runtime's loop paused a turn after each message; send_queued sends every session's queue in order in one go,
+    asked for once however many messages ask before it runs (from the loop or another thread); a client that has
+    gone is disconnected and the other sessions still get theirs."""
+    import asyncio
+    import threading
+    from types import SimpleNamespace
+
+    loop = asyncio.new_event_loop()
+    sessions = [_Queued("a", [f"a{i}" for i in range(41)]), _Queued("gone", ["g0", "g1"]), _Queued("b", ["b0"])]
+    infos = [SimpleNamespace(session=s, client=_Client(gone=s.id == "gone")) for s in sessions]
+    runtime = _Runtime(loop, infos)
+    turns = []
+
+    async def on_the_loop():
+        thread = threading.Thread(target=lambda: [fixes.enqueued_some_message(runtime) for _ in range(50)])
+        thread.start()
+        thread.join()
+        fixes.enqueued_some_message(runtime)                   # asked again from the loop: still once
+        turns.append(len(loop._ready))
+        await asyncio.sleep(0)                                 # one turn: everything sent
+        turns.append([list(info.client.sent) for info in infos])
+        sessions[2].queue.append("b1")
+        fixes.enqueued_some_message(runtime)
+        await asyncio.sleep(0)
+
+    loop.run_until_complete(on_the_loop())
+    loop.close()
+    assert turns[0] == 1, "one send asked for, not one per message"
+    assert turns[1] == [[f"a{i}" for i in range(41)], [], ["b0"]]
+    assert infos[2].client.sent == ["b0", "b1"]
+    assert runtime.disconnected == [("gone", infos[1].client)]
+    assert [s.told for s in sessions] == [2, 2, 2]
+
+
+def test_send_now_returns_once_the_sessions_messages_are_on_its_socket(tmp_path):
+    """A real server (an st.App mending Streamlit as app.py does): a run writes 40 elements, send_now, then reads
+    where its messages are: none waits in the session's batch, its browser queue or its socket's send queue (before
+    the mend's flush they waited EVENT_BATCH_S in the batch). Every message reaches the client, in order."""
+    import subprocess
+    import sys
+
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    from harness.apptest import ROOT
+    from harness.browser import free_port, stop_app, wait_healthy
+    from harness.websocket import BINARY, Frames, client_frame, connect
+
+    (tmp_path / "serve.py").write_text(
+        "import streamlit as st\nfrom server import streamlit_fixes\nstreamlit_fixes.mend()\n"
+        "app = st.App('page.py')\n")
+    (tmp_path / "page.py").write_text(
+        "import streamlit as st\n"
+        "from streamlit.runtime import Runtime\n"
+        "from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx\n"
+        "from server import streamlit_fixes\n"
+        "for i in range(40):\n"
+        "    st.write(f'before {i}')\n"
+        "streamlit_fixes.send_now(10.0)\n"
+        "info = Runtime.instance()._session_mgr.get_active_session_info(get_script_run_ctx().session_id)\n"
+        "where = (len(info.session.__dict__.get(streamlit_fixes._QUEUED, [])), info.session._browser_queue.is_empty(),"
+        " info.client._send_queue.qsize())\n"
+        "st.write(f'waiting {where}')\n"
+        "st.write('last')\n")
+    port = free_port()
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+    with (tmp_path / "server.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.port",
+             str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+             "--server.fileWatcherType", "none"], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True)
+    try:
+        assert wait_healthy(proc, f"http://127.0.0.1:{port}", 60) is None, (tmp_path / "server.log").read_text()
+        sock, _ = connect(port, "/_stcore/stream", "streamlit, PLACEHOLDER_AUTH_TOKEN", "fixes-test")
+        sock.settimeout(30)
+        rerun = BackMsg()
+        rerun.rerun_script.query_string = ""
+        rerun.rerun_script.widget_states.SetInParent()
+        sock.sendall(client_frame(rerun.SerializeToString(), BINARY))
+        frames, texts, kinds = Frames(), [], []
+        while "script_finished" not in kinds:
+            for opcode, payload in frames.feed(sock.recv(1 << 16)):
+                if opcode == BINARY:
+                    msg = ForwardMsg()
+                    msg.ParseFromString(payload)
+                    kinds.append(msg.WhichOneof("type"))
+                    if kinds[-1] == "delta" and msg.delta.new_element.WhichOneof("type") == "markdown":
+                        texts.append(msg.delta.new_element.markdown.body)
+        sock.close()
+    finally:
+        stop_app(proc)
+    assert texts == [f"before {i}" for i in range(40)] + ["waiting (0, True, 0)", "last"], texts
+    assert kinds[0] == "new_session" and "script_finished" in kinds
