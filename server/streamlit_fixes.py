@@ -25,8 +25,9 @@ router.py again, for `streamlit run router.py`), before any session runs. Each g
   switch interval (5 ms): sixty followers' runs of ~41 messages each kept their messages waiting for ~0.3-0.8 s
   each, all sent at the end (the server's own timeline, 2-core Xeon). Here the loop sends every session's queued
   messages at once (send_queued), asked for once however many messages ask before it runs; Runtime's loop is no
-  longer woken to send. `send_now` (from a script's thread) has the loop send this session's messages now and waits
-  until its socket has them: a following student's turn ends with its view sent (app_pages.classroom.panel.turn).
+  longer woken to send (it sends once, when the first session connects, before anything is queued). `send_now`
+  (from a script's thread) has the loop send this session's messages now and waits until its socket has them: a
+  following student's turn ends with its view sent (app_pages.classroom.panel.turn).
 - **The theme read once.** Every run's first message (new_session) carries the theme: six sections of Streamlit's
   options, each section found by a walk over all ~370 options under their lock: ~6% of the interpreter behind sixty
   followers' reruns (py-spy --gil). Here a section's message is made again only when its options' values changed.
@@ -163,7 +164,6 @@ def send_now(wait_s: float) -> None:
     info = None if sessions is None else sessions.get_active_session_info(ctx.session_id)
     if info is None:
         return
-    runtime = Runtime.instance()
     sent = threading.Event()
     deadline = time.monotonic() + wait_s
 
@@ -175,8 +175,7 @@ def send_now(wait_s: float) -> None:
             info.session._event_loop.call_later(SENT_POLL_S, taken)
 
     def on_loop() -> None:
-        _handle_queued(info.session)
-        send_queued(runtime)
+        _handle_queued(info.session)                   # (and send_queued)
         info.session._event_loop.call_soon(taken)      # after the socket's sender, woken by send_queued, has run
 
     info.session._event_loop.call_soon_threadsafe(on_loop)
