@@ -6,8 +6,6 @@ from __future__ import annotations
 import inspect
 import re
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -227,39 +225,19 @@ def test_a_run_stopped_for_a_newer_one_never_sends_its_end(tmp_path):
     with runner.fastReruns (the default, and ours) a rerun asked for during a run stops that run's runner and starts
     a new one, and AppSession drops the stopped runner's events, its script_finished with them. Two reruns asked
     for on a real server's websocket, the second while the first sleeps: two new_session, one script_finished."""
-    from streamlit.proto.BackMsg_pb2 import BackMsg
-
-    from harness.browser import free_port, stop_app, wait_healthy
-    from harness.websocket import BINARY, Frames, client_frame, connect
+    from harness.script_server import forward_msgs, rerun_frame, script_server, session
 
     (tmp_path / "slow.py").write_text(SLOW_SCRIPT)
-    port = free_port()
-    with (tmp_path / "server.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "slow.py", "--server.headless", "true", "--server.port",
-             str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-             "--server.fileWatcherType", "none"], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
-    try:
-        assert wait_healthy(proc, f"http://127.0.0.1:{port}", 60) is None, (tmp_path / "server.log").read_text()
-        sock, _ = connect(port, "/_stcore/stream", "streamlit, PLACEHOLDER_AUTH_TOKEN", "contract-test")
-        sock.settimeout(30)
-        rerun = BackMsg()
-        rerun.rerun_script.query_string = ""
-        rerun.rerun_script.widget_states.SetInParent()
-        frames, kinds = Frames(), []
-        sock.sendall(client_frame(rerun.SerializeToString(), BINARY))
-        while kinds.count("script_finished") < 1:
-            for opcode, payload in frames.feed(sock.recv(1 << 16)):
-                if opcode == BINARY:
-                    msg = ForwardMsg()
-                    msg.ParseFromString(payload)
-                    kinds.append(msg.WhichOneof("type"))
-                    if kinds.count("new_session") == 1 and kinds[-1] == "delta" and kinds.count("delta") == 1:
-                        sock.sendall(client_frame(rerun.SerializeToString(), BINARY))   # while the first sleeps
+    kinds = []
+    with script_server(tmp_path, "slow.py") as port:
+        sock = session(port, "contract-test")
+        for msg in forward_msgs(sock):
+            kinds.append(msg.WhichOneof("type"))
+            if kinds.count("new_session") == 1 and kinds[-1] == "delta" and kinds.count("delta") == 1:
+                sock.sendall(rerun_frame())                             # while the first sleeps
+            if kinds[-1] == "script_finished":
+                break
         sock.close()
-    finally:
-        stop_app(proc)
     runs = [k for k in kinds if k in ("new_session", "script_finished")]
     assert runs == ["new_session", "new_session", "script_finished"], kinds
 

@@ -277,15 +277,10 @@ def test_send_now_returns_once_the_sessions_messages_are_on_its_socket(tmp_path)
     """A real server (an st.App mending Streamlit as app.py does): a run writes 40 elements, send_now, then reads
     where its messages are: none waits in the session's batch, its browser queue or its socket's send queue (before
     the mend's flush they waited EVENT_BATCH_S in the batch). Every message reaches the client, in order."""
-    import subprocess
-    import sys
-
-    from streamlit.proto.BackMsg_pb2 import BackMsg
-    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+    import os
 
     from harness.apptest import ROOT
-    from harness.browser import free_port, stop_app, wait_healthy
-    from harness.websocket import BINARY, Frames, client_frame, connect
+    from harness.script_server import forward_msgs, script_server, session
 
     (tmp_path / "serve.py").write_text(
         "import streamlit as st\nfrom server import streamlit_fixes\nstreamlit_fixes.mend()\n"
@@ -303,33 +298,15 @@ def test_send_now_returns_once_the_sessions_messages_are_on_its_socket(tmp_path)
         " info.client._send_queue.qsize())\n"
         "st.write(f'waiting {where}')\n"
         "st.write('last')\n")
-    port = free_port()
-    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
-    with (tmp_path / "server.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.port",
-             str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-             "--server.fileWatcherType", "none"], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, env=env,
-            start_new_session=True)
-    try:
-        assert wait_healthy(proc, f"http://127.0.0.1:{port}", 60) is None, (tmp_path / "server.log").read_text()
-        sock, _ = connect(port, "/_stcore/stream", "streamlit, PLACEHOLDER_AUTH_TOKEN", "fixes-test")
-        sock.settimeout(30)
-        rerun = BackMsg()
-        rerun.rerun_script.query_string = ""
-        rerun.rerun_script.widget_states.SetInParent()
-        sock.sendall(client_frame(rerun.SerializeToString(), BINARY))
-        frames, texts, kinds = Frames(), [], []
-        while "script_finished" not in kinds:
-            for opcode, payload in frames.feed(sock.recv(1 << 16)):
-                if opcode == BINARY:
-                    msg = ForwardMsg()
-                    msg.ParseFromString(payload)
-                    kinds.append(msg.WhichOneof("type"))
-                    if kinds[-1] == "delta" and msg.delta.new_element.WhichOneof("type") == "markdown":
-                        texts.append(msg.delta.new_element.markdown.body)
+    texts, kinds = [], []
+    with script_server(tmp_path, "serve.py", env={**os.environ, "PYTHONPATH": str(ROOT)}) as port:
+        sock = session(port, "fixes-test")
+        for msg in forward_msgs(sock):
+            kinds.append(msg.WhichOneof("type"))
+            if kinds[-1] == "delta" and msg.delta.new_element.WhichOneof("type") == "markdown":
+                texts.append(msg.delta.new_element.markdown.body)
+            if kinds[-1] == "script_finished":
+                break
         sock.close()
-    finally:
-        stop_app(proc)
     assert texts == [f"before {i}" for i in range(40)] + ["waiting (0, True, 0)", "last"], texts
     assert kinds[0] == "new_session" and "script_finished" in kinds
