@@ -16,8 +16,13 @@ from viz.theme import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, MASKED_COLOR
 def test_vectors_figure_rows_share_the_dimension_axis():
     a, b = np.arange(6.0), -np.arange(6.0)
     fig = vi.vectors_figure({"x <in>": a, "out": b}, title="t")
-    assert [type(t).__name__ for t in fig.data] == ["Bar", "Bar"]
+    # a row is one filled step line from zero (bars of width 1, no gap), not n bars
+    assert [(t.type, t.mode, t.line.shape, t.fill) for t in fig.data] == [("scatter", "lines", "hvh", "tozeroy")] * 2
+    assert [t.fillcolor for t in fig.data] == [t.line.color for t in fig.data] and fig.data[0].fillcolor != \
+        fig.data[1].fillcolor
+    np.testing.assert_array_equal(fig.data[1].x, np.arange(6))
     np.testing.assert_array_equal(fig.data[1].y, b)
+    assert fig.data[0].hoveron == "points" and "%{y" in fig.data[0].hovertemplate
     assert [ann.text for ann in fig.layout.annotations] == ["x &lt;in&gt;", "out"]
     assert fig.layout.xaxis2.matches == "x" or fig.layout.xaxis.matches == "x2"
     with pytest.raises(ValueError):
