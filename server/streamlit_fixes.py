@@ -31,6 +31,13 @@ router.py again, for `streamlit run router.py`), before any session runs. Each g
 - **The theme read once.** Every run's first message (new_session) carries the theme: six sections of Streamlit's
   options, each section found by a walk over all ~370 options under their lock: ~6% of the interpreter behind sixty
   followers' reruns (py-spy --gil). Here a section's message is made again only when its options' values changed.
+- **A fragment's timed rerun from a page the session has left, dropped.** A `st.fragment(run_every=...)` (the Train
+  page's live view) has the browser ask for the fragment's rerun on a timer. A tick sent while a run is switching
+  page (a lesson step's PageDown from a Train step whose runs train) reaches Streamlit while the fragment is still
+  registered, so Streamlit queues it; it runs after the new page's run, as the old page (its own page hash): the new
+  page's widget states reset as a page change, the fragment gone, and the browser left with the frame and an empty
+  view (3 of 8 lessons walks under load). Streamlit drops such a tick only once the fragment is unregistered. Here
+  a timed fragment rerun whose page is not the page the session runs now is dropped as it arrives.
 - **A shared figure's JSON made once.** `st.plotly_chart` deep-copies a figure (`to_dict`) and writes its JSON at
   every run of every session. A shared figure (app_pages/frame/widgets.py: made once for every session, never
   changed) is frozen: its dict and JSON made once, and plotly.io.to_json answers a frozen dict with its JSON.
@@ -57,6 +64,7 @@ STREAMLITS = string_util.extract_leading_emoji     # Streamlit's own, kept for t
 STREAMLITS_FLUSH = Runtime._enqueued_some_message
 STREAMLITS_THEME = app_session._populate_theme_msg
 PLOTLYS_TO_JSON = plotly.io.to_json
+STREAMLITS_REQUEST_RERUN = AppSession.request_rerun
 EVENT_BATCH_S = 0.005              # a script run's messages reach the event loop in batches this far apart
 _LOG = logging.getLogger(__name__)
 _QUEUED = "_atlas_events"          # an AppSession's script-runner events not handled yet
@@ -222,9 +230,21 @@ def to_json(fig, *args, **kwargs) -> str:
     return PLOTLYS_TO_JSON(fig, *args, **kwargs)
 
 
+def request_rerun(session: AppSession, client_state) -> None:
+    """AppSession.request_rerun, without a fragment's timed rerun sent from a page the session has left."""
+    if (client_state is not None and client_state.fragment_id and client_state.is_auto_rerun
+            and client_state.page_script_hash
+            and client_state.page_script_hash != session._pages_manager.current_page_script_hash):
+        _LOG.debug("dropped a timed rerun of fragment %s from page %s", client_state.fragment_id,
+                   client_state.page_script_hash)
+        return
+    STREAMLITS_REQUEST_RERUN(session, client_state)
+
+
 def mend() -> None:
     string_util.extract_leading_emoji = extract_leading_emoji
     AppSession._on_scriptrunner_event = on_scriptrunner_event
     Runtime._enqueued_some_message = enqueued_some_message
     app_session._populate_theme_msg = populate_theme_msg
     plotly.io.to_json = to_json
+    AppSession.request_rerun = request_rerun

@@ -52,11 +52,6 @@ STEP_IS_JS = "(step) => new URLSearchParams(location.search).get('step') === ste
 # A Train step's page is live: a run has passed its first log point (its progress bar moved; the page polls).
 TRAINING_JS = ("() => [...document.querySelectorAll('[data-testid=\"stProgress\"] [role=\"progressbar\"]')]"
                ".some(bar => Number(bar.getAttribute('aria-valuenow')) > 0)")
-# Idle (charts drawn) for `ms` without a break: a Train step's runs have finished (its page polls until they have).
-QUIET_JS = ("(ms) => { const now = Date.now(); if (!(" + IDLE_WITH_CHARTS_JS + ")(1)) { window.__busyAt = now; "
-            "return false; } if (window.__busyAt === undefined) window.__busyAt = now; "
-            "return now - window.__busyAt > ms; }")
-QUIET_MS = 4_000
 PRESS_MS = 30_000
 SETTLE_MS = 240_000             # a Train step's runs go on training until no page has polled them for 10 s
 
@@ -167,10 +162,8 @@ def test_sampled_steps_in_presenter_mode_at_1024x768(app_url, new_page, screensh
                 problems += first_screen_problems(page, where, width, height)
                 shots += save_screenshots(page, f"lesson_{lang}_{lesson.id}_{n:02d}", screenshot_dir, scroll=False)
                 if lesson.step(n).page == "train":      # its runs train live, then stop once no page polls them
-                    page.wait_for_function(TRAINING_JS, timeout=SETTLE_MS, polling=100)
-                    if (lesson, n + 1) in walked:       # PageDown next: only once the runs have ended (a press while
-                        page.evaluate("delete window.__busyAt")     # they train can leave the next view empty)
-                        page.wait_for_function(QUIET_JS, arg=QUIET_MS, timeout=SETTLE_MS, polling=100)
+                    page.wait_for_function(TRAINING_JS, timeout=SETTLE_MS, polling=100)     # (a PageDown next
+                    # falls among the live view's timed reruns: server/streamlit_fixes.request_rerun)
             except sync_api.TimeoutError as err:
                 before = None
                 problems.append(f"{where}: {str(err).splitlines()[0]} at {page.url}")

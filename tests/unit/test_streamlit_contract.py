@@ -201,6 +201,25 @@ def test_the_message_flush_we_take_over():
     assert "payload = await self._send_queue.get()" in sender and "await self._websocket.send_bytes(payload)" in sender
 
 
+def test_a_timed_fragment_rerun_waits_behind_a_page_switch_and_runs_as_its_own_page():
+    """Why server/streamlit_fixes.request_rerun drops a fragment's timed rerun from a page the session left:
+    AppSession.request_rerun drops one only when the fragment is unregistered, and keeps the tick's page hash and
+    auto-rerun flag; a fragment rerun does not stop a full run in progress (it waits behind it, then runs as the page
+    its tick named); the session's current page is the PagesManager's, set by each run."""
+    from streamlit.runtime.app_session import AppSession
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.runtime.scriptrunner_utils import script_requests
+
+    request = inspect.getsource(streamlit_fixes.STREAMLITS_REQUEST_RERUN)
+    for line in ("if fragment_id and not self.has_fragment(fragment_id):",
+                 "page_script_hash=client_state.page_script_hash,", "is_auto_rerun=client_state.is_auto_rerun,"):
+        assert line in request, line
+    assert script_requests._fragment_run_should_not_preempt_script(["fragment"], False)
+    assert not script_requests._fragment_run_should_not_preempt_script([], False)
+    assert isinstance(inspect.getattr_static(PagesManager, "current_page_script_hash"), property)
+    assert "self._pages_manager = PagesManager(" in inspect.getsource(AppSession.__init__)
+
+
 def test_a_new_apptest_finds_components_through_the_scan_the_harness_answers(monkeypatch):
     """harness/apptest.scan_components_once: a new AppTest's first run finds the installed components by calling
     manifest_scanner.scan_component_manifests as it is then (looked up at the call), once; the harness's answer

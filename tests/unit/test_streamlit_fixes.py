@@ -5,6 +5,8 @@ import random
 
 from streamlit import string_util
 from streamlit.emojis import ALL_EMOJIS
+from streamlit.proto.ClientState_pb2 import ClientState
+from streamlit.runtime.app_session import AppSession
 from streamlit.runtime.scriptrunner.script_runner import ScriptRunnerEvent as Event
 
 from server import streamlit_fixes as fixes
@@ -310,3 +312,25 @@ def test_send_now_returns_once_the_sessions_messages_are_on_its_socket(tmp_path)
         sock.close()
     assert texts == [f"before {i}" for i in range(40)] + ["waiting (0, True, 0)", "last"], texts
     assert kinds[0] == "new_session" and "script_finished" in kinds
+
+
+def test_a_timed_fragment_rerun_from_a_page_the_session_left_is_dropped(monkeypatch):
+    """A fragment's timer tick (run_every) that names another page than the one the session runs now never reaches
+    Streamlit's request_rerun; every other request does, unchanged: a tick on the page shown, a click in a fragment,
+    a rerun that changes page, a rerun without client state."""
+    passed = []
+    monkeypatch.setattr(fixes, "STREAMLITS_REQUEST_RERUN", lambda session, state: passed.append(state))
+    session = type("Session", (), {})()
+    session._pages_manager = type("Pages", (), {"current_page_script_hash": "efficient"})()
+
+    def state(page: str, fragment: str = "", auto: bool = False) -> ClientState:
+        return ClientState(page_script_hash=page, fragment_id=fragment, is_auto_rerun=auto, query_string="step=10")
+
+    fixes.request_rerun(session, state("train", "live", auto=True))
+    assert passed == []
+    kept = [state("efficient", "live", auto=True), state("train", "live"), state("train"), None]
+    for s in kept:
+        fixes.request_rerun(session, s)
+    assert passed == kept
+    fixes.mend()
+    assert AppSession.request_rerun is fixes.request_rerun
