@@ -22,7 +22,8 @@ CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-q
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 FIRST_LOAD_MS = 180_000        # the first run loads the model; 2 shared CPU cores can be slow
 
-# The app is idle (script finished, nothing stale, connected) and has at least `min` plotly charts, all drawn.
+# The app is idle (script finished, nothing stale, connected) and has at least `min` plotly charts, all drawn but
+# those in a hidden container (a collapsed expander: server/frontend_mends.py draws a chart once it has a width).
 IDLE_WITH_CHARTS_JS = """(min) => {
   const app = document.querySelector('[data-testid="stApp"]');
   if (!app || app.getAttribute('data-test-script-state') === 'running') return false;
@@ -31,7 +32,7 @@ IDLE_WITH_CHARTS_JS = """(min) => {
   if (status && /running|stop/i.test(status.textContent)) return false;   // not "Source file changed"
   if (document.querySelector('[data-stale="true"]')) return false;
   const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')];
-  return charts.length >= min && charts.every(c => c.querySelector('.main-svg'));
+  return charts.length >= min && charts.every(c => c.querySelector('.main-svg') || !c.getClientRects().length);
 }"""
 
 # The presenter keys' handler (app_pages/frame/presenter_keys.py) has mounted: the arrow keys work.

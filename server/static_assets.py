@@ -13,7 +13,8 @@ of this app draws Plotly figures). Streamlit's frontend imports it only when the
 ~0.7 s fetching and evaluating it before it draws; imported with the page, that happens while the frontend starts
 and while a starting server still loads the model.
 
-Every other request goes to Streamlit unchanged.
+The files are served as server/frontend_mends.py mends them (a chart drawn once, not twice). A client that does not
+accept gzip gets Streamlit's own files from Streamlit. Every other request goes to Streamlit unchanged.
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 
 import anyio
 from streamlit import config, file_util
+
+from server.frontend_mends import mended
 
 GZIP_LEVEL = 6
 # Already-compressed formats: sent as they are (from memory too).
@@ -52,9 +55,9 @@ def hashed_asset_files(static_dir: str) -> dict[str, str]:
 
 
 def load_asset(path: str) -> Asset:
-    """The file's bytes, gzip-compressed unless its format is compressed already."""
+    """The file's bytes, mended (frontend_mends), gzip-compressed unless its format is compressed already."""
     with open(path, "rb") as f:
-        data = f.read()
+        data = mended(os.path.basename(path), f.read())
     content_type = mimetypes.guess_type(path)[0] or "text/plain"
     if path.lower().endswith(PRECOMPRESSED):
         return Asset(data, content_type, gzipped=False)

@@ -556,6 +556,49 @@ def test_presenter_mode_at_1024x768(app_url, new_page, screenshot_dir):
     assert not problems, "\n".join(problems)
 
 
+# Counts plotly's draws of each chart (init script): plotly gives a chart's div its event emitter as a property,
+# caught here on its way in; each "plotly_react" (a Plotly.react call) and "plotly_autosize" is counted on the div.
+COUNT_DRAWS_INIT_JS = """Object.defineProperty(HTMLElement.prototype, 'emit', {configurable: true, get() { return undefined; },
+  set(emit) {
+    Object.defineProperty(this, 'emit', {configurable: true, writable: true, value: function (event) {
+      this.__draws = this.__draws || {};
+      this.__draws[event] = (this.__draws[event] || 0) + 1;
+      return emit.apply(this, arguments);
+    }});
+  }});"""
+# Each chart of the main area: its key, its draws, the width plotly drew it at and its frame's width.
+DRAWS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')].map(c => {
+  const gd = c.querySelector('.js-plotly-plot');
+  return {key: c.closest('[class*="st-key-"]')?.className.match(/st-key-(\\S+)/)?.[1],
+          reacts: gd?.__draws?.plotly_react || 0, autosized: gd?.__draws?.plotly_autosize || 0,
+          width: gd?._fullLayout?.width, frame: c.closest('[data-testid="stFullScreenFrame"]').clientWidth};
+})"""
+
+
+def test_each_chart_is_drawn_once_at_its_frames_width(app_url, new_page):
+    """Streamlit's chart drew every figure twice, at plotly's default size and then at its frame's width
+    (server/frontend_mends.py): on views of 10 and 3 charts, each is drawn once (one Plotly.react, no autosize) at
+    its frame's width, also when the window is resized (and then drawn again, once, at the new width)."""
+    page = new_page(*PROJECTOR)
+    page.context.add_init_script(COUNT_DRAWS_INIT_JS)
+    problems = []
+    for path, n in (("/causal-mask", 10), ("/softmax", 3)):
+        open_view(page, app_url + path)
+        page.wait_for_timeout(500)                                   # a second draw would come within a frame
+        charts = page.evaluate(DRAWS_JS)
+        if len(charts) != n:
+            problems.append(f"{path}: {len(charts)} charts, {n} expected")
+        problems += [f"{path}: {c}" for c in charts
+                     if (c["reacts"], c["autosized"]) != (1, 0) or abs(c["width"] - c["frame"]) > 1]
+    page.set_viewport_size({"width": WIDE[0], "height": WIDE[1]})
+    page.wait_for_function("""(w) => [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')]
+      .every(gd => gd._fullLayout.width > w)""", arg=PROJECTOR[0] * 0.67, timeout=RERUN_MS)
+    page.wait_for_timeout(500)
+    problems += [f"/softmax at {WIDE}: {c}" for c in page.evaluate(DRAWS_JS)
+                 if c["reacts"] != 2 or abs(c["width"] - c["frame"]) > 1]
+    assert not problems, "\n".join(problems)
+
+
 # ------------------------------------------------------------------------------------------------ share links
 
 def press_on(page, key: str, arrow: str, times: int) -> None:

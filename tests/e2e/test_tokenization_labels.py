@@ -158,6 +158,7 @@ def test_in_the_app_at_1024x768(app_url, page, tmp_path_factory, lang):
     text = TEXTS["chinese"]
     page.goto(f"{app_url}/inside?model=qwen-style&lang={lang}&text={quote(text)}")
     page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=1, timeout=180_000, polling=200)
+    page.evaluate("document.fonts.ready.then(() => true)")          # the labels measured in their own font
     chart = ".st-key-inside_bpe"
     boxes = page.evaluate(TEXT_BOXES_JS, chart)
     shot = tmp_path_factory.mktemp("app") / f"tokenization_app_{lang}.png"

@@ -118,3 +118,14 @@ def test_the_html_page_imports_the_plotly_chunk_and_is_otherwise_unchanged(stati
 def test_without_a_plotly_chunk_the_page_is_unchanged(static_dir):
     (static_dir / "static" / "js" / "PlotlyChart.Ef56.js").unlink()
     assert request(frontend(static_dir), "/")["body"] == PAGE
+
+
+def test_the_plotly_chunk_is_served_mended(static_dir):
+    """server/frontend_mends.py's mend of the PlotlyChart chunk reaches the browser; other files are as written."""
+    from server.frontend_mends import CHART_DRAWN_ONCE
+    (old, new), (old2, new2) = CHART_DRAWN_ONCE.replacements
+    chunk = b"function Je(){" + old + b"x;return i(be,{" + old2 + b"y})}"
+    (static_dir / "static" / "js" / "PlotlyChart.Ef56.js").write_bytes(chunk)
+    served = gzip.decompress(request(frontend(static_dir), "/static/js/PlotlyChart.Ef56.js")["body"])
+    assert served == b"function Je(){" + new + b"x;return i(be,{" + new2 + b"y})}"
+    assert gzip.decompress(request(frontend(static_dir), "/static/js/index.Ab12.js")["body"]) == SCRIPT

@@ -14,7 +14,7 @@ from streamlit import file_util, string_util
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.testing.v1 import AppTest
 
-from server import static_assets, streamlit_fixes
+from server import frontend_mends, static_assets, streamlit_fixes
 
 ROOT = Path(__file__).resolve().parents[2]
 STATIC = Path(file_util.get_static_dir())
@@ -55,6 +55,15 @@ def test_the_static_folder_has_the_chunk_the_page_imports_early():
     early = static_assets.early_imports(files)
     assert early.count(b"<script") == len(static_assets.EARLY_CHUNKS) == 1 and b"/static/js/PlotlyChart." in early
     assert b"</head>" in (STATIC / "index.html").read_bytes()
+
+
+def test_each_frontend_mend_finds_its_text_once_in_the_pinned_frontend():
+    """server/frontend_mends.py replaces text in Streamlit's compiled chunks; each text must occur exactly once in
+    the chunk it names (another Streamlit: the mend would be left out, and its chart drawn twice again)."""
+    for mend in frontend_mends.MENDS:
+        files = [p for p in (STATIC / "static" / "js").glob(mend.chunk + ".*.js")]
+        assert len(files) == 1, (mend.name, files)
+        assert frontend_mends.applies(mend, files[0].read_bytes()), mend.name
 
 
 def _sources() -> str:
