@@ -7,9 +7,11 @@ tests/unit/test_streamlit_contract.py fails by the mend's name.
   which reports only after the chart's first render: until then the width is -1, and react-plotly drew the figure
   at plotly's default size (an autosize), then again at the frame's width, every figure of every view (2
   `plotly_react` per chart in Chromium). Here the plot is mounted once the frame's width is known (or the chart is
-  full screen), and drawn once; once drawn it stays mounted when the width is unknown again (a tab hidden), as
-  before. A chart in a collapsed expander is drawn when the expander opens. Over 25 views (bench/bench_chart_draws.py,
-  2-core Xeon): 2.36 -> 1.00 draws per chart, Chromium 0.88 -> 0.69 CPU-s per view (0.78x), wall 0.90x.
+  full screen), and drawn once. Until then an empty box of the chart's height holds its place, so the page does not
+  jump (a live view's charts are mounted anew at each update). Once drawn, a chart stays mounted when the width is
+  unknown again (a tab hidden), as before; one in a collapsed expander is drawn when the expander opens. Over 25
+  views (bench/bench_chart_draws.py, 2-core Xeon): 2.36 -> 1.00 draws per chart, Chromium 0.88 -> 0.69 CPU-s per
+  view (0.78x), wall 0.90x.
 """
 from __future__ import annotations
 
@@ -34,7 +36,9 @@ CHART_DRAWN_ONCE = FrontendMend(
     ((b"let c=C(),{expanded:l,width:u,height:d,expand:f,collapse:p}=E(k),",
       b"let c=C(),{expanded:l,width:u,height:d,expand:f,collapse:p}=E(k),atlasWidthKnown=(0,P.useRef)(!1),"),
      (b"children:i(q,{data:N.data,",
-      b"children:(u>0&&(atlasWidthKnown.current=!0),atlasWidthKnown.current||l)&&i(q,{data:N.data,")))
+      b"children:(u>0&&(atlasWidthKnown.current=!0),atlasWidthKnown.current||l)?i(q,{data:N.data,"),
+     (b"t.setElementState(e.id,`figure`,n),F(n)}})})}",
+      b"t.setElementState(e.id,`figure`,n),F(n)}}):i(`div`,{style:{height:U}})})}")))
 MENDS = (CHART_DRAWN_ONCE,)
 
 

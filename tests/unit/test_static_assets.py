@@ -123,9 +123,8 @@ def test_without_a_plotly_chunk_the_page_is_unchanged(static_dir):
 def test_the_plotly_chunk_is_served_mended(static_dir):
     """server/frontend_mends.py's mend of the PlotlyChart chunk reaches the browser; other files are as written."""
     from server.frontend_mends import CHART_DRAWN_ONCE
-    (old, new), (old2, new2) = CHART_DRAWN_ONCE.replacements
-    chunk = b"function Je(){" + old + b"x;return i(be,{" + old2 + b"y})}"
-    (static_dir / "static" / "js" / "PlotlyChart.Ef56.js").write_bytes(chunk)
+    olds, news = zip(*CHART_DRAWN_ONCE.replacements, strict=True)
+    (static_dir / "static" / "js" / "PlotlyChart.Ef56.js").write_bytes(b"f();".join(olds))
     served = gzip.decompress(request(frontend(static_dir), "/static/js/PlotlyChart.Ef56.js")["body"])
-    assert served == b"function Je(){" + new + b"x;return i(be,{" + new2 + b"y})}"
+    assert served == b"f();".join(news)
     assert gzip.decompress(request(frontend(static_dir), "/static/js/index.Ab12.js")["body"]) == SCRIPT
