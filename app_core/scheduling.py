@@ -34,6 +34,9 @@ change waiting behind them, and two model passes in parallel would fight over th
   examples, the model picker, the share link, the keys): a quarter of a follower's run.
 - Figures are made once for every session showing the same one (app_pages' shared figures): a follower draws the
   teacher's.
+- A live view polls (a Train run's curves: a fragment's timed rerun, ~25 ms of the interpreter each on a 2-core
+  Xeon once its figures are shared), the teacher's every 0.4 s, a following student's every FOLLOWER_POLL_S:
+  sixty followers at 0.4 s would ask for 150 runs a second, several cores' worth, starving the training run itself.
 - Garbage: Streamlit's collection after every run is off (.streamlit/config.toml, runner.postScriptGC = false) and
   what is alive after the model's load is frozen out of the collector's walks (freeze_long_lived).
 The numbers these policies were measured with are in the README (a class's cost) and bench/class_swarm.py.
@@ -55,6 +58,7 @@ TURN_WAIT_S = 3.0                  # the longest a follower's run waits for its 
 SENT_WAIT_S = 0.05                 # the longest a follower's turn waits for its messages to leave
 HEAD_START_S = 0.05                # followers hear of a change this long after the teacher's run here ended
 OUT_OF_TURN_PAGES = frozenset({"generate"})    # a run there waits for a job: followers run out of turn
+FOLLOWER_POLL_S = 2.0              # a following student's live view refreshes this often (the teacher's: 0.4 s)
 COMPUTE = threading.Lock()         # one model computation at a time in this process
 FIGURES_IN_TURN = threading.Lock()  # one session's generation step figures at a time
 

@@ -21,7 +21,15 @@ from streamlit import file_util
 
 from bench.bench_history import chromium_cpu_s
 from bench.class_swarm import cpu_name
-from harness.browser import CHROMIUM, CHROMIUM_ARGS, RUN_COUNTER_INIT_JS, open_view, running_app, visit
+from harness.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    COUNT_DRAWS_INIT_JS,
+    RUN_COUNTER_INIT_JS,
+    open_view,
+    running_app,
+    visit,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = "The quick brown fox jumps over the lazy dog"
@@ -31,15 +39,9 @@ VIEWS = ("/?view=head", "/?view=layer", "/?view=model", "/?view=query", "/?view=
          "/positional?view=sin", "/positional?view=rope", "/positional?view=model", "/positional?view=alibi",
          "/parameters?preset=gpt2", "/efficient?view=flash", "/efficient?view=masks", "/efficient?view=linear",
          "/circuits?view=roles", "/circuits?view=patching", "/circuits?view=attribution")
-# Plotly.react calls per chart, counted on each chart's div (plotly gives it its event emitter as a property).
-COUNT_DRAWS_INIT_JS = """Object.defineProperty(HTMLElement.prototype, 'emit', {configurable: true, get() { return undefined; },
-  set(emit) {
-    Object.defineProperty(this, 'emit', {configurable: true, writable: true, value: function (event) {
-      if (event === 'plotly_react') { window.__reacts = (window.__reacts || 0) + 1; }
-      return emit.apply(this, arguments);
-    }});
-  }});"""
-CHARTS_JS = "document.querySelectorAll('[data-testid=\"stMain\"] .js-plotly-plot').length"
+# (charts in the main area, Plotly.react calls on them)
+DRAWS_JS = """() => { const gds = [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')];
+  return [gds.length, gds.reduce((n, gd) => n + (gd.__draws?.plotly_react || 0), 0)]; }"""
 
 
 def as_streamlit_ships_it(context) -> None:
@@ -54,11 +56,10 @@ def walk(page, url: str) -> tuple[float, float, float]:
     """(wall s, Chromium CPU-s, plotly draws per chart) per view over VIEWS."""
     wall, chromium, draws, charts = time.perf_counter(), chromium_cpu_s(), 0, 0
     for view in VIEWS:
-        page.evaluate("window.__reacts = 0")
         visit(page, f"{url}{view}&text={TEXT.replace(' ', '+')}")
         page.wait_for_timeout(300)                          # a second draw comes within a frame or two
-        draws += page.evaluate("window.__reacts")
-        charts += page.evaluate(CHARTS_JS)
+        shown, drawn = page.evaluate(DRAWS_JS)
+        charts, draws = charts + shown, draws + drawn
     n = len(VIEWS)
     return (time.perf_counter() - wall) / n, (chromium_cpu_s() - chromium) / n, draws / max(charts, 1)
 

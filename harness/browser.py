@@ -35,6 +35,19 @@ IDLE_WITH_CHARTS_JS = """(min) => {
   return charts.length >= min && charts.every(c => c.querySelector('.main-svg') || !c.getClientRects().length);
 }"""
 
+# Init script: counts plotly's draws of each chart on its div (`__draws[event]`: "plotly_react" per Plotly.react call,
+# "plotly_autosize"). plotly gives a chart's div its event emitter as a property; it is caught on its way in.
+COUNT_DRAWS_INIT_JS = """Object.defineProperty(HTMLElement.prototype, 'emit', {
+  configurable: true,
+  get() { return undefined; },
+  set(emit) {
+    Object.defineProperty(this, 'emit', {configurable: true, writable: true, value: function (event) {
+      this.__draws = this.__draws || {};
+      this.__draws[event] = (this.__draws[event] || 0) + 1;
+      return emit.apply(this, arguments);
+    }});
+  }});"""
+
 # The presenter keys' handler (app_pages/frame/presenter_keys.py) has mounted: the arrow keys work.
 KEYS_READY_JS = "() => window.atlasPresenterKeys?.data != null"
 

@@ -7,7 +7,9 @@ import numpy as np
 import streamlit as st
 
 from app_core import schemas as S
+from app_core.scheduling import FOLLOWER_POLL_S
 from app_pages import navigation
+from app_pages.classroom import panel as class_panel
 from app_pages.frame import controls, shell
 from app_pages.frame.i18n import N_, _, language, ngettext, translated
 from app_pages.frame.widgets import PRESENTER_FONT_SCALE, escape_markdown, plotly_config
@@ -23,7 +25,7 @@ P = {name: S.TRAIN.by_name(name) for name in ("task", "cmp", "layers", "d", "hea
                                               "pos", "vocab", "seq", "steps", "batch", "lr", "warmup", "cosine",
                                               "clip", "wd", "init", "seed", "side", "at")}
 AT_PICK = "train_at_pick"          # the time slider's own key: it copies into the "at" setting (None = the last)
-POLL_S = 0.4                       # refresh while training: 2.5 updates a second
+POLL_S = 0.4                       # refresh while training: 2.5 updates a second (a following student: FOLLOWER_POLL_S)
 STEP_OPTIONS = (100, 200, 400, 800, 1200, 2000, 3000, 5000, 10_000, 20_000)
 BATCH_OPTIONS = (8, 16, 32, 64, 128, 256)
 LR_OPTIONS = (1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3, 1e-2, 2e-2, 3e-2, 5e-2, 0.1)
@@ -299,14 +301,15 @@ def claim_check(runs: dict[str, TrainRun], names: dict[str, str]) -> None:
 
 
 def show(jobs: dict, names: dict[str, str]) -> None:
-    """The runs: live while any trains (refreshed every POLL_S, in place), complete once all are done."""
+    """The runs: live while any trains (refreshed every POLL_S, in place; a following student's every
+    FOLLOWER_POLL_S), complete once all are done."""
     words = translated(vt.WORDS)
     failed = [job.error for job in jobs.values() if job.error]
     if failed:
         st.error(_("The run failed: {error}").format(error=failed[0]), icon=":material/error:")
         return
     if not all(job.done.is_set() for job in jobs.values()):
-        @st.fragment(run_every=POLL_S)
+        @st.fragment(run_every=FOLLOWER_POLL_S if class_panel.following() else POLL_S)
         def live() -> None:
             runs = {k: training.latest(job.poll()) for k, job in jobs.items()}
             for k, run in runs.items():

@@ -20,6 +20,7 @@ from app_core.jobs import Job, JobRunner
 from app_pages.frame import session as caches
 from app_pages.frame.widgets import FIGURE_BYTES
 from model.train import PRESETS, TrainRun, TrainSettings
+from server.streamlit_fixes import freeze_figure
 
 TRAIN_SHARE = 0.05            # of the app's cache budget (ATLAS_CACHE_MB), for finished runs
 IDLE_STOP_S = 10.0            # pages poll every 0.4 s while a run trains (a slow page run or a background tab: less)
@@ -105,5 +106,8 @@ def latest(job: Job) -> TrainRun | None:
 def shared_figure(key: Hashable, build: Callable[[], object]) -> object:
     """The figure for key, built once for every session that shows the same run at the same log point (a class
     watching one run live asks for the same figures ~2.5 times a second each), kept in the shared figures' cache.
-    Read-only once built."""
-    return caches.caches()["figures"].get(("train", key), lambda: (build(), FIGURE_BYTES))[0]
+    Frozen once built (its dict and JSON made once, not at each session's poll: server/streamlit_fixes.py)."""
+    def make() -> tuple:
+        fig = build()
+        return fig, freeze_figure(fig) + FIGURE_BYTES
+    return caches.caches()["figures"].get(("train", key), make)[0]

@@ -374,3 +374,31 @@ def test_a_following_student_sees_the_teachers_view_without_the_controls_that_le
             assert ("w_class_start" in {b.key for b in student.button}) == (present == "1" and not following)
             if following:
                 act(student, student.button(key="w_class_detach").click())
+
+
+def test_a_following_students_live_train_view_polls_less_often_than_the_teachers(monkeypatch):
+    """While a run trains, the Train page's live view reruns on a timer (st.fragment's run_every): the teacher's
+    every POLL_S, a following student's every FOLLOWER_POLL_S (sixty followers at the teacher's rate would ask for
+    150 runs a second); a student exploring on their own polls as anyone does."""
+    import streamlit
+
+    from app_core.scheduling import FOLLOWER_POLL_S
+    from app_pages.train.page import POLL_S
+
+    polls, fragment = [], streamlit.fragment
+
+    def recording_fragment(func=None, *, run_every=None):
+        if run_every is not None:
+            polls.append(run_every)
+        return fragment(func, run_every=run_every)
+    monkeypatch.setattr(streamlit, "fragment", recording_fragment)
+    teacher = open_page("train", present="1", steps="3000", seed="12")
+    act(teacher, teacher.button(key="w_class_start").click())
+    code, _ = teacher.session_state["_class_teaching"]
+    assert polls and set(polls) == {POLL_S} and FOLLOWER_POLL_S > POLL_S
+    polls.clear()
+    student = open_page("attention", **{JOIN: code})
+    assert student.session_state["_run"][0] == "train" and set(polls) == {FOLLOWER_POLL_S}
+    polls.clear()
+    act(student, student.button(key="w_class_detach").click())
+    assert set(polls) == {POLL_S}

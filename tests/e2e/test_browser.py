@@ -35,6 +35,7 @@ from harness.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     CONTROLS_JS,
+    COUNT_DRAWS_INIT_JS,
     FIGURE_DIGEST_JS,
     FIGURES_JS,
     IDLE_WITH_CHARTS_JS,
@@ -556,16 +557,6 @@ def test_presenter_mode_at_1024x768(app_url, new_page, screenshot_dir):
     assert not problems, "\n".join(problems)
 
 
-# Counts plotly's draws of each chart (init script): plotly gives a chart's div its event emitter as a property,
-# caught here on its way in; each "plotly_react" (a Plotly.react call) and "plotly_autosize" is counted on the div.
-COUNT_DRAWS_INIT_JS = """Object.defineProperty(HTMLElement.prototype, 'emit', {configurable: true, get() { return undefined; },
-  set(emit) {
-    Object.defineProperty(this, 'emit', {configurable: true, writable: true, value: function (event) {
-      this.__draws = this.__draws || {};
-      this.__draws[event] = (this.__draws[event] || 0) + 1;
-      return emit.apply(this, arguments);
-    }});
-  }});"""
 # Each chart of the main area: its key, its draws, the width plotly drew it at and its frame's width.
 DRAWS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')].map(c => {
   const gd = c.querySelector('.js-plotly-plot');

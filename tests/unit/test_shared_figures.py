@@ -80,3 +80,26 @@ def test_presenter_text_is_enlarged_once_however_often_a_shared_figure_is_shown(
     session[widgets.PRESENT_KEY] = False
     widgets.show_figure(widgets.shared_figure(head_heatmap, _pattern(0), tokens), key="k", filename="f")
     assert shown[-1] == plain.layout.font.size
+
+
+def test_a_train_runs_figure_is_made_once_and_its_json_once(session):
+    """app_pages/train/runs.shared_figure: a class watching a run live asks for the same figures ~2.5 times a second
+    each; the figure is built once, and its dict and JSON are made once (frozen), not at every session's poll."""
+    import plotly.graph_objects as go
+
+    from app_pages.train import runs
+    from server import streamlit_fixes
+
+    built = []
+
+    def build():
+        built.append(1)
+        return go.Figure(go.Scatter(x=np.arange(50), y=np.linspace(0.0, 1.0, 50)))
+    first = runs.shared_figure(("loss", 1), build)
+    again = runs.shared_figure(("loss", 1), build)
+    assert again is first and len(built) == 1
+    spec = first.to_dict()
+    assert isinstance(spec, streamlit_fixes.FrozenSpec) and first.to_dict() is spec
+    assert streamlit_fixes.to_json(spec, validate=False) is spec.json
+    assert spec.json == streamlit_fixes.PLOTLYS_TO_JSON(build().to_dict(), validate=False)
+    assert runs.shared_figure(("loss", 2), build) is not first and len(built) == 3
