@@ -1,5 +1,5 @@
-"""End-to-end: a live class in headless Chromium. A teacher (presenter mode, 1024x768) and two students, on one
-server, then on two servers sharing a real Redis (teacher on one, students on the other): students follow the
+"""End-to-end: a live class in headless Chromium. A teacher (presenter mode, 1024x768) and two students on two
+servers sharing a real Redis (teacher on one, students on the other): students follow the
 teacher's setting, tab, text and page changes (latencies printed: `pytest -s`); one explores on their own and
 rejoins; both answer the step's question and Reveal shows the answer on their screens; a student cannot drive the
 class (their changes stay theirs, a forged teacher key is refused); forged and ended codes give a message and the
@@ -8,7 +8,13 @@ after every change), any address either page went to, the page or its scripts' c
 new tab keep the class; End class clears the cookie. And a class store (Redis) that stops answering for a while:
 the student's screen says so, then no longer. And a lesson's new questions in a class (one server): a predict step's
 chart hidden on the students' screens until Reveal (or their own answer), the class's clicks on the teacher's strip,
-a task checked on the model."""
+a task checked on the model.
+
+The whole walk runs on two servers only: what one server does differently (its classes in memory, the teacher's
+view and the students' waits in one process) is walked by the lesson's questions on one server, which start a class,
+join it, follow the teacher to two steps and reveal; both stores' ending and keys are tests/classroom's, a
+class in memory followed, detached from, rejoined, answered and ended tests/app/test_class_panels.py's. (The walk
+on one server as well cost ~3 minutes of a 2-core CI run.)"""
 from __future__ import annotations
 
 import statistics
@@ -66,6 +72,7 @@ def press_on_body(page, key: str) -> None:
     page.keyboard.press(key)
 
 
+@pytest.mark.parametrize("classroom", ["two-servers-redis"], indirect=True)
 def test_a_class_follows_the_teacher(classroom, new_page, tmp_path):
     teacher_url, student_url, _ = classroom
     opened = []
