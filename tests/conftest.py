@@ -11,6 +11,8 @@ whole files, handed to whichever worker is free in the order collected. The file
 first (MINUTES_FIRST), so the last files handed out are short and the workers end together (handed out by their
 number of tests, xdist's default, the class and lessons browser files came last: ~100 s of one idle worker).
 """
+import os
+
 import pytest
 
 # Files by their seconds in a clean-clone run (--durations=0, 2-core Xeon), longest first; every other file after.
@@ -52,3 +54,11 @@ def pytest_sessionfinish(session, exitstatus):
     if skipped and exitstatus == 0:
         reporter.write_line(f"FAILED: {skipped} test(s) skipped; every test must run.", red=True)
         session.exitstatus = 1
+
+
+def pytest_unconfigure(config):
+    """The controller of an xdist run stops the app server its workers shared (harness/shared_app.py)."""
+    if not hasattr(config, "workerinput"):
+        from harness.shared_app import stop_shared_app
+
+        stop_shared_app(os.getpid())

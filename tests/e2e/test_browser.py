@@ -1,5 +1,5 @@
-"""End-to-end: the real app (`streamlit run app.py`, one server for the e2e modules that use app_url) in a real
-headless Chromium.
+"""End-to-end: the real app (`streamlit run app.py`, one server for the e2e modules that use app_url, shared by an
+xdist run's workers) in a real headless Chromium.
 
 What a classroom sees and shares:
 - token labels: with a numbers text and a text full of HTML tags, every axis that carries tokens is categorical or
@@ -46,6 +46,7 @@ from harness.browser import (
     running_app,
     visit,
 )
+from harness.shared_app import shared_app_url
 
 assert Path(CHROMIUM).exists(), f"end-to-end browser tests need Debian's chromium at {CHROMIUM} (apt install chromium)"
 
@@ -146,8 +147,12 @@ CHART_FONTS_JS = """() => {
 
 @pytest.fixture(scope="session")
 def app_url(tmp_path_factory):
-    """A `streamlit run app.py` on a free local port; its base URL. One server for every module that uses it (a fresh
-    server loads the model and fills its caches again: ~10-20 s); the process group is killed at the session's end."""
+    """A `streamlit run app.py` on a free local port; its base URL. One server for every module that uses it, and for
+    every worker of an xdist run (harness/shared_app.py: a fresh server loads the model and fills its caches again);
+    the process group is killed at the session's end (the run's end)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        yield shared_app_url(ROOT, HEALTH_TIMEOUT_S)
+        return
     with running_app(ROOT, tmp_path_factory.mktemp("streamlit") / "server.log", HEALTH_TIMEOUT_S) as (_, url):
         yield url
 
