@@ -3,6 +3,10 @@ others use it, the run's controller stops it as the run ends. Each worker's own 
 computed every view of the example text again (~45 CPU-s each on 2 cores, beside the browsers); one server is what a
 class meets anyway: many sessions at once.
 
+The controller starts it as the run is configured (start_shared_app, when the run holds browser tests), before its
+workers exist: the server loads the model while they import and collect, and the first to need it waits only for
+what is left of that. A worker that finds none starts one itself, under a lock.
+
 The run's files sit in the temp dir, named by the controller's pid (a worker's parent): a lock, the server's log and
 server.json (its URL and process group)."""
 from __future__ import annotations
@@ -14,6 +18,8 @@ import shutil
 import signal
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from harness.browser import free_port, start_app, stop_app, wait_healthy
@@ -25,26 +31,56 @@ def run_folder(controller_pid: int) -> Path:
     return Path(tempfile.gettempdir()) / f"atlas-shared-app-{controller_pid}"
 
 
+def start_shared_app(root: Path, controller_pid: int) -> None:
+    """From the controller: the server started (not waited for) and written down for the workers."""
+    folder = run_folder(controller_pid)
+    folder.mkdir(exist_ok=True)
+    port = free_port()
+    with (folder / "server.log").open("ab") as log:
+        proc = start_app(root, port, log)
+    (folder / "server.json").write_text(json.dumps({"url": f"http://127.0.0.1:{port}", "pid": proc.pid}))
+
+
 def shared_app_url(root: Path, timeout_s: float) -> str:
-    """From an xdist worker: the run's server's base URL, started here (and waited for) if no worker has yet."""
+    """From an xdist worker: the run's server's base URL once it answers; started here if nobody has yet."""
     folder = run_folder(os.getppid())
     folder.mkdir(exist_ok=True)
-    info = folder / "server.json"
+    info, log_path = folder / "server.json", folder / "server.log"
     with open(folder / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)            # released as the file closes
         if info.exists():
-            return json.loads(info.read_text())["url"]
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        log_path = folder / "server.log"
-        with log_path.open("ab") as log:
-            proc = start_app(root, port, log)
-        why = wait_healthy(proc, url, timeout_s)
+            server = json.loads(info.read_text())
+            why = _wait_healthy(server["pid"], server["url"], timeout_s)
+        else:
+            port = free_port()
+            with log_path.open("ab") as log:
+                proc = start_app(root, port, log)
+            server = {"url": f"http://127.0.0.1:{port}", "pid": proc.pid}
+            why = wait_healthy(proc, server["url"], timeout_s)
+            if not why:
+                info.write_text(json.dumps(server))
+            else:
+                stop_app(proc)
         if why:
-            stop_app(proc)
             raise RuntimeError(f"{why}:\n{log_path.read_text(errors='replace')[-3000:]}")
-        info.write_text(json.dumps({"url": url, "pid": proc.pid}))
-        return url
+        return server["url"]
+
+
+def _wait_healthy(pid: int, base: str, timeout_s: float) -> str | None:
+    """wait_healthy for a server this process did not start."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if not _alive(pid):
+            return "streamlit exited"
+        try:
+            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=5) as r:
+                if r.status == 200:
+                    return None
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            return f"streamlit not healthy after {timeout_s:.0f} s"
+        time.sleep(0.5)
 
 
 def stop_shared_app(controller_pid: int) -> None:

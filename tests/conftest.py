@@ -12,6 +12,7 @@ first (MINUTES_FIRST), so the last files handed out are short and the workers en
 number of tests, xdist's default, the class and lessons browser files came last: ~100 s of one idle worker).
 """
 import os
+from pathlib import Path
 
 import pytest
 
@@ -54,6 +55,22 @@ def pytest_sessionfinish(session, exitstatus):
     if skipped and exitstatus == 0:
         reporter.write_line(f"FAILED: {skipped} test(s) skipped; every test must run.", red=True)
         session.exitstatus = 1
+
+
+def pytest_configure(config):
+    """The controller of an xdist run whose paths hold the browser tests starts the app server its workers share
+    (harness/shared_app.py), so it loads the model while they start."""
+    if not hasattr(config, "workerinput") and config.getoption("numprocesses", None) and _runs_e2e(config.args):
+        from harness.shared_app import start_shared_app
+
+        start_shared_app(Path(__file__).resolve().parents[1], os.getpid())
+
+
+def _runs_e2e(args: list[str]) -> bool:
+    """Whether these command-line paths include tests/e2e (none: the testpaths, tests/)."""
+    paths = [Path(a.split("::")[0]).resolve() for a in args] or [Path(__file__).resolve().parent]
+    e2e = Path(__file__).resolve().parent / "e2e"
+    return any(p == e2e or e2e in p.parents or p in e2e.parents for p in paths)
 
 
 def pytest_unconfigure(config):
