@@ -13,7 +13,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -216,10 +216,18 @@ def start_app(root: Path, port: int, log) -> subprocess.Popen:
 
 def wait_healthy(proc: subprocess.Popen, base: str, timeout_s: float) -> str | None:
     """None once base/_stcore/health answers 200, else why not (the process exited, or the time ran out)."""
+    return wait_answering(lambda: None if proc.poll() is None else f"streamlit exited with {proc.returncode}",
+                          base, timeout_s)
+
+
+def wait_answering(gone: Callable[[], str | None], base: str, timeout_s: float) -> str | None:
+    """None once base/_stcore/health answers 200, else why not: gone()'s reason the server is gone, or the time ran
+    out."""
     deadline = time.monotonic() + timeout_s
     while True:
-        if proc.poll() is not None:
-            return f"streamlit exited with {proc.returncode}"
+        why = gone()
+        if why:
+            return why
         try:
             with urllib.request.urlopen(f"{base}/_stcore/health", timeout=5) as r:
                 if r.status == 200:

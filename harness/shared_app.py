@@ -18,11 +18,9 @@ import shutil
 import signal
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from harness.browser import free_port, start_app, stop_app, wait_healthy
+from harness.browser import free_port, start_app, stop_app, wait_answering, wait_healthy
 
 STOP_WAIT_S = 15           # after SIGTERM, the server's group gets this long before SIGKILL
 
@@ -50,7 +48,8 @@ def shared_app_url(root: Path, timeout_s: float) -> str:
         fcntl.flock(lock, fcntl.LOCK_EX)            # released as the file closes
         if info.exists():
             server = json.loads(info.read_text())
-            why = _wait_healthy(server["pid"], server["url"], timeout_s)
+            why = wait_answering(lambda: None if _alive(server["pid"]) else "streamlit exited", server["url"],
+                                 timeout_s)
         else:
             port = free_port()
             with log_path.open("ab") as log:
@@ -64,23 +63,6 @@ def shared_app_url(root: Path, timeout_s: float) -> str:
         if why:
             raise RuntimeError(f"{why}:\n{log_path.read_text(errors='replace')[-3000:]}")
         return server["url"]
-
-
-def _wait_healthy(pid: int, base: str, timeout_s: float) -> str | None:
-    """wait_healthy for a server this process did not start."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if not _alive(pid):
-            return "streamlit exited"
-        try:
-            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=5) as r:
-                if r.status == 200:
-                    return None
-        except (urllib.error.URLError, OSError):
-            pass
-        if time.monotonic() > deadline:
-            return f"streamlit not healthy after {timeout_s:.0f} s"
-        time.sleep(0.5)
 
 
 def stop_shared_app(controller_pid: int) -> None:
