@@ -10,6 +10,8 @@ The README's command runs the tests on three workers (pytest-xdist, `-n 3 --dist
 whole files, handed to whichever worker is free in the order collected. The files that take minutes are collected
 first (MINUTES_FIRST), so the last files handed out are short and the workers end together (handed out by their
 number of tests, xdist's default, the class and lessons browser files came last: ~100 s of one idle worker).
+The browser tests' app server is one for all workers: the controller starts it as the run is configured and
+stops it at the end (harness/shared_app.py).
 """
 import os
 from pathlib import Path
