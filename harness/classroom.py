@@ -11,6 +11,8 @@ from pathlib import Path
 from unittest import mock
 from urllib.parse import parse_qs, urlsplit
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
 from app_core.classroom import codes
 from harness.browser import IDLE_WITH_CHARTS_JS, running_app
 
@@ -86,7 +88,34 @@ def servers(root: Path, log_dir: Path, n: int, timeout_s: float, redis_url: str 
         yield [url for _, url in started]
 
 
+# What a page showed when a wait for its view ran out: its address, the app's run and connection state, the status
+# widget, stale elements, charts (drawn / all) and a popover's text box.
+SHOWN_JS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')];
+  const box = document.querySelector('[data-testid="stPopoverBody"] textarea');
+  return {url: location.href, script: app && app.getAttribute('data-test-script-state'),
+          connection: app && app.getAttribute('data-test-connection-state'),
+          status: document.querySelector('[data-testid="stStatusWidget"]')?.textContent ?? null,
+          stale: document.querySelectorAll('[data-stale="true"]').length,
+          charts: charts.filter(c => c.querySelector('.main-svg')).length + '/' + charts.length,
+          exception: document.querySelector('[data-testid="stException"]')?.innerText?.slice(0, 300) ?? null,
+          text_box: box ? box.value : null};
+}"""
+
+
 def wait_shows(page, want: dict, t0: float, timeout_ms: int = 30_000, min_charts: int = 1) -> float:
-    """Seconds from t0 until page shows want (SHOWS_JS)."""
-    page.wait_for_function(SHOWS_JS, arg=[want, min_charts], timeout=timeout_ms, polling=40)
+    """Seconds from t0 until page shows want (SHOWS_JS); a wait that runs out says what the page showed instead."""
+    try:
+        page.wait_for_function(SHOWS_JS, arg=[want, min_charts], timeout=timeout_ms, polling=40)
+    except PlaywrightTimeoutError as err:
+        raise AssertionError(f"not shown within {timeout_ms} ms: {want}; the page showed {shown(page)}") from err
     return time.monotonic() - t0
+
+
+def shown(page) -> dict | str:
+    """SHOWN_JS of page, or why it could not be read."""
+    try:
+        return page.evaluate(SHOWN_JS)
+    except Exception as err:  # noqa: BLE001 - a page that cannot answer is what the message reports
+        return f"unreadable ({err})"

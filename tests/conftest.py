@@ -12,11 +12,21 @@ first (MINUTES_FIRST), so the last files handed out are short and the workers en
 number of tests, xdist's default, the class and lessons browser files came last: ~100 s of one idle worker).
 The browser tests' app server is one for all workers: the controller starts it as the run is configured and
 stops it at the end (harness/shared_app.py).
+
+OMP_WAIT_POLICY=PASSIVE (set here, before anything imports torch; the workers and every server they start inherit
+it): torch's OpenMP threads sleep at once when they wait, instead of spinning. Three workers, their app servers and
+Chromium share 2 cores, and a spinning thread takes the core from the one it waits for: a matrix loop beside two busy
+processes took 44 s and 44 CPU-s spinning, 29 s and 23 CPU-s passive (alone: 10 s either way); six CPU-bound test
+files on three workers, 186 s against 166 s (2-core AMD EPYC). How a thread waits changes no result.
 """
 import os
+import sys
 from pathlib import Path
 
-import pytest
+assert "torch" not in sys.modules, "tests/conftest.py must set OMP_WAIT_POLICY before torch is imported"
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest  # noqa: E402
 
 # Files by their seconds in a clean-clone run (--durations=0, 2-core Xeon), longest first; every other file after.
 MINUTES_FIRST = ("tests/e2e/test_browser.py", "tests/e2e/test_class_browser.py", "tests/e2e/test_lessons_browser.py",
