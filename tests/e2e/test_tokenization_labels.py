@@ -104,6 +104,20 @@ def missing(wanted: list[str], shown: list[str]) -> list[str]:
     return out
 
 
+def settled_boxes(page, scope: str, every_ms: int = 400, timeout_ms: int = 15_000) -> list[dict]:
+    """TEXT_BOXES_JS of the chart under scope once two reads every_ms apart agree: the app's page can be idle with
+    its chart mounted while plotly still lays it out (a full run once read the labels 52 px low, adjacent characters
+    overlapping, drawn in place a moment later)."""
+    boxes = page.evaluate(TEXT_BOXES_JS, scope)
+    for _ in range(timeout_ms // every_ms):
+        page.wait_for_timeout(every_ms)
+        again = page.evaluate(TEXT_BOXES_JS, scope)
+        if again == boxes:
+            return boxes
+        boxes = again
+    return boxes
+
+
 def overlaps(boxes: list[dict], slack: float = 0.5) -> list[tuple[str, str]]:
     """Pairs of boxes that overlap by more than slack px both ways."""
     found = []
@@ -160,7 +174,7 @@ def test_in_the_app_at_1024x768(app_url, page, tmp_path_factory, lang):
     page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=1, timeout=180_000, polling=200)
     page.evaluate("document.fonts.ready.then(() => true)")          # the labels measured in their own font
     chart = ".st-key-inside_bpe"
-    boxes = page.evaluate(TEXT_BOXES_JS, chart)
+    boxes = settled_boxes(page, chart)
     shot = tmp_path_factory.mktemp("app") / f"tokenization_app_{lang}.png"
     page.screenshot(path=str(shot))
     copy_out([shot])
