@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -33,10 +34,8 @@ def start_shared_app(root: Path, controller_pid: int) -> None:
     """From the controller: the server started (not waited for) and written down for the workers."""
     folder = run_folder(controller_pid)
     folder.mkdir(exist_ok=True)
-    port = free_port()
-    with (folder / "server.log").open("ab") as log:
-        proc = start_app(root, port, log)
-    (folder / "server.json").write_text(json.dumps({"url": f"http://127.0.0.1:{port}", "pid": proc.pid}))
+    _, server = _start(root, folder)
+    (folder / "server.json").write_text(json.dumps(server))
 
 
 def shared_app_url(root: Path, timeout_s: float) -> str:
@@ -51,10 +50,7 @@ def shared_app_url(root: Path, timeout_s: float) -> str:
             why = wait_answering(lambda: None if _alive(server["pid"]) else "streamlit exited", server["url"],
                                  timeout_s)
         else:
-            port = free_port()
-            with log_path.open("ab") as log:
-                proc = start_app(root, port, log)
-            server = {"url": f"http://127.0.0.1:{port}", "pid": proc.pid}
+            proc, server = _start(root, folder)
             why = wait_healthy(proc, server["url"], timeout_s)
             if not why:
                 info.write_text(json.dumps(server))
@@ -63,6 +59,14 @@ def shared_app_url(root: Path, timeout_s: float) -> str:
         if why:
             raise RuntimeError(f"{why}:\n{log_path.read_text(errors='replace')[-3000:]}")
         return server["url"]
+
+
+def _start(root: Path, folder: Path) -> tuple[subprocess.Popen, dict]:
+    """A server started on a free port, logging to folder's server.log: its process and {url, pid}."""
+    port = free_port()
+    with (folder / "server.log").open("ab") as log:
+        proc = start_app(root, port, log)
+    return proc, {"url": f"http://127.0.0.1:{port}", "pid": proc.pid}
 
 
 def stop_shared_app(controller_pid: int) -> None:

@@ -129,8 +129,9 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
         """The teacher's action, then how long after the teacher's screen shows want each student's does."""
         t0 = time.monotonic()
         action()
-        shown = wait_shows(teacher, want, t0, timeout_ms=RERUN_MS) + t0   # the teacher's screen has it (its own
-        for student in students:                                          # run, on a loaded CI machine: slow)
+        # the teacher's screen has it (its own run: as slow as any rerun on a loaded CI machine)
+        shown = wait_shows(teacher, want, t0, timeout_ms=RERUN_MS) + t0
+        for student in students:
             TIMINGS.setdefault(name, []).append(wait_shows(student, want, shown))
             TIMINGS.setdefault(name + " (from the action)", []).append(time.monotonic() - t0)
             assert secret not in student.url
