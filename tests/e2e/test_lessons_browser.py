@@ -159,6 +159,8 @@ def test_sampled_steps_in_presenter_mode_at_1024x768(app_url, new_page, screensh
                     problems.append(f"{where}: the link is {page.url}")
                 if not lesson.step(n).predict:          # a step's chart can come a run after the last step's went
                     page.locator(CHART).first.wait_for(timeout=PRESS_MS)
+                    page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=1, timeout=SETTLE_MS, polling=100)   # and that
+                    # run ended (a full run once measured no chart on the Efficient page's step just after one came)
                 problems += first_screen_problems(page, where, width, height)
                 shots += save_screenshots(page, f"lesson_{lang}_{lesson.id}_{n:02d}", screenshot_dir, scroll=False)
                 if lesson.step(n).page == "train":      # its runs train live, then stop once no page polls them
