@@ -49,6 +49,7 @@ class Words:
     utf8_bytes: str = N_("UTF-8 bytes")
     merge_round: str = N_("merge round {n}")
     token_ids: str = N_("token ids")
+    token_ids_hover: str = N_("token ids (hover)")    # the row's name when a cell is too narrow for its id
     char_hover: str = N_("%{customdata[0]} (%{customdata[1]})<br>UTF-8 bytes: %{customdata[2]}")
     byte_hover: str = N_("byte %{customdata[0]} = %{customdata[1]}<br>of %{customdata[2]}")
     round_hover: str = N_("%{customdata[0]}<br>id %{customdata[1]}<br>bytes %{customdata[2]}<br>%{customdata[3]}")
@@ -138,15 +139,15 @@ class _Cells:
         self.rotated: list[dict] = []
 
     def add(self, first: int, end: int, y: float, height: float, color: str, hover: list, template: str,
-            label: str = "", font: int = MIN_FONT, rotate: bool = False, x: tuple[float, float] | None = None) -> None:
+            label: str = "", font: int = MIN_FONT, rotate: bool = False, x: tuple[float, float] | None = None) -> bool:
         """A cell over bytes [first, end) (or x = (left, right) in columns) centred on y; its label where it fits
-        (rotated, if asked, when it does not fit across)."""
+        (rotated, if asked, when it does not fit across). Whether the label (if any) is drawn."""
         left, right = x or (self.xs[first], self.xs[end])
         cells = self.bars.setdefault(template, {k: [] for k in ("x", "base", "y", "width", "color", "hover")})
         for key, value in zip(cells, (right - left, left, y, height - 2, color, hover), strict=True):
             cells[key].append(value)
         if not label:
-            return
+            return True
         room, need = (right - left) * self.column_px, (text_px(label, font) + LABEL_PAD) * self.fit_scale
         ink = "white" if color in (ACCENT, SPECIAL_COLOR) else "black"
         if need <= room and font * 1.25 * self.fit_scale <= height:
@@ -155,6 +156,9 @@ class _Cells:
         elif rotate and font * ROTATED_EM * self.fit_scale <= room and need <= height:
             self.rotated.append(dict(x=(left + right) / 2, y=y, text=plotly_escape(label), textangle=-90,
                                      showarrow=False, font=dict(size=font, color=ink)))
+        else:
+            return False
+        return True
 
 
 def _columns(pieces: Sequence[PieceRounds]) -> tuple[list[bytes], list[float]]:
@@ -178,7 +182,8 @@ def byte_level_figure(pieces: Sequence[PieceRounds], label: Callable[[bytes], st
     """Byte-level BPE, text -> bytes -> tokens -> ids, for a few consecutive pieces (pieces[chosen]'s characters
     shaded, a line between two pieces), one column per character. Rows: the characters; each one's UTF-8 bytes
     stacked under it (each byte a token); one row per round of merges (the parts made in that round in ACCENT), a
-    part as wide as its bytes' share of their characters; the final tokens' ids.
+    part as wide as its bytes' share of their characters; the final tokens' ids (the row named "token ids (hover)"
+    where a token is too narrow for its id even turned upright).
 
     label(bytes) -> readable text of a character or token (raw: escaped here; <0xE6> shown as E6). The figure is
     max_width px wide or less (a character gets at most MAX_COLUMN_PX); fit_scale: how much larger the fonts will
@@ -193,24 +198,26 @@ def byte_level_figure(pieces: Sequence[PieceRounds], label: Callable[[bytes], st
             raise ValueError("each piece needs bytes, an id per byte, a 'made' set and an id per part in every "
                              "round, and every round's parts must spell its bytes")
     n_rounds = max(len(p.rounds) for p in pieces)
-    rows = [words.characters, words.utf8_bytes] + [fill(words.merge_round, n=r + 1) for r in range(n_rounds)] + \
-        [words.token_ids]
-    margin_l = int(max(text_px(r, TICK_FONT_SIZE) for r in rows) * fit_scale) + 18
     chars, xs = _columns(pieces)
-    column_px = min(MAX_COLUMN_PX, max(MIN_COLUMN_PX, (max_width - margin_l - MARGIN_R) / len(chars)))
-    font = _font(chars, label, column_px, fit_scale)
     widest_hex = max(text_px(f"{b:02X}", BYTE_FONT) for p in pieces for b in p.raw)
-    hex_fits = (widest_hex + LABEL_PAD) * fit_scale <= column_px                  # the bytes' labels: all, or none
     id_need = max(text_px(f"{i:,}", ID_FONT) for p in pieces for i in p.ids) * fit_scale + LABEL_PAD
     byte_row = max(len(c) for c in chars) * BYTE_LINE * fit_scale + 4
     heights = [CHAR_ROW * fit_scale, byte_row] + [ROUND_ROW * fit_scale] * n_rounds + [max(ROUND_ROW, id_need)]
     tops = [sum(heights[:r]) + ROW_GAP * r for r in range(len(heights))]
     centre = [t + h / 2 for t, h in zip(tops, heights, strict=True)]
-    cells = _Cells(xs, column_px, fit_scale)
-    first = 0
-    for k, p in enumerate(pieces):
-        _piece_cells(cells, p, first, k == chosen, n_rounds, tops, heights, label, font, hex_fits, words)
-        first += len(p.raw)
+    for ids_row in (words.token_ids, words.token_ids_hover):     # the second where a token is too narrow for its id
+        rows = [words.characters, words.utf8_bytes] + [fill(words.merge_round, n=r + 1) for r in range(n_rounds)] + \
+            [ids_row]
+        margin_l = int(max(text_px(r, TICK_FONT_SIZE) for r in rows) * fit_scale) + 18
+        column_px = min(MAX_COLUMN_PX, max(MIN_COLUMN_PX, (max_width - margin_l - MARGIN_R) / len(chars)))
+        font = _font(chars, label, column_px, fit_scale)
+        hex_fits = (widest_hex + LABEL_PAD) * fit_scale <= column_px              # the bytes' labels: all, or none
+        cells = _Cells(xs, column_px, fit_scale)
+        starts = [sum(len(p.raw) for p in pieces[:k]) for k in range(len(pieces))]
+        every_id = [_piece_cells(cells, p, first, k == chosen, n_rounds, tops, heights, label, font, hex_fits, words)
+                    for k, (p, first) in enumerate(zip(pieces, starts, strict=True))]
+        if all(every_id):
+            break
     texts = cells.labels
     kinds = {words.char_hover: "characters", words.byte_hover: "bytes", words.round_hover: "rounds",
              words.part_hover: "ids"}
@@ -225,7 +232,7 @@ def byte_level_figure(pieces: Sequence[PieceRounds], label: Callable[[bytes], st
                                textfont=dict(size=size, color=[texts["color"][i] for i in at]),
                                textposition="middle center"))
     plot_h = tops[-1] + heights[-1]
-    bounds = [xs[sum(len(p.raw) for p in pieces[:k])] for k in range(1, len(pieces))]
+    bounds = [xs[start] for start in starts[1:]]
     shapes = [dict(type="line", x0=x, x1=x, y0=0, y1=plot_h, line=dict(color="#555555", width=2)) for x in bounds]
     fig = go.Figure(data=data, layout=dict(shapes=shapes, annotations=cells.rotated))
     apply_theme(fig, title=title)
@@ -243,9 +250,9 @@ def byte_level_figure(pieces: Sequence[PieceRounds], label: Callable[[bytes], st
 
 def _piece_cells(cells: _Cells, p: PieceRounds, first: int, chosen: bool, n_rounds: int, tops: list[float],
                  heights: list[float], label: Callable[[bytes], str], font: int, hex_fits: bool,
-                 words: Words) -> None:
+                 words: Words) -> bool:
     """One piece's cells, its first byte the window's byte number first: its characters, their bytes (stacked in
-    the character's column), each round's parts, the final ids."""
+    the character's column), each round's parts, the final ids. Whether every id is written."""
     at = first
     line = BYTE_LINE * cells.fit_scale
     for c, char in enumerate(utf8_characters(p.raw)):
@@ -271,13 +278,14 @@ def _piece_cells(cells: _Cells, p: PieceRounds, first: int, chosen: bool, n_roun
                       [plotly_escape(text), f"{token_id:,}", _hex(part),
                        words.made_now if i in made else words.made_before], words.round_hover, text, font)
             at += len(part)
-    at = first
+    at, written = first, True
     for part, token_id in zip(p.tokens, p.ids, strict=True):
         text = short_label(label(part))
-        cells.add(at, at + len(part), tops[-1] + heights[-1] / 2, heights[-1], ID_COLOR,
-                  [plotly_escape(text), f"{token_id:,}", _hex(part)], words.part_hover, f"{token_id:,}", ID_FONT,
-                  rotate=True)
+        written &= cells.add(at, at + len(part), tops[-1] + heights[-1] / 2, heights[-1], ID_COLOR,
+                             [plotly_escape(text), f"{token_id:,}", _hex(part)], words.part_hover, f"{token_id:,}",
+                             ID_FONT, rotate=True)
         at += len(part)
+    return written
 
 
 # ------------------------------------------------------------------------------------------- SentencePiece

@@ -182,6 +182,7 @@ def test_in_the_app_at_1024x768(app_url, page, tmp_path_factory, lang):
                           "return {top: r.top, right: r.right}; }", chart + " .main-svg")
     assert where["right"] <= 1024 and 0 <= where["top"] < 768 - 300, where        # whole across, on the first screen
     labels = [b["text"] for b in boxes]
-    assert "周" in labels and ("token ids" if lang == "en" else "词元 ID") in labels
+    ids_row = ("token ids", "token ids (hover)") if lang == "en" else ("词元 ID", "词元 ID（悬停可见）")
+    assert "周" in labels and set(ids_row) & set(labels)
     assert not [b for b in boxes if b["font_px"] < MIN_FONT_PX]
     assert not overlaps(boxes), overlaps(boxes)[:10]

@@ -90,6 +90,25 @@ def test_a_label_that_does_not_fit_is_left_out_and_the_figure_keeps_its_width():
     assert fig.layout.width <= 600
 
 
+def test_ids_too_narrow_to_write_are_named_in_the_row_and_kept_in_the_hover():
+    """20 Chinese characters in 600 px: ~24 px a character, a one-byte token ~8 px, narrower than an id turned
+    upright (10 px font, 12 px): the row says the ids are in the hover, and every id is there."""
+    text = "我们在课堂上学习注意力机制我们在课堂上学"
+    raw = text.encode()
+    parts = tuple(raw[i:i + 2] if i % 3 == 0 else raw[i:i + 1] for i in range(len(raw)) if i % 3 != 1)
+    ids = tuple(1000 + i for i in range(len(parts)))                # 2 tokens a character: E6 88 | 91
+    p = vt.PieceRounds(raw, tuple(range(len(raw))), rounds=(parts,), made=(frozenset(range(0, len(parts), 2)),),
+                       round_ids=(ids,))
+    fig = vt.byte_level_figure([p], readable_token, max_width=600)
+    assert list(fig.layout.yaxis.ticktext)[-1] == "token ids (hover)"
+    hover_ids = [c[1] for t in fig.data if t.name == "ids" for c in t.customdata]
+    assert hover_ids == [f"{i:,}" for i in ids]
+    written = {a.text for a in fig.layout.annotations} | {x for t in fig.data if t.name == "labels" for x in t.text}
+    assert not {f"{i:,}" for i in ids} <= written
+    wide = vt.byte_level_figure([p], readable_token, max_width=2000)   # room for every id: the plain name
+    assert list(wide.layout.yaxis.ticktext)[-1] == "token ids"
+
+
 def test_a_partial_character_is_labelled_in_hex_and_bad_input_is_refused():
     assert vt.short_label(readable_token(b"\xe6\xb3")) == "E6B3"
     assert vt.utf8_characters("a注".encode() + b"\xff") == [b"a", "注".encode(), b"\xff"]
