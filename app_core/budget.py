@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+HOOK_SHARE = 0.25   # on_evict runs once the bytes evicted since it last ran reach this share of the budget
 
 def nbytes(value: Any) -> int:
     """Bytes held by the numpy arrays inside value (dataclasses, dicts, lists and tuples are walked)."""
@@ -41,14 +42,18 @@ class ByteBudgetCache:
 
     def __init__(self, name: str, budget_bytes: int, size_of: Callable[[Any], int] = nbytes,
                  on_evict: Callable[[], None] | None = None):
-        """on_evict() runs (outside the cache's lock) after values were evicted: e.g. a garbage collection, so an
-        evicted value that a reference cycle still holds is freed now rather than whenever Python next looks."""
+        """on_evict() runs (outside the cache's lock) once the values evicted since it last ran hold HOOK_SHARE of
+        the budget: e.g. a garbage collection, so evicted values that reference cycles still hold (a plotly figure's
+        traces point back at it) are freed then rather than whenever Python next looks. Not after every eviction: a
+        full collection walks every object the collector tracks (~0.8 s in a test process that never froze its
+        model, app_core.scheduling.freeze_long_lived), and a full figures cache evicts a figure for each new one."""
         self.name = name
         self._on_evict = on_evict
         self.budget_bytes = int(budget_bytes)
         self._size_of = size_of
         self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._total = 0
+        self._evicted_since_hook = 0
         self._lock = threading.Lock()
         self._key_locks: dict[Hashable, threading.Lock] = {}
         self.stats = CacheStats()
@@ -103,33 +108,39 @@ class ByteBudgetCache:
             self._key_locks.pop(key, None)
         return value
 
-    def _evict_for(self, size: int) -> int:
-        """Drop least recently used values until size more bytes fit (call with the lock held): how many."""
-        evicted = 0
+    def _evict_for(self, size: int) -> None:
+        """Drop least recently used values until size more bytes fit (call with the lock held)."""
         while self._entries and self._total + size > self.budget_bytes:
             _, (_, old_size) = self._entries.popitem(last=False)
             self._total -= old_size
-            evicted += 1
-        self.stats.evictions += evicted
-        return evicted
+            self._evicted_since_hook += old_size
+            self.stats.evictions += 1
+
+    def _hook_due(self) -> bool:
+        """Whether on_evict should run now (call with the lock held; the count starts again)."""
+        if self._on_evict is None or self._evicted_since_hook < HOOK_SHARE * self.budget_bytes:
+            return False
+        self._evicted_since_hook = 0
+        return True
 
     def _make_room(self, size: int) -> None:
         with self._lock:
-            evicted = self._evict_for(min(size, self.budget_bytes))
-        if evicted and self._on_evict is not None:
+            self._evict_for(min(size, self.budget_bytes))
+            hook_due = self._hook_due()
+        if hook_due:
             self._on_evict()
 
     def _store(self, key: Hashable, value: Any) -> None:
         size = int(self._size_of(value))
-        evicted = 0
         with self._lock:
             self.stats.misses += 1
             if size > self.budget_bytes:
                 return
-            evicted = self._evict_for(size)
+            self._evict_for(size)
             self._entries[key] = (value, size)
             self._total += size
-        if evicted and self._on_evict is not None:
+            hook_due = self._hook_due()
+        if hook_due:
             self._on_evict()
 
     def clear(self) -> None:

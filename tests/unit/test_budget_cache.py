@@ -93,6 +93,22 @@ def test_evictions_call_the_hook_after_the_lock():
     assert calls == [1]                                          # called once a (and only a) was dropped
 
 
+def test_small_evictions_call_the_hook_once_they_add_up_to_a_quarter_of_the_budget():
+    """A full cache of small values (a figure each) evicts one for every new one: the hook (a full garbage
+    collection in the app) runs once a quarter of the budget was evicted, not after each."""
+    calls = []
+    cache = ByteBudgetCache("t", 16 * MB, on_evict=lambda: calls.append(cache.stats.evictions))
+    for i in range(16):
+        cache.get(i, lambda: np.zeros(MB, np.uint8))                # fills the budget: nothing evicted
+    for i in range(16, 28):
+        cache.get(i, lambda: np.zeros(MB, np.uint8))                # 12 evictions of 1 MB: 4 MB = a quarter, 3 times
+    assert cache.stats.evictions == 12 and calls == [4, 8, 12]
+    cache.get("big", lambda: np.zeros(3 * MB, np.uint8), expected_bytes=3 * MB)   # room made first: 3 MB, not yet
+    assert calls == [4, 8, 12]
+    cache.get("big2", lambda: np.zeros(3 * MB, np.uint8))           # 3 + 3 MB evicted since: the hook
+    assert calls == [4, 8, 12, 18]
+
+
 def test_room_is_made_before_a_value_of_known_size_is_computed():
     cache = ByteBudgetCache("t", 8 * MB)
     cache.get("a", lambda: np.zeros(4 * MB, np.uint8))
