@@ -186,12 +186,15 @@ def start(page: str, before_controls: Callable[[], None] | None = None) -> None:
 
 
 def finish() -> None:
-    """After the page ran: the URL becomes this page's share link (only its settings that apply, non-default)."""
+    """After the page ran: the URL becomes this page's share link (only its settings that apply, non-default).
+    Sent by every run, even one whose request carried that link: a request carries the address the browser had
+    when it sent it, and the link of a run still on its way may change the address after (keys 20 ms apart: head 3,
+    4, 3 again; the last run, skipping its link, left head=4 under a head-3 heatmap). The browser adds no history
+    entry for the address it shows."""
     page, schema, ctx = st.session_state[RUN]
     wanted = {**encode(st.session_state, schema, ctx), **lesson_panel.link_params(page)}
     wanted.update(class_panel.link_params(page, wanted))    # the teacher publishes the view here
-    if _query() != {k: [v] for k, v in wanted.items()}:
-        st.query_params.from_dict(wanted)
+    st.query_params.from_dict(wanted)
 
 
 def stop() -> None:

@@ -3,6 +3,7 @@ query params the app wrote, open a fresh session with them, and get the same con
 from __future__ import annotations
 
 import pytest
+from streamlit.runtime.state.query_params import QueryParams
 
 from harness.apptest import example, figures, open_page, rerun, widget_values
 
@@ -120,3 +121,22 @@ def test_a_link_with_defaults_only_is_empty(lm):
     for page in CASES:
         at = open_page(page)
         assert dict(at.query_params) == {}, page
+
+
+def test_every_run_sends_its_link_even_when_the_request_carried_it(monkeypatch, lm):
+    """A rerun request carries the address the browser had when it sent it, which can be older than the link of a run
+    still on its way (ArrowRight three times and ArrowLeft, 20 ms apart: head 3, 4, then 3 again). A run that found
+    its own link in the request sent nothing, and the address kept the head=4 of the run before under a head-3
+    heatmap (CI, presenter mode). Every run sends its link (the browser adds no history entry for the same one)."""
+    sent = []
+    send = QueryParams._send_query_param_msg
+
+    def spy(self):
+        sent.append({key: self.get_all(key) for key in self})
+        send(self)
+
+    monkeypatch.setattr(QueryParams, "_send_query_param_msg", spy)
+    at = open_page("attention", layer="4", head="3")
+    sent.clear()
+    rerun(at)                                    # the request carries layer=4&head=3: this view's own link
+    assert sent and sent[-1] == {"layer": ["4"], "head": ["3"]}
