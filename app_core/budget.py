@@ -17,6 +17,7 @@ import numpy as np
 
 HOOK_SHARE = 0.25   # on_evict runs once the bytes evicted since it last ran reach this share of the budget
 
+
 def nbytes(value: Any) -> int:
     """Bytes held by the numpy arrays inside value (dataclasses, dicts, lists and tuples are walked)."""
     if isinstance(value, np.ndarray):

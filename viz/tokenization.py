@@ -205,6 +205,7 @@ def byte_level_figure(pieces: Sequence[PieceRounds], label: Callable[[bytes], st
     heights = [CHAR_ROW * fit_scale, byte_row] + [ROUND_ROW * fit_scale] * n_rounds + [max(ROUND_ROW, id_need)]
     tops = [sum(heights[:r]) + ROW_GAP * r for r in range(len(heights))]
     centre = [t + h / 2 for t, h in zip(tops, heights, strict=True)]
+    starts = [sum(len(p.raw) for p in pieces[:k]) for k in range(len(pieces))]      # each piece's first byte
     for ids_row in (words.token_ids, words.token_ids_hover):     # the second where a token is too narrow for its id
         rows = [words.characters, words.utf8_bytes] + [fill(words.merge_round, n=r + 1) for r in range(n_rounds)] + \
             [ids_row]
@@ -213,7 +214,6 @@ def byte_level_figure(pieces: Sequence[PieceRounds], label: Callable[[bytes], st
         font = _font(chars, label, column_px, fit_scale)
         hex_fits = (widest_hex + LABEL_PAD) * fit_scale <= column_px              # the bytes' labels: all, or none
         cells = _Cells(xs, column_px, fit_scale)
-        starts = [sum(len(p.raw) for p in pieces[:k]) for k in range(len(pieces))]
         every_id = [_piece_cells(cells, p, first, k == chosen, n_rounds, tops, heights, label, font, hex_fits, words)
                     for k, (p, first) in enumerate(zip(pieces, starts, strict=True))]
         if all(every_id):
