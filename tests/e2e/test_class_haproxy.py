@@ -28,7 +28,7 @@ from harness.browser import CHROMIUM, CHROMIUM_ARGS, KEYS_READY_JS, RUN_COUNTER_
 from harness.classroom import key_cookie, query, servers, teacher_key, wait_shows
 from harness.deployment import running_haproxy
 from harness.redis_server import RedisServer, redis_server
-from tests.e2e.class_flood import ask, flood, rss_mb
+from tests.e2e.class_flood import ask, flood_elsewhere, rss_mb
 from tests.e2e.test_browser import HEALTH_TIMEOUT_S, PROJECTOR, RERUN_MS, ROOT, open_view, rerun
 
 CLASS_KEY = secrets.token_urlsafe(32)
@@ -144,11 +144,11 @@ def _flood_beside_a_victim(base: str, deployment: Deployment, valid: int, invent
                     rss.append(rss_mb(pid))
                 await asyncio.sleep(0.2)
         sampler = asyncio.create_task(sample())
-        t0 = time.monotonic()
-        attack = asyncio.create_task(flood(base, queries, ATTACKER, at_once))
-        await asyncio.sleep(1.0)                                    # the flood is on
-        seen = await _victim(base, store, victim, secret, me, rounds=5)
-        got = await attack
+        async with flood_elsewhere(base, queries, ATTACKER, at_once) as attack:
+            t0 = time.monotonic()
+            await asyncio.sleep(1.0)                                # the flood is on
+            seen = await _victim(base, store, victim, secret, me, rounds=5)
+            got = await attack
         sampler.cancel()
         return alone, seen, got, time.monotonic() - t0
     alone, seen, got, took = asyncio.run(run())
