@@ -479,6 +479,24 @@ def box(page, selector: str) -> dict | None:
     return page.evaluate(BOX_JS, selector)
 
 
+MAIN_CHART = '[data-testid="stMain"] [data-testid="stPlotlyChart"]'
+# Every chart in the main area: whether it is drawn, its box, and the tab panel around it (for a failure's message).
+CHARTS_SEEN_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')]
+  .map(c => { const r = c.getBoundingClientRect(), tab = c.closest('[role="tabpanel"]');
+    return {drawn: !!c.querySelector('.main-svg'), top: Math.round(r.top), width: Math.round(r.width),
+            height: Math.round(r.height), tab: tab ? `${tab.id} hidden=${tab.hidden}` : null}; })"""
+
+
+def main_chart_box(page, timeout_ms: int = 10_000) -> tuple[dict | None, str]:
+    """The first main-area chart's box once it has one (a run's last layout can land just after the app reports
+    idle on a busy machine), and what the page showed if it never did within timeout_ms."""
+    try:
+        page.wait_for_function(f"() => ({BOX_JS})({MAIN_CHART!r}) !== null", timeout=timeout_ms, polling=100)
+    except sync_api.TimeoutError:
+        return None, f"charts {page.evaluate(CHARTS_SEEN_JS)} at {page.url}"
+    return box(page, MAIN_CHART), ""
+
+
 def fully_visible(b: dict | None, width: int, height: int) -> bool:
     return b is not None and b["top"] >= 0 and b["left"] >= 0 and b["bottom"] <= height and b["right"] <= width
 
@@ -501,12 +519,12 @@ def test_first_screen_at_1024x768(app_url, new_page, screenshot_dir):
             shown = exception_text(page)
             if shown:
                 problems.append(f"{where}: the app shows an error: {shown[:500]}")
-            chart = box(page, '[data-testid="stMain"] [data-testid="stPlotlyChart"]')
+            chart, seen_instead = main_chart_box(page)
             seen = 0 if chart is None or not 0 <= chart["top"] < height else min(chart["bottom"], height) - chart["top"]
             wanted = MIN_CHART_PX if chart is None else min(MIN_CHART_PX, chart["bottom"] - chart["top"])
             if seen < wanted:
                 problems.append(f"{where}: the main chart is at {chart and {k: round(v) for k, v in chart.items()}}: "
-                                f"its top and {wanted} px of it should be on the first {height} px")
+                                f"its top and {wanted} px of it should be on the first {height} px {seen_instead}")
             for key in SHARED_KEYS:
                 control = box(page, f'[data-testid="stSidebar"] .st-key-{key}')
                 if applies(shared, key) and not fully_visible(control, width, height):

@@ -19,6 +19,7 @@ from tests.e2e.test_browser import (
     box,
     copy_out,
     exception_text,
+    main_chart_box,
     open_view,
     query,
     rerun,
@@ -108,12 +109,12 @@ def test_every_view_in_chinese_at_1024x768(app_url, new_page, screenshot_dir):
             if shown:
                 problems.append(f"{where}: the app shows an error: {shown[:500]}")
             problems += header_problems(page, where, width)
-            chart = box(page, '[data-testid="stMain"] [data-testid="stPlotlyChart"]')
+            chart, seen_instead = main_chart_box(page)
             seen = 0 if chart is None or not 0 <= chart["top"] < height else min(chart["bottom"], height) - chart["top"]
             wanted = MIN_CHART_PX if chart is None else min(MIN_CHART_PX, chart["bottom"] - chart["top"])
             if seen < wanted:
                 problems.append(f"{where}: the main chart's top and {wanted} px of it should be on the first "
-                                f"{height} px: {chart}")
+                                f"{height} px: {chart} {seen_instead}")
             if query(page.url).get("lang") != "zh":
                 problems.append(f"{where}: the URL lost lang=zh: {page.url}")
             shots += save_screenshots(page, f"zh_{name}_{width}x{height}", screenshot_dir, scroll=False)
