@@ -49,6 +49,12 @@ from tests.e2e.test_browser import (
 
 LESSON = "1-llm-basics"
 TIMINGS: dict[str, list[float]] = {}
+# A student's screen shows a change within FOLLOW_S of the teacher's, or within FOLLOW_SHARE of the time the
+# teacher's screen took from the action when the machine is that loaded. Alone, students show it 0.25-0.4x the
+# teacher's time after the teacher (a follower's rerun, the two students' in turn); a full test run (three workers,
+# two cores) slows the teacher's run and the followers' alike, up to 3x (AMD EPYC). A lost notification shows only
+# after the route's 5 s hold: caught whenever the teacher's screen took under 6.7 s.
+FOLLOW_S, FOLLOW_SHARE = 5.0, 0.75
 
 
 @pytest.fixture(scope="module", params=["one-server", "two-servers-redis"])
@@ -125,15 +131,22 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
         student.locator(".st-key-class_bar").wait_for()
     teacher.locator(".st-key-class_strip").get_by_text("2 students follow").wait_for(timeout=10_000)
 
+    slow_follows: list[str] = []
+
     def change(name: str, action, want: dict) -> None:
         """The teacher's action, then how long after the teacher's screen shows want each student's does."""
         t0 = time.monotonic()
         action()
         # the teacher's screen has it (its own run: as slow as any rerun on a loaded CI machine)
         shown = wait_shows(teacher, want, t0, timeout_ms=RERUN_MS) + t0
+        TIMINGS.setdefault(name + " (the teacher's)", []).append(shown - t0)
         for student in students:
-            TIMINGS.setdefault(name, []).append(wait_shows(student, want, shown))
+            follow = wait_shows(student, want, shown)
+            TIMINGS.setdefault(name, []).append(follow)
             TIMINGS.setdefault(name + " (from the action)", []).append(time.monotonic() - t0)
+            if follow >= max(FOLLOW_S, FOLLOW_SHARE * (shown - t0)):
+                slow_follows.append(f"{name}: {follow:.2f} s after the teacher's screen, which took "
+                                    f"{shown - t0:.2f} s from the action")
             assert secret not in student.url
         key_nowhere(name)
         assert_no_exception(students[0], name)
@@ -229,8 +242,7 @@ def run_class(teacher_url: str, student_url: str, new_page, opened: list, shots)
     forged.get_by_text("No class is open with the code").wait_for()
     for page in (late, forged):
         assert_no_exception(page, "closed code")
-    for name in ("setting", "tab", "text", "page"):
-        assert max(TIMINGS[name]) < 5, TIMINGS
+    assert not slow_follows, "\n".join(slow_follows)
     print(f"screenshots: {shots}")
 
 
