@@ -6,6 +6,7 @@ the whole model [L, H, T, T]. Row 0 can only attend to itself, so the per-row me
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -57,6 +58,7 @@ def sink_hidden_row(weights: np.ndarray) -> np.ndarray:
     return out
 
 
+ENTROPY_ROWS = 64      # rows per block of row_entropy_bits
 SINK_BLANK_ROWS = 2     # with the sink hidden, query 0 has no key left and query 1 only itself: nothing to show
 
 
@@ -85,27 +87,63 @@ def _rows_mean(values: np.ndarray) -> np.ndarray:
     return values[..., 1:].astype(np.float64).mean(axis=-1)
 
 
+def row_entropy_bits(pattern: np.ndarray) -> np.ndarray:
+    """sampling.entropy_bits of every row (NaN cells read as 0): [..., T, T] -> [..., T] float64. Rows go in blocks of
+    ENTROPY_ROWS, each read only up to its last row's key when every key after it is zero (a causal pattern: about
+    half of the cells). A long text's float16 pattern reads each cell's -p log2 p from a table of all 65,536 float16
+    values: the same float64 terms summed in the same order, without converting the cells or taking their logarithms
+    (which were most of a whole-model view's statistics)."""
+    p = np.asarray(pattern)
+    T = p.shape[-1]
+    out = np.empty(p.shape[:-1], dtype=np.float64)                           # [..., T]
+    for start in range(0, p.shape[-2], ENTROPY_ROWS):
+        rows = p[..., start:start + ENTROPY_ROWS, :]                        # [..., n, T]
+        keys = min(start + rows.shape[-2], T)
+        if rows[..., keys:].any():                                          # a weight (or NaN) after the last row
+            keys = T
+        block = rows[..., :keys]                                            # [..., n, keys]
+        if block.dtype == np.float16:
+            terms = _float16_entropy_terms()[block.view(np.uint16)]         # [..., n, keys] float64
+            entropy = np.maximum(terms.sum(axis=-1), 0.0)
+        else:
+            entropy = entropy_bits(_finite(block), axis=-1)
+        out[..., start:start + rows.shape[-2]] = entropy
+    return out
+
+
+@functools.cache
+def _float16_entropy_terms() -> np.ndarray:
+    """-p log2 p in float64 for every float16 bit pattern p, 0 where p is not a positive finite number: [65536]."""
+    p = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float64)
+    terms = np.zeros_like(p)
+    positive = np.isfinite(p) & (p > 0)
+    logs = np.log2(p[positive])
+    logs *= p[positive]                                                     # entropy_bits' order: log2(p) * p
+    terms[positive] = -logs
+    return terms
+
+
 def mean_row_entropy_bits(pattern: np.ndarray) -> np.ndarray:
     """Mean row entropy in bits over query rows 1..T-1 (sampling.entropy_bits of each row): [..., T, T] -> [...]."""
-    return _rows_mean(np.asarray(entropy_bits(_finite(pattern), axis=-1)))      # [..., T] -> [...]
+    return _rows_mean(row_entropy_bits(pattern))                              # [..., T] -> [...]
 
 
 def prev_token_score(pattern: np.ndarray) -> np.ndarray:
     """Mean attention on the previous token, p[i, i-1] over i >= 1: [..., T, T] -> [...]."""
-    p = _finite(pattern)
+    p = np.asarray(pattern)
     if p.shape[-1] < 2:
         return np.full(p.shape[:-2], np.nan)
-    return np.diagonal(p, offset=-1, axis1=-2, axis2=-1).astype(np.float64).mean(axis=-1)
+    return _finite(np.diagonal(p, offset=-1, axis1=-2, axis2=-1)).astype(np.float64).mean(axis=-1)
 
 
 def sink_score(pattern: np.ndarray) -> np.ndarray:
     """Mean attention on key 0 (the first token), p[i, 0] over i >= 1: [..., T, T] -> [...]."""
-    return _rows_mean(_finite(pattern)[..., :, 0])
+    return _rows_mean(_finite(np.asarray(pattern)[..., :, 0]))
 
 
 def self_score(pattern: np.ndarray) -> np.ndarray:
     """Mean attention of a token to itself, p[i, i] over i >= 1: [..., T, T] -> [...]."""
-    return _rows_mean(np.diagonal(_finite(pattern), axis1=-2, axis2=-1))
+    return _rows_mean(_finite(np.diagonal(np.asarray(pattern), axis1=-2, axis2=-1)))
 
 
 def induction_targets(token_ids: Sequence[int]) -> np.ndarray:
@@ -130,10 +168,10 @@ def induction_score(pattern: np.ndarray, token_ids: Sequence[int]) -> np.ndarray
     """
     targets = induction_targets(token_ids)                  # [T, T]
     n_rows = int(targets.any(axis=-1).sum())
-    p = _finite(pattern)
+    p = np.asarray(pattern)
     if n_rows == 0:
         return np.full(p.shape[:-2], np.nan)
-    return (p * targets).sum(axis=(-2, -1), dtype=np.float64) / n_rows
+    return _finite(p[..., targets]).sum(axis=-1, dtype=np.float64) / n_rows       # [..., targets] -> [...]
 
 
 def has_repeats(token_ids: Sequence[int]) -> bool:
@@ -145,7 +183,8 @@ def head_stats(attention: np.ndarray, token_ids: Sequence[int], hide_sink: bool 
     """Every statistic of STATISTICS for every head: attention [L, H, T, T] -> {name: [L, H] float64}.
 
     hide_sink renormalizes without position 0 first (apply_sink); the sink score always uses the raw pattern.
-    Layers are processed one at a time to keep memory at one layer's float32 copy.
+    Layers are processed one at a time to keep memory at one layer's float32 copy (none without hide_sink: every
+    statistic reads the cells it needs, and converting a long text's float16 layer was most of the time).
     """
     if attention.ndim != 4:
         raise ValueError(f"attention must be [layers, heads, T, T], got shape {attention.shape}")
@@ -155,7 +194,7 @@ def head_stats(attention: np.ndarray, token_ids: Sequence[int], hide_sink: bool 
     out = {name: np.empty((L, H), dtype=np.float64) for name in STATISTICS}
     for layer in range(L):
         raw = attention[layer]                                # [H, T, T]
-        p = apply_sink(raw, hide_sink)                        # [H, T, T] float32
+        p = apply_sink(raw, True) if hide_sink else raw       # [H, T, T]
         out["prev_token"][layer] = prev_token_score(p)
         out["induction"][layer] = induction_score(p, token_ids)
         out["sink"][layer] = sink_score(raw)

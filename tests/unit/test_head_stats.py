@@ -11,12 +11,13 @@ from model.analysis.head_stats import (
     induction_targets,
     mean_row_entropy_bits,
     prev_token_score,
+    row_entropy_bits,
     self_score,
     sink_hidden_row,
     sink_score,
     top_predictions,
 )
-from model.maths.sampling import softmax
+from model.maths.sampling import entropy_bits, softmax
 
 
 def prev_token_pattern(T):
@@ -167,3 +168,37 @@ def test_sink_hidden_row_renormalizes_one_querys_weights():
     assert np.isnan(out[:, 0]).all()
     np.testing.assert_allclose(out[:, 1:], [[0.75, 0.25, 0.0], [0.0, 1.0, 0.0]], rtol=1e-6)
     assert weights[0, 0] == 0.6                                              # the input is not changed
+
+
+def random_pattern(rng, H, T, causal=True, masked_nan=False):
+    """[H, T, T] post-softmax rows (causal: zero, or NaN, after the diagonal)."""
+    logits = rng.normal(0, 4, (H, T, T))
+    if causal:
+        logits[:, np.triu(np.ones((T, T), dtype=bool), 1)] = -np.inf
+    p = softmax(logits, axis=-1)
+    if causal and masked_nan:
+        p[:, np.triu(np.ones((T, T), dtype=bool), 1)] = np.nan
+    return p
+
+
+@pytest.mark.parametrize("T", [1, 2, 63, 64, 65, 130])
+@pytest.mark.parametrize("kind", ["causal", "nan-masked", "bidirectional"])
+def test_row_entropy_matches_entropy_bits_of_each_row_in_float16_and_float32(T, kind):
+    """Blocks of rows cut short at the last row's key, and float16 cells read from a table of -p log2 p: the same
+    numbers as sampling.entropy_bits of each whole row converted to float64 (NaN cells read as 0)."""
+    rng = np.random.default_rng(T)
+    p = random_pattern(rng, 3, T, causal=kind != "bidirectional", masked_nan=kind == "nan-masked")
+    for dtype in (np.float16, np.float32):
+        cells = p.astype(dtype)
+        expected = entropy_bits(np.nan_to_num(cells.astype(np.float64), nan=0.0), axis=-1)    # [3, T]
+        got = row_entropy_bits(cells)
+        assert got.shape == (3, T) and got.dtype == np.float64
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_float16_entropy_of_hand_worked_rows():
+    """Rows of float16 weights worked by hand: one key (0 bits), two halves (1 bit), four quarters (2 bits), and a
+    row with weight on a later key than its own (bidirectional) read in full."""
+    rows = np.array([[[1, 0, 0, 0], [0.5, 0.5, 0, 0], [0.25, 0.25, 0.25, 0.25], [0, 0, 0, 1]],
+                     [[0.5, 0, 0, 0.5], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]]], dtype=np.float16)
+    np.testing.assert_allclose(row_entropy_bits(rows), [[0, 1, 2, 0], [1, 0, 0, 0]], atol=1e-12)
