@@ -11,13 +11,15 @@ Bounded, and nobody is turned away: a follower id holds one wait (a new ask answ
 unchanged), a class at most `per_class` (one more answers the class's oldest wait at once, unchanged: its browser
 asks again), the process at most `max_waiting` (one more answers the oldest wait of the class with the most). A
 flood on one class so leaves every other class its room, and its own followers their turn; it costs the flood's
-own asks, which the proxy's per-address rate limit bounds (deploy/haproxy.cfg).
+own asks, which the proxy's per-address rate limit bounds (deploy/haproxy.cfg). The same holds for the threads that
+call a networked store: one class's calls pass its own gate, CALLS_PER_CLASS at a time (ViewWaits.call).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from app_core.classroom.store import ClassStore, StoreUnavailable
 
@@ -25,8 +27,17 @@ EVERY_S = 0.05            # the watcher's read of a class's version in this proc
 EVERY_NETWORKED_S = 0.1   # ... in a store on the network (Redis): a teacher on another replica (one HGET a class)
 MAX_WAITING = 4096        # followers waiting in this process at once; more are told to come back (Busy)
 MAX_WAITING_PER_CLASS = 512   # ... of one class
+CALLS_PER_CLASS = 2       # one class's store calls in threads at once (waits on a networked store: ViewWaits.call)
 PREPARE_WAIT_S = 5.0      # the longest the followers wait for a new view to be prepared (a longer one goes on)
 LOG = logging.getLogger("attention_atlas.class_waits")
+
+
+@dataclass
+class _Gate:
+    """A class's store calls: the semaphore they pass, and how many hold or wait for it."""
+
+    semaphore: asyncio.Semaphore
+    users: int = 0
 
 
 class Busy(RuntimeError):
@@ -47,6 +58,7 @@ class ViewWaits:
         self._waiting: dict[str, dict[str, tuple[asyncio.Future, int]]] = {}   # code -> follower -> (future, seen)
         self._count = 0
         self._watchers: dict[str, asyncio.Task] = {}
+        self._gates: dict[str, _Gate] = {}                             # code -> its store calls' gate (while used)
 
     @property
     def waiting(self) -> int:
@@ -55,9 +67,24 @@ class ViewWaits:
     def waiting_on(self, code: str) -> int:
         return len(self._waiting.get(code, ()))
 
-    async def call(self, method: Callable, *args):
-        """A store call: in a thread when the store is on the network (the event loop never waits on a socket)."""
-        return await asyncio.to_thread(method, *args) if self._store.networked else method(*args)
+    async def call(self, method: Callable, code: str, *args):
+        """A store call about class code, method(code, *args): in a thread when the store is on the network (the event
+        loop never waits on a socket), at most CALLS_PER_CLASS of one class at a time. The threads are few (asyncio's
+        default: the cores + 4); a flood of one class's asks so queues at its own gate, on the loop, instead of ahead
+        of every other class's asks and watchers in the threads' one queue."""
+        if not self._store.networked:
+            return method(code, *args)
+        gate = self._gates.get(code)
+        if gate is None:
+            gate = self._gates[code] = _Gate(asyncio.Semaphore(CALLS_PER_CLASS))
+        gate.users += 1
+        try:
+            async with gate.semaphore:
+                return await asyncio.to_thread(method, code, *args)
+        finally:
+            gate.users -= 1
+            if not gate.users:
+                del self._gates[code]
 
     async def wait(self, code: str, follower: str, seen: int, timeout_s: float) -> int | None:
         """The class's version once it differs from seen (and its teacher's run here is done), or seen after

@@ -16,7 +16,7 @@ from app_core.classroom import View, codes, followers
 from app_core.classroom.memory import MemoryStore
 from app_core.classroom.redis_store import RedisStore
 from app_core.classroom.turns import Turns
-from app_core.classroom.waiting import ViewWaits
+from app_core.classroom.waiting import CALLS_PER_CLASS, ViewWaits
 from server import class_wait
 
 ME = "0123456789abcdef" * 2
@@ -157,6 +157,46 @@ def test_waiting_is_bounded_per_follower_per_class_and_per_process_and_nobody_is
     assert superseded and held_on_flooded == 3
     assert answered_early == [True] * 4 + [False] * 3                   # the four oldest made room, in order
     assert counts == (2, 3, 5) and left == 0                            # the fullest class gave one for `other`
+
+
+class SlowNetworkStore(MemoryStore):
+    """A store on a slow network: every call of version() or follow() takes STORE_CALL_S in its thread."""
+
+    networked = True
+
+    def version(self, code):
+        time.sleep(STORE_CALL_S)
+        return super().version(code)
+
+    def follow(self, code, follower):
+        time.sleep(STORE_CALL_S)
+        return super().follow(code, follower)
+
+
+STORE_CALL_S = 0.02
+
+
+def test_a_flood_of_one_class_s_store_calls_never_queues_another_class_s_behind_it():
+    """300 heartbeats of one class at once on a networked store whose calls take 20 ms: they pass their class's gate
+    CALLS_PER_CLASS at a time, so another class's version read (a watcher's, or its own follower's ask) finds a thread
+    free at once instead of queueing behind 300 x 20 ms shared by asyncio's few threads (the cores + 4)."""
+    store = SlowNetworkStore()
+    flooded, other = (store.create(View("attention"))[0] for _ in range(2))
+    waits = ViewWaits(store, Turns().until_teacher_done)
+
+    async def asks():
+        t0 = time.monotonic()
+        flood = [asyncio.create_task(waits.call(store.follow, flooded, f"{i:032x}")) for i in range(300)]
+        await asyncio.sleep(0.05)                                       # the flood is on
+        t1 = time.monotonic()
+        version = await waits.call(store.version, other)
+        other_s = time.monotonic() - t1
+        await asyncio.gather(*flood)
+        return version, other_s, time.monotonic() - t0, len(waits._gates)
+    version, other_s, flood_s, gates_left = run(asks())
+    assert version == 1 and other_s < 0.3, other_s
+    assert flood_s >= 300 * STORE_CALL_S / CALLS_PER_CLASS * 0.9, flood_s     # the flood's class waited its turn
+    assert gates_left == 0                                                    # no gate kept once its calls are done
 
 
 def _ask(query: str) -> tuple[int, dict, dict]:
