@@ -7,9 +7,10 @@ step's question is the class's on both sides (lesson_panel.CLASS_HOLD, CLASS_TEA
 router.py runs each page inside turn() (a follower's run waits while the teacher's runs, then runs alone among its
 class's followers: app_core/classroom/turns.py). The shell calls settle(page, ...) first in every run (a join link
 or the teacher's key cookie on the first run; a follower opens the teacher's newer view as a fresh link, switching
-page when it is another), class_button(row) in the presenter row, and link_params(page, wanted) where it writes the
-link (the teacher publishes the view there). The teacher's key is never in an address: `teach=` in a link is
-dropped at once and not used.
+page when it is another), class_button(row) in the presenter row, and link_params(page, wanted) where it works out
+the link: at the start of the run and at its end (the teacher publishes the view there, once per view: other
+replicas hear of it while the teacher's run goes on, and prepare it, app_pages/classroom/prepared.py). The
+teacher's key is never in an address: `teach=` in a link is dropped at once and not used.
 """
 from __future__ import annotations
 

@@ -50,11 +50,11 @@ from tests.e2e.test_browser import (
 LESSON = "1-llm-basics"
 TIMINGS: dict[str, list[float]] = {}
 # A student's screen shows a change within FOLLOW_S of the teacher's, or within FOLLOW_SHARE of the time the
-# teacher's screen took from the action when the machine is that loaded. Alone, students show it 0.4x the teacher's
-# time after the teacher's screen (a setting, a tab, a page: a follower's rerun, the two students' in turn) to 0.85x
-# (a new text: the students' replica computes its trace too); a full test run (three workers, two cores) slows the
-# teacher's run and the followers' alike, up to 3x (AMD EPYC). A lost notification shows only after the route's 5 s
-# hold: caught whenever the teacher's screen took under 5 s.
+# teacher's screen took from the action when the machine is that loaded. Alone, students show it 0.01-0.4x the
+# teacher's time after the teacher's screen (their replica hears of the view at the start of the teacher's run and
+# prepares it meanwhile; then a follower's rerun, the two students' in turn); a full test run (three workers, two
+# cores) slows the teacher's run and the followers' alike, up to 3x (AMD EPYC). A lost notification shows only after
+# the route's 5 s hold: caught whenever the teacher's screen took under 5 s.
 FOLLOW_S, FOLLOW_SHARE = 5.0, 1.0
 
 
