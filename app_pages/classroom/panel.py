@@ -60,7 +60,7 @@ from app_pages.frame import lesson_panel as lesson_panel
 from app_pages.frame.i18n import _
 from server import class_key, streamlit_fixes
 
-__all__ = ["class_button", "following", "link_params", "settle", "turn"]
+__all__ = ["class_button", "following", "link_params", "settle", "teaching", "turn"]
 
 
 def following() -> bool:
@@ -70,6 +70,11 @@ def following() -> bool:
     quarter of a follower's run."""
     ss = st.session_state
     return bool(ss.get(JOINED) and ss.get(FOLLOWING))
+
+
+def teaching() -> bool:
+    """Whether this session teaches a class (its runs publish the class's view: link_params)."""
+    return bool(st.session_state.get(TEACHING))
 
 
 def turn(page: str):

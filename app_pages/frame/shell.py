@@ -177,7 +177,8 @@ def start(page: str, before_controls: Callable[[], None] | None = None) -> None:
         ss[caches.MODEL_NOTE] = " ".join(_note_text(n) for n in said)
     ss[MODEL_SEEN] = model
     ss[RUN] = (page, schema, ctx)
-    _link(page)            # a teacher's new view published now: other replicas prepare it while this run goes on
+    if class_panel.teaching():
+        _link()            # the class's new view published now: other replicas prepare it while this run goes on
     if before_controls is not None:
         before_controls()
     st.sidebar.html(CSS + f"<style>{ICON_ONLY_CSS}</style>" + (PRESENTER_CSS if presenter_mode() else ""))  # no gap
@@ -192,14 +193,14 @@ def finish() -> None:
     when it sent it, and the link of a run still on its way may change the address after (keys 20 ms apart: head 3,
     4, 3 again; the last run, skipping its link, left head=4 under a head-3 heatmap). The browser adds no history
     entry for the address it shows."""
-    st.query_params.from_dict(_link(st.session_state[RUN][0]))
+    st.query_params.from_dict(_link())
 
 
-def _link(page: str) -> dict[str, str]:
+def _link() -> dict[str, str]:
     """This run's link (its settings that apply, non-default); a teacher's view is published with it, once per view
     (class_panel.link_params): at the start of the run, so that followers on other replicas have it prepared by the
     time the teacher's screen shows it, and again at its end if the page changed a setting."""
-    _, schema, ctx = st.session_state[RUN]
+    page, schema, ctx = st.session_state[RUN]
     wanted = {**encode(st.session_state, schema, ctx), **lesson_panel.link_params(page)}
     wanted.update(class_panel.link_params(page, wanted))
     return wanted
