@@ -6,7 +6,9 @@ follower's heartbeat.
 
 Every ask is checked before anything is counted or held: exactly the three parameters, each matching its whole
 pattern (ASK), else 400; a follower id the server did not issue for this class (followers.py) 403; 503 when the
-store cannot be reached. Waits are bounded per follower, per class and per process without turning anyone away
+store cannot be reached. A store that did not answer in time is asked once more after its pause (the ask is a long
+poll: a follower waits a second rather than being told the store is down; a slow answer under load, such as a
+flood's, is not an outage). Waits are bounded per follower, per class and per process without turning anyone away
 (waiting.py: the oldest wait is answered early, unchanged).
 
 The browser's side is _class_panel's listener (a component whose script asks in a loop and reruns the page when the
@@ -16,6 +18,7 @@ script run each time: ~3 ms of the GIL, 120 a second for 60 followers, beside th
 """
 from __future__ import annotations
 
+import asyncio
 import functools
 import re
 from collections.abc import Callable
@@ -32,6 +35,7 @@ WAIT_PATH = "/_atlas/class/wait"
 HOLD_S = 5.0                      # an ask without a change is answered after this long (the heartbeat: the store
                                   # counts a follower's asks of the last 15 s)
 ASK = {"code": re.compile(r"[0-9A-Za-z]{12}"), "seen": re.compile(r"[0-9]{1,12}"), "me": followers.FOLLOWER_ID}
+SLOW_RETRY_S = 1.0                # a store that answered too slowly is asked again after its pause, up to this long
 QUERY_CHARS = 120                 # the longest ask's query string (12 + 12 + 32 characters and the names)
 NO_STORE = {"Cache-Control": "no-store"}
 _serving = False
@@ -90,12 +94,18 @@ async def wait_for_view(request: Request) -> JSONResponse:
         return _answer({"error": "ask with code=<join code>&seen=<version>&me=<follower id>, nothing else"}, 400)
     code, seen, me = ask
     waits = _waits()
-    try:
-        if not await waits.call(heartbeat, code, me):
-            return _answer({"error": "not a follower id of this class"}, 403)
-        version = await waits.wait(code, me, seen, HOLD_S)
-    except ClassClosed:
-        version = None
-    except (StoreUnavailable, Busy) as err:
-        return _answer({"error": str(err)}, 503)
-    return _answer({"closed": True} if version is None else {"version": version})
+    for last_try in (False, True):
+        try:
+            if not await waits.call(heartbeat, code, me):
+                return _answer({"error": "not a follower id of this class"}, 403)
+            version = await waits.wait(code, me, seen, HOLD_S)
+        except ClassClosed:
+            version = None
+        except StoreUnavailable as err:
+            if last_try or not err.slow or err.retry_in_s > SLOW_RETRY_S:
+                return _answer({"error": str(err)}, 503)
+            await asyncio.sleep(err.retry_in_s)
+            continue
+        except Busy as err:
+            return _answer({"error": str(err)}, 503)
+        return _answer({"closed": True} if version is None else {"version": version})

@@ -167,16 +167,16 @@ def _reachable(method):
     timed out), calls fail at once for RETRY_AFTER_S."""
     @functools.wraps(method)
     def call(self, *args, **kwargs):
-        down = self._down
-        if down is not None and time.monotonic() < down[0]:
-            raise StoreUnavailable(down[1], slow=down[2])
+        down, now = self._down, time.monotonic()
+        if down is not None and now < down[0]:
+            raise StoreUnavailable(down[1], slow=down[2], retry_in_s=down[0] - now)
         try:
             return method(self, *args, **kwargs)
         except (redis.ConnectionError, redis.TimeoutError) as err:
             slow = isinstance(err, redis.TimeoutError)
             why = f"the class store (Redis) {'is not answering' if slow else 'cannot be reached'}: {err}"
             self._down = (time.monotonic() + RETRY_AFTER_S, why, slow)
-            raise StoreUnavailable(why, slow=slow) from err
+            raise StoreUnavailable(why, slow=slow, retry_in_s=RETRY_AFTER_S) from err
         except redis.RedisError as err:
             raise StoreUnavailable(f"the class store (Redis) refused the call: {err}") from err
     return call

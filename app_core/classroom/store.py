@@ -51,11 +51,11 @@ class ClassClosed(LookupError):
 
 class StoreUnavailable(ConnectionError):
     """The store cannot be reached (Redis down or unreachable; `slow`: it did not answer in time): nothing was read
-    or written."""
+    or written. `retry_in_s`: how soon a call may reach it again (calls fail at once until then)."""
 
-    def __init__(self, why: str = "", slow: bool = False):
+    def __init__(self, why: str = "", slow: bool = False, retry_in_s: float = 0.0):
         super().__init__(why)
-        self.slow = slow
+        self.slow, self.retry_in_s = slow, retry_in_s
 
 
 class NotTeacher(PermissionError):

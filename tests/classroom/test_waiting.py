@@ -12,7 +12,7 @@ import time
 import pytest
 from starlette.requests import Request
 
-from app_core.classroom import View, codes, followers
+from app_core.classroom import StoreUnavailable, View, codes, followers
 from app_core.classroom.memory import MemoryStore
 from app_core.classroom.redis_store import RedisStore
 from app_core.classroom.turns import Turns
@@ -206,17 +206,64 @@ def _ask(query: str) -> tuple[int, dict, dict]:
     return response.status_code, json.loads(response.body), dict(response.headers)
 
 
-@pytest.fixture
-def memory_route(monkeypatch):
-    """The wait route on a fresh in-memory store of this process (ATLAS_CLASS_KEY unset: the store's own key)."""
+def route_on(monkeypatch, store):
+    """The wait route on `store` (ATLAS_CLASS_KEY unset: the store's own key); returns it."""
     from app_core import classroom
 
     monkeypatch.delenv("ATLAS_REDIS_URL", raising=False)
     monkeypatch.delenv(followers.KEY_ENV, raising=False)
-    monkeypatch.setattr(classroom, "_store_for", functools.cache(lambda url, most: MemoryStore()))
+    monkeypatch.setattr(classroom, "_store_for", functools.cache(lambda url, most: store))
     class_wait._waits.cache_clear()
-    yield classroom.class_store()
+    return classroom.class_store()
+
+
+@pytest.fixture
+def memory_route(monkeypatch):
+    """The wait route on a fresh in-memory store of this process."""
+    yield route_on(monkeypatch, MemoryStore())
     class_wait._waits.cache_clear()
+
+
+class FailingStore(MemoryStore):
+    """A store whose next `failures` calls of follow() fail as Redis's do: slow (no answer in time; calls then fail
+    at once for PAUSE_S) or refused."""
+
+    def __init__(self, failures: int, slow: bool):
+        super().__init__()
+        self.failures, self.slow = failures, slow
+
+    def follow(self, code, follower):
+        if self.failures:
+            self.failures -= 1
+            raise StoreUnavailable("the class store (Redis) is not answering", slow=self.slow, retry_in_s=PAUSE_S)
+        return super().follow(code, follower)
+
+
+PAUSE_S = 0.2
+
+
+@pytest.mark.parametrize(("failures", "slow", "status"), [(1, True, 200), (2, True, 503), (1, False, 503)],
+                         ids=["slow-once", "slow-twice", "refused"])
+def test_a_store_slow_once_costs_a_follower_a_pause_not_a_503(monkeypatch, failures, slow, status):
+    """A store that did not answer in time once (a Redis pausing under a flood or a fork) is asked again after its
+    pause: the follower is answered, late; twice, or a store that refuses, is a 503 (the page says the store is
+    down), the refused one at once."""
+    from app_core.classroom import follower_key
+
+    store = route_on(monkeypatch, FailingStore(0, slow))
+    try:
+        code, _ = store.create(View("attention"))
+        me = followers.issue(follower_key(), code)
+        store.failures = failures
+        t0 = time.monotonic()
+        got, body, _ = _ask(f"code={code}&seen=0&me={me}")
+        took = time.monotonic() - t0
+    finally:
+        class_wait._waits.cache_clear()
+    assert got == status, body
+    assert (body == {"version": 1}) if status == 200 else ("not answering" in body["error"])
+    assert took >= PAUSE_S if slow else took < PAUSE_S / 2
+    assert store.failures == 0 and store.followers(code) == (status == 200)
 
 
 def test_the_route_answers_and_counts_a_follower_the_server_issued(memory_route):
