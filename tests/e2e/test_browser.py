@@ -588,6 +588,12 @@ DRAWS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-
           width: gd?._fullLayout?.width, frame: c.closest('[data-testid="stFullScreenFrame"]').clientWidth};
 })"""
 
+# Every chart of the view has been drawn (plotly has laid it out), and there are at least n.
+ALL_DRAWN_JS = """(n) => {
+  const charts = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')];
+  return charts.length >= n && charts.every(c => c.querySelector('.js-plotly-plot')?._fullLayout?.width);
+}"""
+
 
 def test_each_chart_is_drawn_once_at_its_frames_width(app_url, new_page):
     """Streamlit's chart drew every figure twice, at plotly's default size and then at its frame's width
@@ -598,6 +604,10 @@ def test_each_chart_is_drawn_once_at_its_frames_width(app_url, new_page):
     problems = []
     for path, n in (("/causal-mask", 10), ("/softmax", 3)):
         open_view(page, app_url + path)
+        try:                                  # a loaded CPU draws the last charts well after the run's end
+            page.wait_for_function(ALL_DRAWN_JS, arg=n, timeout=RERUN_MS, polling=100)
+        except sync_api.TimeoutError:
+            pass                                                     # the charts left undrawn are the problem
         page.wait_for_timeout(500)                                   # a second draw would come within a frame
         charts = page.evaluate(DRAWS_JS)
         if len(charts) != n:
