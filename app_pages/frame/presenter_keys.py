@@ -8,6 +8,13 @@ apart moved one layer), while the slider's stale value in the same request undid
 survives the merge: the last request carries every press. The server applies a target once (its sequence number
 above the session's ACK) and the browser takes the server's values again once they acknowledge its last press (a
 slider the teacher dragged then wins).
+
+A request the browser sends before the applying run's output reached it (any click, or a class strip's timed
+rerun, a moment after the press) carries the sliders' values from before the press, and the same target: it stopped
+the applying run and its stale slider value won, the press lost for good (about 1 press in 150 with a class, two
+replicas and a loaded CPU; a CI run's teacher lost an ArrowRight). So the values a target set are held (HELD) while
+the browser's address is still the one it had at the press (no run has finished since: finish() writes the link),
+and hold_applied() sets them again in a run whose request brought a slider back at its value from before the press.
 """
 from __future__ import annotations
 
@@ -19,6 +26,7 @@ import streamlit as st
 
 KEY = "presenter_keys"
 ACK = "_presenter_keys_ack"      # the last target's sequence number this session applied
+HELD = "_presenter_keys_held"    # (the address at the press, {name: (value before, value applied)})
 KEYS_JS = """
 const FIELDS = new Set(["INPUT", "TEXTAREA", "SELECT"]);
 
@@ -82,9 +90,28 @@ def _apply_target(apply: dict[str, Callable[[int], None]]) -> None:
     if not isinstance(seq, int) or seq <= ss.get(ACK, 0):
         return
     ss[ACK] = seq
+    held = {}
     for name, value in (target.get("values") or {}).items():
         if name in apply and isinstance(value, int):
+            before = ss.get(name)
             apply[name](value)
+            if name in ss and ss[name] != before:      # a widget's value (a lesson step is applied by the next run)
+                held[name] = (before, ss[name])
+    ss[HELD] = (dict(st.query_params), held)
+
+
+def hold_applied() -> None:
+    """First in a run, before any widget: the values the last target set, again where this run's request brought
+    them back from before the press while the browser's address is still the press's (see the module docstring).
+    Once the address moved on, the browser has the new values and what it sends is the teacher's."""
+    ss = st.session_state
+    address, held = ss.get(HELD) or ({}, {})
+    if not held or dict(st.query_params) != address:
+        ss.pop(HELD, None)
+        return
+    for name, (before, applied) in held.items():
+        if ss.get(name) == before:
+            ss[name] = applied
 
 
 def presenter_keys(*stepped: Stepped) -> None:

@@ -22,7 +22,7 @@ from app_pages.frame import controls
 from app_pages.frame import lesson_panel as lesson_panel
 from app_pages.frame import session as caches
 from app_pages.frame.i18n import LANG_KEY, LANGUAGES, _, language, ngettext
-from app_pages.frame.presenter_keys import Stepped, presenter_keys
+from app_pages.frame.presenter_keys import HELD, Stepped, hold_applied, presenter_keys
 from app_pages.frame.widgets import ICON_ONLY_CSS, escape_markdown
 from model import ForwardTrace
 
@@ -142,7 +142,7 @@ def reopen_link_on_history_navigation() -> None:
     ss = st.session_state
     for key in S.SETTING_KEYS:
         ss.pop(key, None)
-    for key in (lesson_panel.ACTIVE, lesson_panel.GOTO):
+    for key in (lesson_panel.ACTIVE, lesson_panel.GOTO, HELD):
         ss.pop(key, None)
     ss[REOPEN] = True
 
@@ -157,6 +157,7 @@ def start(page: str, before_controls: Callable[[], None] | None = None) -> None:
     (the page's slow work asked for from the settled settings), draw the shared controls."""
     ss = st.session_state
     schema = S.schema(page)
+    hold_applied()                                    # the presenter keys' last values, against a stale request
     class_panel.settle(page, URL_READ, link_note)     # a class: follow the teacher's view (read as a fresh link)
     ss.setdefault(S.TEXT.key, default_text())
     opened = not ss.get(URL_READ) or bool(ss.get(REOPEN))

@@ -179,7 +179,7 @@ def test_a_key_target_is_applied_once_and_within_the_model(monkeypatch):
     from app_pages.frame import presenter_keys as keys
 
     state = {}
-    monkeypatch.setattr(keys, "st", SimpleNamespace(session_state=state))
+    monkeypatch.setattr(keys, "st", SimpleNamespace(session_state=state, query_params={}))
     monkeypatch.setattr(controls, "st", SimpleNamespace(session_state=state))
     apply = {"layer": functools.partial(controls.set_within, "layer", 0, 29),
              "head": functools.partial(controls.set_within, "head", 0, 8)}
@@ -194,6 +194,35 @@ def test_a_key_target_is_applied_once_and_within_the_model(monkeypatch):
     state[keys.KEY] = {"target": {"values": {"layer": "7", "view": 1}, "seq": 4}}   # not a number, not a value
     keys._apply_target(apply)
     assert state["layer"] == 5 and "view" not in state and state[keys.ACK] == 4
+
+
+def test_a_key_s_values_are_held_against_a_request_from_before_the_press(monkeypatch):
+    """A request the browser sent before the press's run reached it brings the slider back at its value from before
+    the press (and the same target, not applied again): the key's value is set again while the address is still the
+    one of the press. A slider moved elsewhere is the teacher's; once the address moved on (a run finished and wrote
+    its link), whatever the browser sends is."""
+    from app_pages.frame import controls
+    from app_pages.frame import presenter_keys as keys
+
+    state, address = {"layer": 5, "head": 2}, {"layer": "5", "head": "2"}
+    monkeypatch.setattr(keys, "st", SimpleNamespace(session_state=state, query_params=address))
+    monkeypatch.setattr(controls, "st", SimpleNamespace(session_state=state))
+    apply = {"layer": functools.partial(controls.set_within, "layer", 0, 29),
+             "head": functools.partial(controls.set_within, "head", 0, 8)}
+    state[keys.KEY] = {"target": {"values": {"layer": 6, "head": 2}, "seq": 1}}
+    keys._apply_target(apply)
+    assert (state["layer"], state["head"]) == (6, 2)
+    for _ in range(2):                       # each stale request, until a run gets through
+        state["layer"] = 5
+        keys.hold_applied()
+        assert (state["layer"], state["head"]) == (6, 2)
+    state["layer"] = 9                       # the slider dragged since: the teacher's
+    keys.hold_applied()
+    assert state["layer"] == 9
+    address["layer"] = "9"                   # a run finished: the browser has its values
+    state["layer"] = 5
+    keys.hold_applied()
+    assert state["layer"] == 5 and keys.HELD not in state
 
 
 def test_model_runs_once_per_text_not_per_widget_change(lm, monkeypatch):
