@@ -11,7 +11,7 @@ slider the teacher dragged then wins).
 
 A request the browser sends before the applying run's output reached it (any click, or a class strip's timed
 rerun, a moment after the press) carries the sliders' values from before the press, and the same target: it stopped
-the applying run and its stale slider value won, the press lost for good (about 1 press in 150 with a class, two
+the applying run and its stale slider value won, the press lost for good (about 1 press in 200 with a class, two
 replicas and a loaded CPU; a CI run's teacher lost an ArrowRight). So the values a target set are held (HELD) while
 the browser's address is still the one it had at the press (no run has finished since: finish() writes the link),
 and hold_applied() sets them again in a run whose request brought a slider back at its value from before the press.
