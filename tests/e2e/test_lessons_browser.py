@@ -22,6 +22,7 @@ from playwright import sync_api
 
 from app_core import schemas as S
 from app_core.lessons import load_catalog
+from app_pages.navigation import url_path
 from harness.browser import IDLE_WITH_CHARTS_JS, visit
 from tests.e2e.test_browser import (
     PROJECTOR,
@@ -48,7 +49,10 @@ COMPARISON = "cmp"
 MIN_SHARED_CHART_PX = 100
 PANEL = ".st-key-lesson_panel"
 CHART = '[data-testid="stMain"] [data-testid="stPlotlyChart"]'
-STEP_IS_JS = "(step) => new URLSearchParams(location.search).get('step') === step"
+# The address names the step and its page: a step on another page writes its link before the switch to that page (the
+# old page's charts are still there and the app is idle between the two runs).
+STEP_IS_JS = ("([step, path]) => new URLSearchParams(location.search).get('step') === step"
+              " && location.pathname.replace(/^\\/+|\\/+$/g, '') === path")
 # A Train step's page is live: a run has passed its first log point (its progress bar moved; the page polls).
 TRAINING_JS = ("() => [...document.querySelectorAll('[data-testid=\"stProgress\"] [role=\"progressbar\"]')]"
                ".some(bar => Number(bar.getAttribute('aria-valuenow')) > 0)")
@@ -95,6 +99,7 @@ def open_step(page, url: str, step) -> None:
     """Open a lesson link (harness.browser.visit: by the tab's history once it shows the app): wait for the step's
     frame, then for the app idle with its charts (none while a predict step holds its view)."""
     visit(page, url, min_charts=0)
+    page.wait_for_function(STEP_IS_JS, arg=[query(url)["step"], url_path(step.page)], timeout=SETTLE_MS, polling=100)
     page.locator(PANEL).wait_for(state="visible", timeout=SETTLE_MS)
     page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=0 if step.predict else 1, timeout=SETTLE_MS, polling=100)
 
@@ -106,15 +111,16 @@ def reveal_if_held(page, step, n: int) -> None:
         rerun(page, lambda: page.locator(f".st-key-w_lesson_reveal_{n} button").click())
 
 
-def press(page, key: str, step: int, held: bool = False, times: int = 1) -> None:
-    """A key pressed `times` times 30 ms apart (the focus on the page, not in a field), then the link names `step`
-    and the app is idle with its charts drawn (none while a predict step holds its view). No press is lost, even
-    one that falls into a Train page's polling run (app_pages/frame/presenter_keys.py)."""
+def press(page, key: str, lesson, n: int, times: int = 1) -> None:
+    """A key pressed `times` times 30 ms apart (the focus on the page, not in a field), then the address names step
+    n and its page and the app is idle with its charts drawn (none while a predict step holds its view). No press is
+    lost, even one that falls into a Train page's polling run (app_pages/frame/presenter_keys.py)."""
     for _ in range(times):
         page.locator("body").press(key)
         page.wait_for_timeout(30)
-    page.wait_for_function(STEP_IS_JS, arg=str(step), timeout=2 * PRESS_MS, polling=100)
-    page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=0 if held else 1, timeout=SETTLE_MS, polling=100)
+    step = lesson.step(n)
+    page.wait_for_function(STEP_IS_JS, arg=[str(n), url_path(step.page)], timeout=2 * PRESS_MS, polling=100)
+    page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=0 if step.predict else 1, timeout=SETTLE_MS, polling=100)
 
 
 def first_screen_problems(page, where: str, width: int, height: int) -> list[str]:
@@ -147,7 +153,7 @@ def test_sampled_steps_in_presenter_mode_at_1024x768(app_url, new_page, screensh
             where = f"{lesson.id} step {n} ({lang})"
             try:
                 if before == (lesson.id, n - 1):
-                    press(page, "PageDown", n, held=lesson.step(n).predict)
+                    press(page, "PageDown", lesson, n)
                     pressed = True
                 else:
                     open_step(page, url_of(app_url, "/lessons", lesson=lesson.id, step=str(n), present="1", lang=lang),
@@ -171,12 +177,12 @@ def test_sampled_steps_in_presenter_mode_at_1024x768(app_url, new_page, screensh
                 problems.append(f"{where}: {str(err).splitlines()[0]} at {page.url}")
         lesson, n = walked[-1]
         try:
-            press(page, "PageUp", n - 1, held=lesson.step(n - 1).predict)     # raises if it does not go back
+            press(page, "PageUp", lesson, n - 1)     # raises if it does not go back
             for key, to in (("PageUp", n - 3), ("PageDown", n + 1)):          # two quick presses: two steps
                 passed = range(min(to, n - 1), max(to, n - 1) + 1)
                 if passed[0] >= 1 and passed[-1] <= len(lesson.steps) and not any(
                         lesson.step(k).page == "train" for k in passed):       # a Train step passed starts its runs
-                    press(page, key, to, held=lesson.step(to).predict, times=2)
+                    press(page, key, lesson, to, times=2)
                     break
         except sync_api.TimeoutError as err:
             problems.append(f"PageUp from {lesson.id} step {n} ({lang}): {str(err).splitlines()[0]} at {page.url}")
