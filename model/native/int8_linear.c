@@ -19,14 +19,15 @@ and with offsets acc = fma(o[n, b], xsum, acc), xsum being the block's x[m, k] a
 is the same whatever M, the tile a row falls in, the thread count or the instruction set, so a row's numbers do not
 depend on the rows beside it. The inner loop is only multiply-adds: weights made first (code * scale, or an fma
 with the offset, as gguf dequantizes) took one more multiply or fma per vector of codes, as many as the
-multiply-adds of a one- or two-row tile (one row: 1.2-1.3x slower). A tile of up to MAX_TILE rows, transposed to
-[K][R], broadcasts each x[m, k] into the two vectors of a group's 16 codes (a BLIS-style outer product: 12
-multiply-adds per k for the codes widened once); every tile takes a pass of groups in turn, their codes held in L2,
-before the next pass (PASS_BYTES). On AVX-512 a group's 16 codes are one vector and a tile holds up to
-MAX_TILE_WIDE rows (half the multiply-adds, and the codes widened once for twice the rows: a 10-row generation
-step's products ~1.4x faster on a Xeon), each output the same operations as on AVX2. The made-weights sequence is
-in int8_made.c, what both share in int8_linear.h. Built at first use by model/native/build.py; int8_linear_level()
-says whether this CPU runs it (0: use the fallback; 2: the AVX-512 path, ATLAS_NATIVE_ISA=avx2 caps it at 1). */
+multiply-adds of a one- or two-row tile (one row: 1.2-1.3x slower). A tile of up to MAX_TILE rows (NIBBLE_TILE
+for 4-bit codes), transposed to [K][R], broadcasts each x[m, k] into the two vectors of a group's 16 codes (a
+BLIS-style outer product: 12 multiply-adds per k for the codes widened once); every tile takes a pass of groups in
+turn, their codes held in L2, before the next pass (PASS_BYTES). On AVX-512 a group's 16 codes are one vector and a
+tile holds up to MAX_TILE_WIDE rows (half the multiply-adds, and the codes widened once for twice the rows: a 10-row
+generation step's products ~1.4x faster on a Xeon), each output the same operations as on AVX2. The made-weights
+sequence is in int8_made.c, what both share in int8_linear.h. Built at first use by model/native/build.py;
+int8_linear_level() says whether this CPU runs it (0: use the fallback; 2: the AVX-512 path, ATLAS_NATIVE_ISA=avx2
+caps it at 1). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -255,7 +256,8 @@ int int8_linear_strided(const int8_t *c, const float *s, const float *o, const f
                         int64_t N, int64_t K, int64_t ldy, int threads, int nibbles, int made) {
     const int level = int8_linear_level();
     if (level == 0) return -1;
-    const int max_tile = level > 1 ? (made ? MADE_TILE_WIDE : MAX_TILE_WIDE) : MAX_TILE;
+    const int max_tile = level > 1 ? (made ? MADE_TILE_WIDE : MAX_TILE_WIDE)
+                                   : (made || !nibbles ? MAX_TILE : NIBBLE_TILE);
     float *packed = NULL, *sums = NULL;
     if (M > 1 && !made) {                         /* one row is its own packing; made tiles read x's rows */
         packed = aligned_alloc(64, (size_t)(M * K) * sizeof(float));   /* K / 32 whole lines */

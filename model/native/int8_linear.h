@@ -13,6 +13,9 @@ tiles of rows. */
 #define GROUP_OUTPUTS 16        /* outputs of a group: two 8-lane vectors (AVX2) or one 16-lane vector (AVX-512) */
 #define MAX_TILE 6              /* AVX2: rows of x per tile: 12 block sums, 2 vectors of codes and x[m, k] in 16
                                    registers */
+#define NIBBLE_TILE 5           /* AVX2, a step's 4-bit codes: rows per tile (their mask takes the 16th register, and
+                                   6 rows spilled: on a Zen 3, 12 rows in two tiles of 6 took 1.4-1.7x the time a row
+                                   of 10 rows in two of 5, in three tiles of 4 1.0-1.05x) */
 #define MAX_CHAINS 4            /* AVX2: groups taken together by a tile of one or two rows (more dependency chains) */
 #define MAX_TILE_WIDE 12        /* AVX-512: rows per tile (one block sum a row and group in 32 registers) */
 #define MAX_DOTS 16             /* a tile's accumulated groups times rows, at most (AVX2 6, AVX-512 14) */
