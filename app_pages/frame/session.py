@@ -29,9 +29,9 @@ from app_pages.frame import default_model
 from app_pages.frame.i18n import _
 from model import load_model
 from model.errors import ModelLoadError
-from model.files.fetch import cached_model_path
-from model.files.gguf import default_model_path, installed_model_path
+from model.files.fetch import cached_model_path, default_model_path
 from model.files.heap import tune_heap
+from model.files.package import installed_model_path
 
 DEFAULT_CACHE_MB = 600
 

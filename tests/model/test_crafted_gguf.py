@@ -169,7 +169,7 @@ def test_a_crafted_chat_template_is_refused_or_left_out(crafted, tmp_path, value
 
 
 def test_the_installed_model_is_within_every_limit():
-    from model.files.gguf import installed_model_path
+    from model.files.package import installed_model_path
 
     reader = open_reader(installed_model_path())
     assert reader.fields["tokenizer.ggml.tokens"].count == 49152

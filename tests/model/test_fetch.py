@@ -22,8 +22,8 @@ import pytest
 
 from model.errors import ModelLoadError
 from model.files import fetch
-from model.files.fetch import cached_model_path, fetch_model, find_installer
-from model.files.gguf import default_model_path, installed_model_path
+from model.files.fetch import cached_model_path, default_model_path, fetch_model, find_installer
+from model.files.package import installed_model_path
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALLED = installed_model_path()

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from gguf.quants import dequantize as gguf_dequantize
 
-from model.files.gguf import _open_reader, installed_model_path
+from model.files.gguf import _open_reader
+from model.files.package import installed_model_path
 from model.files.quants import dequantize
 
 ROWS, COLS = 6, 96      # 3 blocks of 32 per row
