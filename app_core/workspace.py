@@ -25,9 +25,8 @@ from app_core.derived import seq2seq
 from app_core.families import DECODER, family_of
 from app_core.scheduling import COMPUTE
 from model.calculator.params import kv_cache_bytes_per_token, shape_from_config
-from model.decoder.core import FLOAT32_ATTENTION_BYTES
+from model.decoder.config import DEFAULT_MAX_TOKENS, FLOAT32_ATTENTION_BYTES
 
-DEFAULT_MAX_TOKENS = 512
 SHARES = {"traces": 0.6, "layer_details": 0.15, "derived": 0.1, "generations": 0.1, "figures": 0.05}
 
 

@@ -7,6 +7,8 @@ ARCHITECTURES = ("llama", "qwen2", "qwen3", "gpt2")
 NORMS = ("rmsnorm", "layernorm")
 POSITIONS = ("rope", "learned")
 MLPS = ("swiglu", "gelu")
+DEFAULT_MAX_TOKENS = 512              # tokens of a text a run reads by default (fewer where the context is shorter)
+FLOAT32_ATTENTION_BYTES = 64 * 2**20  # attention kept float32 up to this size, float16 above (decoders and encoders)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from model.decoder.blocks import Attention, Block, Norm, Past, Record, Weight, dense, runs_natively
-from model.decoder.config import ModelConfig
+from model.decoder.config import DEFAULT_MAX_TOKENS, FLOAT32_ATTENTION_BYTES, ModelConfig
 from model.decoder.embedding import embedding_table
 from model.decoder.hooks import HookFn, Hooks, capture, hook_names
 from model.decoder.matrices import QuantizedMatrix
@@ -24,9 +24,7 @@ from model.decoder.trace import ForwardTrace, LayerDetail
 from model.native.threads import torch_on_calling_thread
 from model.tokenizers.delegate import TokenMethods
 
-DEFAULT_MAX_TOKENS = 512
 CHECKPOINT_EVERY = 6  # keep every 6th layer's input: layer_detail re-runs at most 5 blocks; 1/6 of the memory
-FLOAT32_ATTENTION_BYTES = 64 * 2**20  # keep attention in float32 up to this size (T <= 249 here), float16 above
 LOGPROB_ROWS = 64     # positions whose logits over the whole vocabulary are computed at a time (token_logprobs)
 BATCH_BYTES = 64 * 2**20   # float32 scores (and MLP activations) of one batch of sequences (variants_per_batch)
 DETAIL_POINTS = ("attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_rot_q", "attn.hook_rot_k",

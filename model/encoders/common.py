@@ -5,10 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from model.decoder.config import DEFAULT_MAX_TOKENS, FLOAT32_ATTENTION_BYTES
 from model.tokenizers.delegate import TokenMethods
-
-DEFAULT_MAX_TOKENS = 512
-FLOAT32_ATTENTION_BYTES = 64 * 2**20   # attention kept float32 up to this size, float16 above (as the decoders)
 
 
 class TokenizerMethods(TokenMethods):
