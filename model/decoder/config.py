@@ -1,4 +1,5 @@
-"""ModelConfig: the shape of a decoder and the parts its blocks are built from (norm, positions, MLP, biases)."""
+"""ModelConfig: the shape of a decoder and the parts its blocks are built from (norm, positions, MLP, biases); and the
+limits every run shares, decoders' and encoders' (the tokens read by default, the largest attention kept float32)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
