@@ -118,6 +118,25 @@ def settled_boxes(page, scope: str, every_ms: int = 400, timeout_ms: int = 15_00
     return boxes
 
 
+# The chart's drawn width, and the widths around it (for the message when it is not drawn at its figure's width).
+WIDTHS_JS = """(scope) => { const w = (s) => { const e = document.querySelector(s);
+                                              return e ? e.getBoundingClientRect().width : null; };
+  return {chart: w(scope + ' .main-svg'), main: w('[data-testid="stMain"]'), sidebar: w('[data-testid="stSidebar"]'),
+          window: window.innerWidth}; }"""
+
+
+def drawn_at_its_width(page, scope: str, width: int, timeout_ms: int = 30_000) -> None:
+    """Wait until the chart under scope is drawn at its figure's width: Streamlit draws a chart of width "content"
+    at its frame's width when the frame is narrower (a full run once measured this chart 0.78x as wide as its figure,
+    a moment after the page went idle, every pair of neighbouring characters overlapping)."""
+    try:
+        page.wait_for_function(f"(s) => {{ const e = document.querySelector(s + ' .main-svg'); "
+                               f"return e && Math.abs(e.getBoundingClientRect().width - {width}) < 1; }}",
+                               arg=scope, timeout=timeout_ms, polling=200)
+    except sync_api.TimeoutError:
+        pytest.fail(f"the chart is not drawn at its figure's width {width} px: {page.evaluate(WIDTHS_JS, scope)}")
+
+
 def overlaps(boxes: list[dict], slack: float = 0.5) -> list[tuple[str, str]]:
     """Pairs of boxes that overlap by more than slack px both ways."""
     found = []
@@ -168,12 +187,13 @@ def test_labels_are_legible_at_1024x768(tok, page, tmp_path_factory, name, lang,
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_in_the_app_at_1024x768(app_url, page, tmp_path_factory, lang):
+def test_in_the_app_at_1024x768(tok, app_url, page, tmp_path_factory, lang):
     text = TEXTS["chinese"]
     page.goto(f"{app_url}/inside?model=qwen-style&lang={lang}&text={quote(text)}")
     page.wait_for_function(IDLE_WITH_CHARTS_JS, arg=1, timeout=180_000, polling=200)
     page.evaluate("document.fonts.ready.then(() => true)")          # the labels measured in their own font
     chart = ".st-key-inside_bpe"
+    drawn_at_its_width(page, chart, figure(tok, text, lang)[0].layout.width)
     boxes = settled_boxes(page, chart)
     shot = tmp_path_factory.mktemp("app") / f"tokenization_app_{lang}.png"
     page.screenshot(path=str(shot))
