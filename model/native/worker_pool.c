@@ -5,6 +5,8 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <strings.h>
 #include <time.h>
 
 #define MAX_WORKERS 15
@@ -52,8 +54,17 @@ static void run_chunks(uint64_t generation) {
     }
 }
 
+/* How long a worker spins for the next call before it sleeps: SPIN_NS, or none under OMP_WAIT_POLICY=PASSIVE (the
+policy torch's OpenMP threads follow: with more busy threads than cores, a spinning thread takes the core another
+needs). */
+static int64_t spin_ns(void) {
+    const char *policy = getenv("OMP_WAIT_POLICY");
+    return policy && strcasecmp(policy, "passive") == 0 ? 0 : SPIN_NS;
+}
+
 static void *worker_main(void *unused) {
     (void)unused;
+    const int64_t spin_limit = spin_ns();
     uint64_t last = 0;
     for (;;) {
         int64_t spin_start = monotonic_ns();
@@ -62,7 +73,7 @@ static void *worker_main(void *unused) {
             generation = atomic_load_explicit(&pool.task, memory_order_acquire) >> 32;
             if (generation != last) break;
             if (i % YIELD_EVERY == YIELD_EVERY - 1) {
-                if (monotonic_ns() - spin_start > SPIN_NS) {
+                if (monotonic_ns() - spin_start > spin_limit) {
                     pthread_mutex_lock(&pool.sleep_lock);
                     while ((atomic_load_explicit(&pool.task, memory_order_acquire) >> 32) == last)
                         pthread_cond_wait(&pool.wake, &pool.sleep_lock);
