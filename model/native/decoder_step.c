@@ -195,10 +195,10 @@ int64_t decoder_step_work_floats(const shape_t *s, int64_t B) {
     return B * (s->D + qkv + 2 * s->H * s->hd + 2 * s->KV * s->hd + 2 * s->F + s->F + s->D);
 }
 
-/* Returns 0, or the first kernel's error (see int8_linear). */
-int decoder_step(const block_t *blocks, const shape_t *s, float *x, int64_t B, const float *cos, const float *sin,
-                 const uint64_t *k_addr, const uint64_t *v_addr, const int64_t *capacity, const int64_t *position,
-                 const int64_t *slot, int64_t max_len, float *patterns, float *scratch, float *work, int threads) {
+static int step_blocks(const block_t *blocks, const shape_t *s, float *x, int64_t B, const float *cos,
+                       const float *sin, const uint64_t *k_addr, const uint64_t *v_addr, const int64_t *capacity,
+                       const int64_t *position, const int64_t *slot, int64_t max_len, float *patterns, float *scratch,
+                       float *work, int threads) {
     const int64_t D = s->D, H = s->H, KV = s->KV, hd = s->hd, F = s->F, n_qkv = (H + 2 * KV) * hd;
     float *h = work, *qkv = h + B * D, *q = qkv + B * n_qkv, *attn = q + B * H * hd, *keys = attn + B * H * hd;
     float *values = keys + B * KV * hd, *gate_up = values + B * KV * hd, *act = gate_up + B * 2 * F;
@@ -232,4 +232,16 @@ int decoder_step(const block_t *blocks, const shape_t *s, float *x, int64_t B, c
         for (int64_t i = 0; i < B * D; i++) x[i] += down[i];
     }
     return 0;
+}
+
+/* Every block for a step's B rows, the pool's workers spinning between its kernel calls (pool_spin). Returns 0, or
+the first kernel's error (see int8_linear). */
+int decoder_step(const block_t *blocks, const shape_t *s, float *x, int64_t B, const float *cos, const float *sin,
+                 const uint64_t *k_addr, const uint64_t *v_addr, const int64_t *capacity, const int64_t *position,
+                 const int64_t *slot, int64_t max_len, float *patterns, float *scratch, float *work, int threads) {
+    pool_spin(1);
+    const int status = step_blocks(blocks, s, x, B, cos, sin, k_addr, v_addr, capacity, position, slot, max_len,
+                                   patterns, scratch, work, threads);
+    pool_spin(0);
+    return status;
 }

@@ -5,12 +5,10 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <strings.h>
 #include <time.h>
 
 #define MAX_WORKERS 15
-#define SPIN_NS 500000          /* 0.5 ms: longer than the gaps between a step's kernel calls */
+#define SPIN_NS 500000          /* 0.5 ms: longer than the gaps between a native step's kernel calls */
 #define CHUNKS_PER_THREAD 4
 #define YIELD_EVERY 256         /* spinning: give the core away every 256 pauses (~5 us), in case the thread waited
                                    for, or another (Python) thread, is waiting for it: more threads than cores */
@@ -26,6 +24,10 @@ static struct {
     int64_t n, chunk, chunks;
     int workers;
 } pool = {.busy = PTHREAD_MUTEX_INITIALIZER, .sleep_lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+static atomic_int_least64_t spin_limit_ns;    /* SPIN_NS inside a native step (pool_spin), else 0 */
+
+void pool_spin(int on) { atomic_store_explicit(&spin_limit_ns, on ? SPIN_NS : 0, memory_order_relaxed); }
 
 static int64_t monotonic_ns(void) {
     struct timespec t;
@@ -54,17 +56,8 @@ static void run_chunks(uint64_t generation) {
     }
 }
 
-/* How long a worker spins for the next call before it sleeps: SPIN_NS, or none under OMP_WAIT_POLICY=PASSIVE (the
-policy torch's OpenMP threads follow: with more busy threads than cores, a spinning thread takes the core another
-needs). */
-static int64_t spin_ns(void) {
-    const char *policy = getenv("OMP_WAIT_POLICY");
-    return policy && strcasecmp(policy, "passive") == 0 ? 0 : SPIN_NS;
-}
-
 static void *worker_main(void *unused) {
     (void)unused;
-    const int64_t spin_limit = spin_ns();
     uint64_t last = 0;
     for (;;) {
         int64_t spin_start = monotonic_ns();
@@ -73,7 +66,7 @@ static void *worker_main(void *unused) {
             generation = atomic_load_explicit(&pool.task, memory_order_acquire) >> 32;
             if (generation != last) break;
             if (i % YIELD_EVERY == YIELD_EVERY - 1) {
-                if (monotonic_ns() - spin_start > spin_limit) {
+                if (monotonic_ns() - spin_start > atomic_load_explicit(&spin_limit_ns, memory_order_relaxed)) {
                     pthread_mutex_lock(&pool.sleep_lock);
                     while ((atomic_load_explicit(&pool.task, memory_order_acquire) >> 32) == last)
                         pthread_cond_wait(&pool.wake, &pool.sleep_lock);

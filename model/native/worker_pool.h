@@ -4,8 +4,10 @@ every kernel of the library).
 OpenMP was used first: between two kernel calls of a generation step (~100 us of numpy in between) its worker went
 to sleep, and every other Python thread that had run torch kept a team of its own spinning, so two cores gave a step
 little. Here the caller publishes a task (a function over a range of outputs), the caller and the workers take
-chunks of it from one atomic counter, and the caller waits for the chunks in flight. A worker spins SPIN_NS for the
-next task, then sleeps on a condition variable (no CPU while generation is idle). A call made while another thread
+chunks of it from one atomic counter, and the caller waits for the chunks in flight. Inside a native step (pool_spin)
+a worker spins SPIN_NS for the next task, then sleeps on a condition variable (no CPU while generation is idle);
+elsewhere it sleeps at once: between the calls a full pass makes from Python (its norms, rotations and attention in
+between) a spinning worker only took CPU from the other sessions. A call made while another thread
 uses the pool runs alone. How outputs are split never changes an output's arithmetic. */
 #ifndef ATLAS_WORKER_POOL_H
 #define ATLAS_WORKER_POOL_H
@@ -29,6 +31,10 @@ void team_items(range_fn fn, const void *args, int64_t n, int threads);
 
 /* parallel_range on torch's OpenMP team where one is registered (see team_items), else on the pool. */
 void team_range(range_fn fn, const void *args, int64_t n, int threads);
+
+/* on: the pool's workers spin for the next task (the kernel calls of a native step follow each other within
+microseconds); off: they sleep as soon as a task's chunks are taken. */
+void pool_spin(int on);
 
 /* Registers the address of the OpenMP runtime's GOMP_parallel that torch loaded (NULL: none). */
 void use_torch_team(void *gomp_parallel);
