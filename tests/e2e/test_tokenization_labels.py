@@ -130,9 +130,9 @@ def drawn_at_its_width(page, scope: str, width: int, timeout_ms: int = 30_000) -
     at its frame's width when the frame is narrower (a full run once measured this chart 0.78x as wide as its figure,
     a moment after the page went idle, every pair of neighbouring characters overlapping)."""
     try:
-        page.wait_for_function(f"(s) => {{ const e = document.querySelector(s + ' .main-svg'); "
-                               f"return e && Math.abs(e.getBoundingClientRect().width - {width}) < 1; }}",
-                               arg=scope, timeout=timeout_ms, polling=200)
+        page.wait_for_function("([s, w]) => { const e = document.querySelector(s + ' .main-svg'); "
+                               "return e && Math.abs(e.getBoundingClientRect().width - w) < 1; }",
+                               arg=[scope, width], timeout=timeout_ms, polling=200)
     except sync_api.TimeoutError:
         pytest.fail(f"the chart is not drawn at its figure's width {width} px: {page.evaluate(WIDTHS_JS, scope)}")
 
